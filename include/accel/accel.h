@@ -1,0 +1,14 @@
+// accel: the host-side runtime for machine-learning accelerators.
+// Include this header for the whole public API.
+#ifndef ACCEL_ACCEL_H_
+#define ACCEL_ACCEL_H_
+
+#include "accel/base.h"
+#include "accel/device.h"
+#include "accel/event.h"
+#include "accel/memory.h"
+#include "accel/runtime.h"
+#include "accel/semaphore.h"
+#include "accel/stream.h"
+
+#endif  // ACCEL_ACCEL_H_

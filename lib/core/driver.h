@@ -1,0 +1,203 @@
+// The driver interface: what a backend (host, cuda) provides. Generic layers
+// (lib/mem, lib/dma, lib/stream, lib/abi) call only these functions; backends
+// know nothing of the layers above.
+//
+// A backend is a const table of function pointers. Backend objects (devices,
+// physical memory, semaphores, queues) are opaque to the generic layers.
+// Validation happens in the public entry points; backends may assume valid
+// arguments. Every function that can fail returns accel_status_t and sets the
+// thread message. A feature a backend lacks is ACCEL_ERROR_UNSUPPORTED with a
+// message, never a silent success; optional function pointers may be NULL, and
+// callers then report UNSUPPORTED themselves.
+#ifndef ACCEL_CORE_DRIVER_H_
+#define ACCEL_CORE_DRIVER_H_
+
+#include <stdbool.h>
+
+#include "accel/device.h"
+#include "accel/runtime.h"
+#include "accel/semaphore.h"
+#include "accel/stream.h"
+#include "core/object.h"
+
+typedef struct accel_driver accel_driver_t;
+typedef struct accel_drv_backend accel_drv_backend_t;  // an opened backend
+typedef struct accel_drv_device accel_drv_device_t;
+typedef struct accel_drv_phys accel_drv_phys_t;  // physical memory
+typedef struct accel_drv_semaphore accel_drv_semaphore_t;
+typedef struct accel_drv_queue accel_drv_queue_t;
+
+// Resolved runtime options handed to backends (defaults and environment
+// already applied).
+typedef struct accel_drv_options {
+  uint64_t spin_ns;
+  uint32_t host_device_count;
+} accel_drv_options_t;
+
+// ---------------------------------------------------------------------------
+// Commands: what a queue executes. One cache line each so that a ring of them
+// streams through the consumer's cache.
+// ---------------------------------------------------------------------------
+
+typedef enum accel_cmd_kind {
+  ACCEL_CMD_HOST_CALL = 0,
+  ACCEL_CMD_FILL = 1,
+  ACCEL_CMD_COPY = 2,
+  ACCEL_CMD_SIGNAL = 3,
+  ACCEL_CMD_WAIT = 4,
+  ACCEL_CMD_LAUNCH = 5,
+  ACCEL_CMD_KIND_COUNT = 6,
+} accel_cmd_kind_t;
+
+// Names a command kind for messages ("host_call", "copy", ...).
+const char *accel_cmd_kind_name(uint32_t kind);
+
+// Copy directions (accel_cmd_t.flags for ACCEL_CMD_COPY).
+enum {
+  ACCEL_COPY_DEVICE_TO_DEVICE = 0,
+  ACCEL_COPY_HOST_TO_DEVICE = 1,
+  ACCEL_COPY_DEVICE_TO_HOST = 2,
+};
+
+// Executes a launch payload on a host-visible device: called by the host
+// backend with the payload; returns a status (and message) on failure.
+typedef accel_status_t (*accel_launch_exec_fn_t)(void *payload,
+                                                 accel_drv_device_t *device);
+
+typedef struct accel_cmd {
+  uint8_t kind;   // accel_cmd_kind_t
+  uint8_t pad0[3];
+  uint32_t flags;  // per kind (copy direction)
+  uint64_t seq;    // position in the queue, from 1 (set by submit)
+  union {
+    struct {
+      accel_host_fn_t fn;
+      void *user_data;
+    } host_call;
+    struct {
+      uint64_t dst;  // device address
+      uint64_t size_bytes;
+      uint64_t pattern;
+      uint32_t pattern_size;
+    } fill;
+    struct {
+      uint64_t dst;  // device address, or host pointer for DEVICE_TO_HOST
+      uint64_t src;  // device address, or host pointer for HOST_TO_DEVICE
+      uint64_t size_bytes;
+    } copy;
+    struct {
+      accel_drv_semaphore_t *semaphore;
+      uint64_t value;
+      // If not NULL, the device time (ns) is stored here before signalling.
+      _Atomic uint64_t *timestamp_out;
+    } signal;
+    struct {
+      accel_drv_semaphore_t *semaphore;
+      uint64_t value;
+    } wait;
+    struct {
+      accel_launch_exec_fn_t exec;
+      void *payload;  // owned by refs[0]'s object
+    } launch;
+  };
+  // References dropped once the command has completed or been aborted.
+  accel_object_t *refs[2];
+} accel_cmd_t;
+
+_Static_assert(sizeof(accel_cmd_t) == 64, "a command is one cache line");
+
+// Queue creation parameters.
+typedef struct accel_drv_queue_params {
+  uint32_t priority;  // accel_stream_priority_t
+  bool abort_on_destroy;
+  // Signalled to each command's seq after it completes; failed with the
+  // command's error when one fails (that poisons the queue). Not owned.
+  accel_drv_semaphore_t *completion;
+  const char *name;
+} accel_drv_queue_params_t;
+
+// ---------------------------------------------------------------------------
+// The table.
+// ---------------------------------------------------------------------------
+
+struct accel_driver {
+  // Backend name: "host", "cuda".
+  const char *name;
+
+  // Opens the backend. ACCEL_ERROR_UNAVAILABLE (no library, no hardware)
+  // means "skip quietly".
+  accel_status_t (*open)(const accel_driver_t *driver,
+                         const accel_drv_options_t *options,
+                         accel_drv_backend_t **out_backend);
+  void (*close)(accel_drv_backend_t *backend);
+  uint32_t (*device_count)(accel_drv_backend_t *backend);
+  accel_status_t (*device_open)(accel_drv_backend_t *backend, uint32_t ordinal,
+                                accel_drv_device_t **out_device);
+  void (*device_close)(accel_drv_device_t *device);
+  // Fills every field but |index| and |struct_size|.
+  void (*device_info)(accel_drv_device_t *device, accel_device_info_t *info);
+
+  // Clock: the device's notion of now, and a (host, device) pair taken as
+  // close together as the backend can, for trace correlation.
+  uint64_t (*device_time_ns)(accel_drv_device_t *device);
+  void (*clock_pair)(accel_drv_device_t *device, uint64_t *out_host_ns,
+                     uint64_t *out_device_ns);
+
+  // Virtual memory (the cuMemAddressReserve family). Sizes and addresses are
+  // multiples of the device page size.
+  accel_status_t (*va_reserve)(accel_drv_device_t *device, uint64_t size_bytes,
+                               uint64_t alignment, uint64_t *out_address);
+  void (*va_release)(accel_drv_device_t *device, uint64_t address,
+                     uint64_t size_bytes);
+  // Physical memory: created zeroed.
+  accel_status_t (*phys_create)(accel_drv_device_t *device,
+                                uint64_t size_bytes, uint32_t flags,
+                                accel_drv_phys_t **out_phys);
+  void (*phys_release)(accel_drv_phys_t *phys);
+  accel_status_t (*phys_map)(accel_drv_device_t *device, uint64_t address,
+                             accel_drv_phys_t *phys, uint64_t phys_offset,
+                             uint64_t size_bytes);
+  // Makes the range inaccessible again (still reserved).
+  void (*phys_unmap)(accel_drv_device_t *device, uint64_t address,
+                     uint64_t size_bytes);
+  // Host pointer for a device address, NULL if not host-visible.
+  void *(*host_pointer)(accel_drv_device_t *device, uint64_t address);
+
+  // Timeline semaphores.
+  accel_status_t (*semaphore_create)(accel_drv_device_t *device,
+                                     uint64_t initial_value,
+                                     accel_drv_semaphore_t **out_semaphore);
+  void (*semaphore_destroy)(accel_drv_semaphore_t *semaphore);
+  // Returns the stored failure (with message) or OK, and the value.
+  accel_status_t (*semaphore_query)(accel_drv_semaphore_t *semaphore,
+                                    uint64_t *out_value);
+  accel_status_t (*semaphore_signal)(accel_drv_semaphore_t *semaphore,
+                                     uint64_t value);
+  void (*semaphore_fail)(accel_drv_semaphore_t *semaphore,
+                         accel_status_t status, const char *message);
+  accel_status_t (*semaphore_wait)(uint32_t count,
+                                   accel_drv_semaphore_t *const *semaphores,
+                                   const uint64_t *values,
+                                   accel_wait_mode_t mode, uint64_t timeout_ns,
+                                   uint32_t *out_index);
+  accel_status_t (*semaphore_fd)(accel_drv_semaphore_t *semaphore,
+                                 uint64_t value, int *out_fd);
+
+  // Hardware queues. submit copies |count| commands, numbers them (seq) in
+  // queue order, and returns at once with the last number in |*out_last_seq|;
+  // the queue owns the references of the commands it accepted. On failure the
+  // commands not accepted (all of them for a single command) still belong to
+  // the caller. destroy drains or aborts as params.abort_on_destroy said.
+  accel_status_t (*queue_create)(accel_drv_device_t *device,
+                                 const accel_drv_queue_params_t *params,
+                                 accel_drv_queue_t **out_queue);
+  void (*queue_destroy)(accel_drv_queue_t *queue);
+  accel_status_t (*queue_submit)(accel_drv_queue_t *queue,
+                                 const accel_cmd_t *commands, uint32_t count,
+                                 uint64_t *out_last_seq);
+};
+
+// The built-in backends, in probe order.
+extern const accel_driver_t accel_host_driver;
+
+#endif  // ACCEL_CORE_DRIVER_H_

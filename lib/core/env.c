@@ -1,0 +1,45 @@
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "accel/runtime.h"
+#include "core/runtime_impl.h"
+
+// Every environment variable accel reads, in one place (accel-info --env).
+static const accel_env_var_t k_env_vars[] = {
+    {"ACCEL_VISIBLE_DEVICES",
+     "comma-separated device indices or ids (host:0,cuda:1) to expose, in "
+     "order; default: all"},
+    {"ACCEL_SPIN_NS",
+     "ns that workers and host waits spin before parking; default 100000"},
+    {"ACCEL_HOST_DEVICES", "number of host devices to expose; default 1"},
+    {"ACCEL_TRACE",
+     "path of a Perfetto trace written by the built-in recorder; default: "
+     "off"},
+    {"ACCEL_TOPOLOGY_XML",
+     "hwloc XML file used instead of the live machine's topology"},
+};
+
+const accel_env_var_t *accel_env_vars(size_t *out_count) {
+  if (out_count != NULL) {
+    *out_count = sizeof(k_env_vars) / sizeof(k_env_vars[0]);
+  }
+  return k_env_vars;
+}
+
+bool accel_env_u64(const char *name, uint64_t *out_value, bool *out_invalid) {
+  const char *text = getenv(name);
+  *out_invalid = false;
+  if (text == NULL || text[0] == '\0') {
+    return false;
+  }
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || text[0] == '-') {
+    *out_invalid = true;
+    return true;
+  }
+  *out_value = v;
+  return true;
+}

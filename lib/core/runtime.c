@@ -1,0 +1,266 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accel/runtime.h"
+#include "core/error.h"
+#include "core/runtime_impl.h"
+
+#define ACCEL_DEFAULT_SPIN_NS 100000ull
+#define ACCEL_MAX_HOST_DEVICES 64u
+
+void accel_runtime_options_init(accel_runtime_options_t *opts) {
+  if (opts != NULL) {
+    memset(opts, 0, sizeof(*opts));
+    opts->struct_size = sizeof(*opts);
+  }
+}
+
+// Resolves options: caller fields (as far as its struct_size reaches), then
+// the environment on top, then defaults for what is still zero.
+static accel_status_t resolve_options(const accel_runtime_options_t *in,
+                                      accel_runtime_options_t *out) {
+  accel_runtime_options_init(out);
+  if (in != NULL) {
+    if (in->struct_size < offsetof(accel_runtime_options_t, spin_ns)) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "runtime options: struct_size %u is too small "
+                         "(use accel_runtime_options_init)",
+                         in->struct_size);
+    }
+    size_t n = in->struct_size < sizeof(*out) ? in->struct_size : sizeof(*out);
+    memcpy(out, in, n);
+    out->struct_size = sizeof(*out);
+    if (out->flags != 0 || out->reserved0 != 0) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "runtime options: reserved fields must be 0 (flags "
+                         "0x%x)",
+                         out->flags);
+    }
+  }
+  uint64_t v = 0;
+  bool invalid = false;
+  if (accel_env_u64("ACCEL_SPIN_NS", &v, &invalid)) {
+    if (invalid) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "ACCEL_SPIN_NS=\"%s\" is not a number of ns",
+                         getenv("ACCEL_SPIN_NS"));
+    }
+    out->spin_ns = v;
+    if (v == 0) {
+      out->spin_ns = 1;  // "do not spin" (0 would mean default)
+    }
+  }
+  if (accel_env_u64("ACCEL_HOST_DEVICES", &v, &invalid)) {
+    if (invalid || v == 0 || v > ACCEL_MAX_HOST_DEVICES) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "ACCEL_HOST_DEVICES=\"%s\" must be 1 to %u",
+                         getenv("ACCEL_HOST_DEVICES"), ACCEL_MAX_HOST_DEVICES);
+    }
+    out->host_device_count = (uint32_t)v;
+  }
+  const char *visible = getenv("ACCEL_VISIBLE_DEVICES");
+  if (visible != NULL) {
+    out->visible_devices = visible;
+  }
+  if (out->spin_ns == 0) {
+    out->spin_ns = ACCEL_DEFAULT_SPIN_NS;
+  }
+  if (out->host_device_count == 0) {
+    out->host_device_count = 1;
+  }
+  if (out->host_device_count > ACCEL_MAX_HOST_DEVICES) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "runtime options: host_device_count %u exceeds %u",
+                       out->host_device_count, ACCEL_MAX_HOST_DEVICES);
+  }
+  return ACCEL_OK;
+}
+
+static accel_device_t *find_device(accel_runtime_t *rt, const char *token) {
+  char *end = NULL;
+  unsigned long index = strtoul(token, &end, 10);
+  if (end != token && *end == '\0') {
+    return index < rt->all_device_count ? rt->all_devices[index] : NULL;
+  }
+  for (uint32_t i = 0; i < rt->all_device_count; ++i) {
+    if (strcmp(rt->all_devices[i]->info.id, token) == 0) {
+      return rt->all_devices[i];
+    }
+  }
+  return NULL;
+}
+
+// Applies the visible-device list. Tokens are indices into the full list or
+// ids; duplicates are rejected so that one device never appears twice.
+static accel_status_t apply_visibility(accel_runtime_t *rt,
+                                       const char *visible) {
+  rt->devices = calloc(rt->all_device_count ? rt->all_device_count : 1,
+                       sizeof(*rt->devices));
+  if (rt->devices == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "runtime: cannot allocate the device list");
+  }
+  if (visible == NULL || visible[0] == '\0') {
+    for (uint32_t i = 0; i < rt->all_device_count; ++i) {
+      rt->devices[i] = rt->all_devices[i];
+    }
+    rt->device_count = rt->all_device_count;
+  } else {
+    char list[512];
+    if (strlen(visible) >= sizeof(list)) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "visible devices: list longer than %zu characters",
+                         sizeof(list) - 1);
+    }
+    strcpy(list, visible);
+    char *save = NULL;
+    for (char *tok = strtok_r(list, ", ", &save); tok != NULL;
+         tok = strtok_r(NULL, ", ", &save)) {
+      accel_device_t *dev = find_device(rt, tok);
+      if (dev == NULL) {
+        return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                           "visible devices \"%s\": no device \"%s\" (there "
+                           "are %u: indices 0-%u or ids like host:0)",
+                           visible, tok, rt->all_device_count,
+                           rt->all_device_count ? rt->all_device_count - 1
+                                                : 0);
+      }
+      for (uint32_t i = 0; i < rt->device_count; ++i) {
+        if (rt->devices[i] == dev) {
+          return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                             "visible devices \"%s\": device %s listed twice",
+                             visible, dev->info.id);
+        }
+      }
+      rt->devices[rt->device_count++] = dev;
+    }
+  }
+  for (uint32_t i = 0; i < rt->device_count; ++i) {
+    rt->devices[i]->info.index = i;
+  }
+  return ACCEL_OK;
+}
+
+static void close_devices(accel_runtime_t *rt) {
+  for (uint32_t i = rt->all_device_count; i > 0; --i) {
+    accel_device_t *dev = rt->all_devices[i - 1];
+    dev->driver->device_close(dev->drv);
+    free(dev);
+  }
+  free(rt->all_devices);
+  free(rt->devices);
+  for (uint32_t i = rt->backend_count; i > 0; --i) {
+    rt->backends[i - 1].driver->close(rt->backends[i - 1].backend);
+  }
+}
+
+static accel_status_t open_backend_devices(accel_runtime_t *rt,
+                                           const accel_driver_t *driver,
+                                           accel_drv_backend_t *backend) {
+  uint32_t n = driver->device_count(backend);
+  if (n == 0) {
+    return ACCEL_OK;
+  }
+  accel_device_t **grown = realloc(
+      rt->all_devices, (rt->all_device_count + n) * sizeof(*grown));
+  if (grown == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "runtime: cannot grow the device list to %u",
+                       rt->all_device_count + n);
+  }
+  rt->all_devices = grown;
+  for (uint32_t ordinal = 0; ordinal < n; ++ordinal) {
+    accel_device_t *dev = calloc(1, sizeof(*dev));
+    if (dev == NULL) {
+      return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                         "runtime: cannot allocate device %s:%u", driver->name,
+                         ordinal);
+    }
+    accel_status_t st = driver->device_open(backend, ordinal, &dev->drv);
+    if (st != ACCEL_OK) {
+      free(dev);
+      return accel_error_context(st, "opening device %s:%u", driver->name,
+                                 ordinal);
+    }
+    dev->runtime = rt;
+    dev->driver = driver;
+    dev->ordinal = ordinal;
+    dev->info.struct_size = sizeof(dev->info);
+    driver->device_info(dev->drv, &dev->info);
+    snprintf(dev->info.id, sizeof(dev->info.id), "%s:%u", driver->name,
+             ordinal);
+    rt->all_devices[rt->all_device_count++] = dev;
+  }
+  return ACCEL_OK;
+}
+
+accel_status_t accel_runtime_create_with_drivers(
+    const accel_runtime_options_t *opts, const accel_driver_t *const *drivers,
+    uint32_t driver_count, accel_runtime_t **out_runtime) {
+  ACCEL_CHECK_ARG(out_runtime != NULL, "out_runtime (NULL)");
+  ACCEL_CHECK_ARG(drivers != NULL || driver_count == 0, "drivers (NULL)");
+  if (driver_count > ACCEL_MAX_BACKENDS) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "runtime: %u backends exceed the limit of %u",
+                       driver_count, ACCEL_MAX_BACKENDS);
+  }
+  accel_runtime_options_t resolved;
+  ACCEL_RETURN_IF_ERROR(resolve_options(opts, &resolved));
+
+  accel_runtime_t *rt = calloc(1, sizeof(*rt));
+  if (rt == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "runtime: cannot allocate %zu bytes", sizeof(*rt));
+  }
+  rt->options.spin_ns = resolved.spin_ns;
+  rt->options.host_device_count = resolved.host_device_count;
+
+  accel_status_t st = ACCEL_OK;
+  for (uint32_t i = 0; i < driver_count; ++i) {
+    accel_drv_backend_t *backend = NULL;
+    st = drivers[i]->open(drivers[i], &rt->options, &backend);
+    if (st == ACCEL_ERROR_UNAVAILABLE) {
+      continue;  // absent backend: skipped by design, not an error
+    }
+    if (st != ACCEL_OK) {
+      accel_error_context(st, "opening backend %s", drivers[i]->name);
+      goto err_close_devices;
+    }
+    rt->backends[rt->backend_count].driver = drivers[i];
+    rt->backends[rt->backend_count].backend = backend;
+    rt->backend_count++;
+    st = open_backend_devices(rt, drivers[i], backend);
+    if (st != ACCEL_OK) {
+      goto err_close_devices;
+    }
+  }
+  st = apply_visibility(rt, resolved.visible_devices);
+  if (st != ACCEL_OK) {
+    goto err_close_devices;
+  }
+  *out_runtime = rt;
+  return ACCEL_OK;
+
+err_close_devices:
+  close_devices(rt);
+  free(rt);
+  return st;
+}
+
+accel_status_t accel_runtime_create(const accel_runtime_options_t *opts,
+                                    accel_runtime_t **out_runtime) {
+  static const accel_driver_t *const k_drivers[] = {
+      &accel_host_driver,
+  };
+  return accel_runtime_create_with_drivers(
+      opts, k_drivers, sizeof(k_drivers) / sizeof(k_drivers[0]), out_runtime);
+}
+
+void accel_runtime_destroy(accel_runtime_t *runtime) {
+  if (runtime == NULL) {
+    return;
+  }
+  close_devices(runtime);
+  free(runtime);
+}

@@ -1,0 +1,45 @@
+// Internal layout of the runtime and device objects, shared by lib/ modules.
+#ifndef ACCEL_CORE_RUNTIME_IMPL_H_
+#define ACCEL_CORE_RUNTIME_IMPL_H_
+
+#include "accel/device.h"
+#include "accel/runtime.h"
+#include "core/driver.h"
+
+#define ACCEL_MAX_BACKENDS 8
+
+struct accel_device {
+  accel_runtime_t *runtime;
+  const accel_driver_t *driver;  // borrowed; static table
+  accel_drv_device_t *drv;       // owned
+  accel_device_info_t info;      // filled at open; index set when visible
+  uint32_t ordinal;              // within its backend
+  _Atomic uint32_t stream_counter;  // numbers default stream names
+};
+
+struct accel_runtime {
+  accel_drv_options_t options;
+  uint32_t backend_count;
+  struct {
+    const accel_driver_t *driver;
+    accel_drv_backend_t *backend;
+  } backends[ACCEL_MAX_BACKENDS];
+  // Every opened device, in backend order (owned).
+  uint32_t all_device_count;
+  accel_device_t **all_devices;
+  // The visible ones, in the order ACCEL_VISIBLE_DEVICES gave (borrowed).
+  uint32_t device_count;
+  accel_device_t **devices;
+};
+
+// Creates a runtime over an explicit list of backends (tests use this to
+// insert the fault-injection wrapper). Same contract as accel_runtime_create.
+accel_status_t accel_runtime_create_with_drivers(
+    const accel_runtime_options_t *opts, const accel_driver_t *const *drivers,
+    uint32_t driver_count, accel_runtime_t **out_runtime);
+
+// Reads an unsigned integer environment variable; returns false when unset.
+// Sets |*out_invalid| when set but malformed.
+bool accel_env_u64(const char *name, uint64_t *out_value, bool *out_invalid);
+
+#endif  // ACCEL_CORE_RUNTIME_IMPL_H_

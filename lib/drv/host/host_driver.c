@@ -1,0 +1,265 @@
+// The host device: always present, CPU-backed. Device addresses are host
+// virtual addresses; physical memory is memfd pages mapped into reserved
+// ranges, so that every allocator above runs on the same primitives a GPU
+// backend offers.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "drv/host/host_internal.h"
+
+// Backend.
+
+static accel_status_t host_open(const accel_driver_t *driver,
+                                const accel_drv_options_t *options,
+                                accel_drv_backend_t **out_backend) {
+  accel_drv_backend_t *b = calloc(1, sizeof(*b));
+  if (b == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host backend: cannot allocate %zu bytes", sizeof(*b));
+  }
+  b->options = *options;
+  b->device_count = options->host_device_count;
+  *out_backend = b;
+  return ACCEL_OK;
+}
+
+static void host_close(accel_drv_backend_t *backend) { free(backend); }
+
+static uint32_t host_device_count(accel_drv_backend_t *backend) {
+  return backend->device_count;
+}
+
+// Number of NUMA nodes with memory, from sysfs (1 when unknown).
+static uint32_t numa_node_count(void) {
+  FILE *f = fopen("/sys/devices/system/node/online", "r");
+  if (f == NULL) {
+    return 1;
+  }
+  unsigned lo = 0, hi = 0;
+  int n = fscanf(f, "%u-%u", &lo, &hi);
+  fclose(f);
+  if (n == 2 && hi >= lo) {
+    return hi - lo + 1;
+  }
+  return 1;
+}
+
+static accel_status_t host_device_open(accel_drv_backend_t *backend,
+                                       uint32_t ordinal,
+                                       accel_drv_device_t **out_device) {
+  accel_drv_device_t *d = calloc(1, sizeof(*d));
+  if (d == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host device: cannot allocate %zu bytes", sizeof(*d));
+  }
+  d->backend = backend;
+  d->ordinal = ordinal;
+  d->spin_ns = backend->options.spin_ns;
+  // Host devices are spread over the NUMA nodes round-robin.
+  d->numa_node = (int32_t)(ordinal % numa_node_count());
+  long page = sysconf(_SC_PAGESIZE);
+  d->page_size = page > 0 ? (uint64_t)page : 4096;
+  *out_device = d;
+  return ACCEL_OK;
+}
+
+static void host_device_close(accel_drv_device_t *device) { free(device); }
+
+static void cpu_model(char *out, size_t size) {
+  snprintf(out, size, "unknown cpu");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f == NULL) {
+    return;
+  }
+  char line[256];
+  while (fgets(line, sizeof(line), f) != NULL) {
+    if (strncmp(line, "model name", 10) == 0) {
+      char *colon = strchr(line, ':');
+      if (colon != NULL) {
+        colon++;
+        while (*colon == ' ') {
+          colon++;
+        }
+        colon[strcspn(colon, "\n")] = '\0';
+        snprintf(out, size, "%s", colon);
+      }
+      break;
+    }
+  }
+  fclose(f);
+}
+
+static void host_device_info(accel_drv_device_t *device,
+                             accel_device_info_t *info) {
+  char model[96];
+  cpu_model(model, sizeof(model));
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  snprintf(info->name, sizeof(info->name), "host cpu: %s, %ld threads", model,
+           cpus);
+  snprintf(info->backend, sizeof(info->backend), "host");
+#if defined(__x86_64__)
+  snprintf(info->target, sizeof(info->target), "host-x86_64");
+#elif defined(__aarch64__)
+  snprintf(info->target, sizeof(info->target), "host-aarch64");
+#else
+  snprintf(info->target, sizeof(info->target), "host-unknown");
+#endif
+  info->pci_bus_id[0] = '\0';
+  struct sysinfo si;
+  info->memory_bytes =
+      sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : 0;
+  info->page_size = device->page_size;
+  info->numa_node = device->numa_node;
+  info->compute_queue_count = cpus > 0 ? (uint32_t)cpus : 1;
+  info->copy_queue_count = 1;
+  info->caps = ACCEL_DEVICE_CAP_HOST_VISIBLE | ACCEL_DEVICE_CAP_VIRTUAL_MEMORY |
+               ACCEL_DEVICE_CAP_SEMAPHORE_FD | ACCEL_DEVICE_CAP_IPC |
+               ACCEL_DEVICE_CAP_HOST_KERNELS |
+               ACCEL_DEVICE_CAP_STREAM_PRIORITY | ACCEL_DEVICE_CAP_TIMESTAMPS;
+}
+
+static uint64_t host_device_time_ns(accel_drv_device_t *device) {
+  return accel_host_now_ns();
+}
+
+static void host_clock_pair(accel_drv_device_t *device, uint64_t *out_host_ns,
+                            uint64_t *out_device_ns) {
+  // The host device's clock is the host's monotonic clock.
+  uint64_t now = accel_host_now_ns();
+  *out_host_ns = now;
+  *out_device_ns = now;
+}
+
+// Memory.
+
+static accel_status_t host_va_reserve(accel_drv_device_t *device,
+                                      uint64_t size_bytes, uint64_t alignment,
+                                      uint64_t *out_address) {
+  if (alignment < device->page_size) {
+    alignment = device->page_size;
+  }
+  if (size_bytes > UINT64_MAX - alignment) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host va reserve: %llu bytes with alignment %llu "
+                       "overflows the address space",
+                       (unsigned long long)size_bytes,
+                       (unsigned long long)alignment);
+  }
+  uint64_t span = size_bytes + alignment - device->page_size;
+  void *p = mmap(NULL, span, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host va reserve: mmap of %llu bytes failed: %s",
+                       (unsigned long long)span, strerror(errno));
+  }
+  uint64_t base = (uint64_t)(uintptr_t)p;
+  uint64_t aligned = (base + alignment - 1) & ~(alignment - 1);
+  if (aligned > base) {
+    munmap(p, aligned - base);
+  }
+  uint64_t end = aligned + size_bytes;
+  if (base + span > end) {
+    munmap((void *)(uintptr_t)end, base + span - end);
+  }
+  *out_address = aligned;
+  return ACCEL_OK;
+}
+
+static void host_va_release(accel_drv_device_t *device, uint64_t address,
+                            uint64_t size_bytes) {
+  munmap((void *)(uintptr_t)address, size_bytes);
+}
+
+static accel_status_t host_phys_create(accel_drv_device_t *device,
+                                       uint64_t size_bytes, uint32_t flags,
+                                       accel_drv_phys_t **out_phys) {
+  accel_drv_phys_t *phys = calloc(1, sizeof(*phys));
+  if (phys == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host phys: cannot allocate %zu bytes", sizeof(*phys));
+  }
+  phys->fd = memfd_create("accel-host-phys", MFD_CLOEXEC);
+  if (phys->fd < 0) {
+    int e = errno;
+    free(phys);
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host phys: memfd_create failed: %s", strerror(e));
+  }
+  if (ftruncate(phys->fd, (off_t)size_bytes) != 0) {
+    int e = errno;
+    close(phys->fd);
+    free(phys);
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host phys: cannot size %llu bytes: %s",
+                       (unsigned long long)size_bytes, strerror(e));
+  }
+  phys->size_bytes = size_bytes;
+  *out_phys = phys;
+  return ACCEL_OK;
+}
+
+static void host_phys_release(accel_drv_phys_t *phys) {
+  close(phys->fd);
+  free(phys);
+}
+
+static accel_status_t host_phys_map(accel_drv_device_t *device,
+                                    uint64_t address, accel_drv_phys_t *phys,
+                                    uint64_t phys_offset, uint64_t size_bytes) {
+  void *p = mmap((void *)(uintptr_t)address, size_bytes,
+                 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, phys->fd,
+                 (off_t)phys_offset);
+  if (p == MAP_FAILED) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host phys map: %llu bytes at 0x%llx failed: %s",
+                       (unsigned long long)size_bytes,
+                       (unsigned long long)address, strerror(errno));
+  }
+  return ACCEL_OK;
+}
+
+static void host_phys_unmap(accel_drv_device_t *device, uint64_t address,
+                            uint64_t size_bytes) {
+  // Replace with an inaccessible reservation so the range stays ours.
+  mmap((void *)(uintptr_t)address, size_bytes, PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+}
+
+static void *host_host_pointer(accel_drv_device_t *device, uint64_t address) {
+  return (void *)(uintptr_t)address;
+}
+
+const accel_driver_t accel_host_driver = {
+    .name = "host",
+    .open = host_open,
+    .close = host_close,
+    .device_count = host_device_count,
+    .device_open = host_device_open,
+    .device_close = host_device_close,
+    .device_info = host_device_info,
+    .device_time_ns = host_device_time_ns,
+    .clock_pair = host_clock_pair,
+    .va_reserve = host_va_reserve,
+    .va_release = host_va_release,
+    .phys_create = host_phys_create,
+    .phys_release = host_phys_release,
+    .phys_map = host_phys_map,
+    .phys_unmap = host_phys_unmap,
+    .host_pointer = host_host_pointer,
+    .semaphore_create = accel_host_semaphore_create,
+    .semaphore_destroy = accel_host_semaphore_destroy,
+    .semaphore_query = accel_host_semaphore_query,
+    .semaphore_signal = accel_host_semaphore_signal,
+    .semaphore_fail = accel_host_semaphore_fail,
+    .semaphore_wait = accel_host_semaphore_wait,
+    .semaphore_fd = accel_host_semaphore_fd,
+    .queue_create = accel_host_queue_create,
+    .queue_destroy = accel_host_queue_destroy,
+    .queue_submit = accel_host_queue_submit,
+};

@@ -1,0 +1,141 @@
+// Internals of the host device: a CPU-backed accelerator whose memory is
+// mmap'ed memfd pages, whose queues are worker threads and whose semaphores
+// are futex-based.
+#ifndef ACCEL_DRV_HOST_INTERNAL_H_
+#define ACCEL_DRV_HOST_INTERNAL_H_
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/driver.h"
+#include "core/error.h"
+
+struct accel_drv_backend {
+  accel_drv_options_t options;
+  uint32_t device_count;
+};
+
+struct accel_drv_device {
+  accel_drv_backend_t *backend;
+  uint32_t ordinal;
+  uint64_t spin_ns;
+  int32_t numa_node;
+  uint64_t page_size;
+};
+
+struct accel_drv_phys {
+  int fd;  // memfd
+  uint64_t size_bytes;
+};
+
+// ---------------------------------------------------------------------------
+// Time and futexes.
+// ---------------------------------------------------------------------------
+
+static inline uint64_t accel_host_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void accel_host_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+// Waits while *|word| == |expected|, at most until |deadline_ns| (absolute
+// CLOCK_MONOTONIC; UINT64_MAX for none). Spurious returns are allowed.
+static inline void accel_host_futex_wait(_Atomic uint32_t *word,
+                                         uint32_t expected,
+                                         uint64_t deadline_ns) {
+  if (deadline_ns == UINT64_MAX) {
+    syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, expected, NULL, NULL,
+            FUTEX_BITSET_MATCH_ANY);
+    return;
+  }
+  struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
+                        .tv_nsec = (long)(deadline_ns % 1000000000ull)};
+  syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, expected, &ts, NULL,
+          FUTEX_BITSET_MATCH_ANY);
+}
+
+static inline void accel_host_futex_wake_all(_Atomic uint32_t *word) {
+  syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+// Deadline for a relative timeout (saturating).
+static inline uint64_t accel_host_deadline(uint64_t timeout_ns) {
+  if (timeout_ns == ACCEL_TIMEOUT_INFINITE) {
+    return UINT64_MAX;
+  }
+  uint64_t now = accel_host_now_ns();
+  return timeout_ns > UINT64_MAX - now ? UINT64_MAX - 1 : now + timeout_ns;
+}
+
+// ---------------------------------------------------------------------------
+// Semaphores (host_semaphore.c).
+// ---------------------------------------------------------------------------
+
+// Who is parked on a wait: one per waiting thread, shared by the nodes it
+// registers on each semaphore.
+typedef struct accel_host_waiter {
+  _Atomic uint32_t word;  // futex: set to 1 by a signaller
+  // If not NULL, a non-zero value cancels the wait (queue abort).
+  _Atomic uint32_t *cancel;
+} accel_host_waiter_t;
+
+// Waits like semaphore_wait; returns ACCEL_ERROR_ABORTED if *cancel becomes
+// non-zero (the canceller sets it, then calls accel_host_waiter_wake).
+accel_status_t accel_host_semaphore_wait_ex(
+    uint32_t count, accel_drv_semaphore_t *const *semaphores,
+    const uint64_t *values, accel_wait_mode_t mode, uint64_t timeout_ns,
+    uint32_t *out_index, accel_host_waiter_t *waiter, uint64_t spin_ns);
+
+void accel_host_waiter_wake(accel_host_waiter_t *waiter);
+
+// Raises the value to |value| if it is higher (queue signals never lower it)
+// and wakes waiters.
+void accel_host_semaphore_signal_max(accel_drv_semaphore_t *semaphore,
+                                     uint64_t value);
+
+accel_status_t accel_host_semaphore_create(accel_drv_device_t *device,
+                                           uint64_t initial_value,
+                                           accel_drv_semaphore_t **out);
+void accel_host_semaphore_destroy(accel_drv_semaphore_t *semaphore);
+accel_status_t accel_host_semaphore_query(accel_drv_semaphore_t *semaphore,
+                                          uint64_t *out_value);
+accel_status_t accel_host_semaphore_signal(accel_drv_semaphore_t *semaphore,
+                                           uint64_t value);
+void accel_host_semaphore_fail(accel_drv_semaphore_t *semaphore,
+                               accel_status_t status, const char *message);
+accel_status_t accel_host_semaphore_wait(
+    uint32_t count, accel_drv_semaphore_t *const *semaphores,
+    const uint64_t *values, accel_wait_mode_t mode, uint64_t timeout_ns,
+    uint32_t *out_index);
+accel_status_t accel_host_semaphore_fd(accel_drv_semaphore_t *semaphore,
+                                       uint64_t value, int *out_fd);
+// The stored failure of |semaphore| (ACCEL_OK if healthy), message included.
+const accel_error_state_t *accel_host_semaphore_error(
+    accel_drv_semaphore_t *semaphore);
+
+// ---------------------------------------------------------------------------
+// Queues (host_queue.c).
+// ---------------------------------------------------------------------------
+
+accel_status_t accel_host_queue_create(accel_drv_device_t *device,
+                                       const accel_drv_queue_params_t *params,
+                                       accel_drv_queue_t **out_queue);
+void accel_host_queue_destroy(accel_drv_queue_t *queue);
+accel_status_t accel_host_queue_submit(accel_drv_queue_t *queue,
+                                       const accel_cmd_t *commands,
+                                       uint32_t count, uint64_t *out_last_seq);
+
+#endif  // ACCEL_DRV_HOST_INTERNAL_H_

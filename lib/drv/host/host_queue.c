@@ -1,0 +1,372 @@
+// Host queues: an unbounded ring of commands (a list of fixed-size chunks)
+// written by any thread under a short lock and consumed by one worker thread
+// that spins for a bounded time, then parks on a futex.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "drv/host/host_internal.h"
+
+#define CHUNK_COMMANDS 1024u
+
+typedef struct chunk {
+  accel_cmd_t commands[CHUNK_COMMANDS];
+  struct chunk *_Atomic next;
+} chunk_t;
+
+struct accel_drv_queue {
+  accel_drv_device_t *device;
+  accel_drv_semaphore_t *completion;  // borrowed from the stream
+  char name[64];
+  uint32_t priority;
+  bool abort_on_destroy;
+  pthread_t thread;
+
+  // Producer side, guarded by |submit_lock|.
+  pthread_mutex_t submit_lock;
+  chunk_t *tail_chunk;
+  uint32_t tail_index;
+  uint64_t submitted_local;
+
+  // Published count of commands; the worker reads it.
+  _Alignas(64) _Atomic uint64_t submitted;
+  // Set by the worker before it parks; producers wake it when set.
+  _Atomic uint32_t parked;
+  _Atomic uint32_t stopping;  // destroy called
+  _Atomic uint32_t cancel;    // abort pending work
+  accel_host_waiter_t waiter;  // the worker's futex word (also for waits)
+
+  // One spare chunk handed from the consumer back to producers.
+  chunk_t *_Atomic spare;
+
+  // Consumer side (worker thread only).
+  _Alignas(64) chunk_t *head_chunk;
+  uint32_t head_index;
+  uint64_t consumed;
+  bool poisoned;
+  accel_status_t poison_status;
+  char poison_message[ACCEL_ERROR_MESSAGE_MAX];
+};
+
+static chunk_t *chunk_get(accel_drv_queue_t *q) {
+  chunk_t *c = atomic_exchange_explicit(&q->spare, NULL, memory_order_acquire);
+  if (c == NULL) {
+    c = malloc(sizeof(*c));
+    if (c == NULL) {
+      return NULL;
+    }
+  }
+  atomic_store_explicit(&c->next, NULL, memory_order_relaxed);
+  return c;
+}
+
+static void chunk_put(accel_drv_queue_t *q, chunk_t *c) {
+  // Release: the next producer to take it must not see our stale reads.
+  chunk_t *old = atomic_exchange_explicit(&q->spare, c, memory_order_acq_rel);
+  free(old);
+}
+
+static void release_refs(accel_cmd_t *cmd) {
+  accel_object_release(cmd->refs[0]);
+  accel_object_release(cmd->refs[1]);
+}
+
+static void fill_pattern(uint8_t *dst, uint64_t size, uint64_t pattern,
+                         uint32_t pattern_size) {
+  if (pattern_size == 1) {
+    memset(dst, (int)(pattern & 0xff), size);
+    return;
+  }
+  uint8_t bytes[8];
+  for (uint32_t i = 0; i < 8; ++i) {
+    bytes[i] = (uint8_t)(pattern >> (8 * (i % pattern_size)));
+  }
+  // Fill 8 bytes at a time with the pattern repeated (size and offset are
+  // multiples of pattern_size, so phase is preserved).
+  uint64_t word;
+  memcpy(&word, bytes, 8);
+  uint64_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    memcpy(dst + i, &word, 8);
+  }
+  for (; i < size; ++i) {
+    dst[i] = bytes[i % 8];
+  }
+}
+
+// Executes one command. Returns non-OK with the thread message set on failure.
+static accel_status_t execute(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+  switch (cmd->kind) {
+    case ACCEL_CMD_HOST_CALL: {
+      accel_error_clear();
+      accel_status_t st = cmd->host_call.fn(cmd->host_call.user_data);
+      if (st != ACCEL_OK) {
+        const char *msg = accel_last_error();
+        return accel_error(st, "host function returned %s%s%s",
+                           accel_status_name(st), msg[0] ? ": " : "", msg);
+      }
+      return ACCEL_OK;
+    }
+    case ACCEL_CMD_FILL:
+      fill_pattern((uint8_t *)(uintptr_t)cmd->fill.dst, cmd->fill.size_bytes,
+                   cmd->fill.pattern, cmd->fill.pattern_size);
+      return ACCEL_OK;
+    case ACCEL_CMD_COPY:
+      memmove((void *)(uintptr_t)cmd->copy.dst,
+              (const void *)(uintptr_t)cmd->copy.src, cmd->copy.size_bytes);
+      return ACCEL_OK;
+    case ACCEL_CMD_SIGNAL:
+      if (cmd->signal.timestamp_out != NULL) {
+        // Release: a reader that sees the signalled value sees this time.
+        atomic_store_explicit(cmd->signal.timestamp_out, accel_host_now_ns(),
+                              memory_order_release);
+      }
+      accel_host_semaphore_signal_max(cmd->signal.semaphore,
+                                      cmd->signal.value);
+      return ACCEL_OK;
+    case ACCEL_CMD_WAIT: {
+      accel_drv_semaphore_t *sem = cmd->wait.semaphore;
+      accel_status_t st = accel_host_semaphore_wait_ex(
+          1, &sem, &cmd->wait.value, ACCEL_WAIT_ALL, ACCEL_TIMEOUT_INFINITE,
+          NULL, &q->waiter, q->device->spin_ns);
+      if (st != ACCEL_OK && st != ACCEL_ERROR_ABORTED) {
+        return accel_error_context(st, "waited semaphore failed");
+      }
+      return st;
+    }
+    case ACCEL_CMD_LAUNCH:
+      return cmd->launch.exec(cmd->launch.payload, q->device);
+    default:
+      return accel_error(ACCEL_ERROR_INTERNAL, "unknown command kind %u",
+                         cmd->kind);
+  }
+}
+
+// Records the first failure; the queue then aborts everything after it.
+static void poison(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st,
+                   const char *why) {
+  q->poisoned = true;
+  q->poison_status = st;
+  snprintf(q->poison_message, sizeof(q->poison_message),
+           "stream \"%s\" command #%llu (%s) failed: %s", q->name,
+           (unsigned long long)cmd->seq, accel_cmd_kind_name(cmd->kind), why);
+  accel_host_semaphore_fail(q->completion, st, q->poison_message);
+}
+
+// Handles a command that will not run: its signal fails with the poison.
+static void skip(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+  if (cmd->kind == ACCEL_CMD_SIGNAL) {
+    accel_host_semaphore_fail(cmd->signal.semaphore, q->poison_status,
+                              q->poison_message);
+  }
+}
+
+static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+  if (!q->poisoned &&
+      atomic_load_explicit(&q->cancel, memory_order_acquire)) {
+    char why[96];
+    snprintf(why, sizeof(why), "aborted: stream destroyed with pending work");
+    poison(q, cmd, ACCEL_ERROR_ABORTED, why);
+  }
+  if (q->poisoned) {
+    skip(q, cmd);
+  } else {
+    accel_status_t st = execute(q, cmd);
+    if (st != ACCEL_OK) {
+      char why[ACCEL_ERROR_MESSAGE_MAX];
+      snprintf(why, sizeof(why), "%s", accel_last_error());
+      poison(q, cmd, st, why);
+      skip(q, cmd);
+    } else {
+      accel_host_semaphore_signal_max(q->completion, cmd->seq);
+    }
+  }
+  release_refs(cmd);
+}
+
+static void set_priority(uint32_t priority) {
+  int nice_value = 0;
+  if (priority == ACCEL_STREAM_PRIORITY_HIGH) {
+    nice_value = -5;
+  } else if (priority == ACCEL_STREAM_PRIORITY_LOW) {
+    nice_value = 5;
+  }
+  if (nice_value != 0) {
+    // Raising priority needs CAP_SYS_NICE; without it the worker stays at
+    // normal priority (documented in stream.h).
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value);
+  }
+}
+
+static void *worker_main(void *arg) {
+  accel_drv_queue_t *q = arg;
+  set_priority(q->priority);
+  uint64_t spin_ns = q->device->spin_ns;
+  for (;;) {
+    // Acquire: pairs with the producer's release of |submitted| so that the
+    // command bytes (and chunk links) written before it are visible.
+    uint64_t available =
+        atomic_load_explicit(&q->submitted, memory_order_acquire);
+    if (q->consumed < available) {
+      while (q->consumed < available) {
+        if (q->head_index == CHUNK_COMMANDS) {
+          chunk_t *next =
+              atomic_load_explicit(&q->head_chunk->next, memory_order_acquire);
+          chunk_put(q, q->head_chunk);
+          q->head_chunk = next;
+          q->head_index = 0;
+        }
+        process(q, &q->head_chunk->commands[q->head_index++]);
+        q->consumed++;
+      }
+      continue;
+    }
+    if (atomic_load_explicit(&q->stopping, memory_order_acquire)) {
+      break;
+    }
+    // Spin for new work before parking.
+    uint64_t spin_until = accel_host_now_ns() + spin_ns;
+    bool found = false;
+    uint32_t iter = 0;
+    for (;;) {
+      accel_host_cpu_relax();
+      if (atomic_load_explicit(&q->submitted, memory_order_relaxed) !=
+              available ||
+          atomic_load_explicit(&q->stopping, memory_order_relaxed)) {
+        found = true;
+        break;
+      }
+      if ((++iter & 63) == 0 && accel_host_now_ns() >= spin_until) {
+        break;
+      }
+    }
+    if (found) {
+      continue;
+    }
+    atomic_store_explicit(&q->waiter.word, 0, memory_order_relaxed);
+    // Seq_cst: the parked store must precede the re-check of |submitted|, and
+    // pairs with the producer's seq_cst store of |submitted| then load of
+    // |parked| so that one of us sees the other (no lost wake-up).
+    atomic_store_explicit(&q->parked, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&q->submitted, memory_order_seq_cst) ==
+            available &&
+        !atomic_load_explicit(&q->stopping, memory_order_seq_cst)) {
+      accel_host_futex_wait(&q->waiter.word, 0, UINT64_MAX);
+    }
+    atomic_store_explicit(&q->parked, 0, memory_order_relaxed);
+  }
+  return NULL;
+}
+
+static void wake_worker(accel_drv_queue_t *q) {
+  // Seq_cst: see worker_main's parking protocol.
+  if (atomic_load_explicit(&q->parked, memory_order_seq_cst)) {
+    accel_host_waiter_wake(&q->waiter);
+  }
+}
+
+accel_status_t accel_host_queue_create(accel_drv_device_t *device,
+                                       const accel_drv_queue_params_t *params,
+                                       accel_drv_queue_t **out_queue) {
+  accel_drv_queue_t *q = aligned_alloc(64, sizeof(*q));
+  if (q == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host queue: cannot allocate %zu bytes", sizeof(*q));
+  }
+  memset(q, 0, sizeof(*q));
+  q->device = device;
+  q->completion = params->completion;
+  q->priority = params->priority;
+  q->abort_on_destroy = params->abort_on_destroy;
+  snprintf(q->name, sizeof(q->name), "%s",
+           params->name != NULL ? params->name : "stream");
+  q->waiter.cancel = &q->cancel;
+  accel_status_t st;
+  q->tail_chunk = chunk_get(q);
+  if (q->tail_chunk == NULL) {
+    st = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                     "host queue: cannot allocate the first command chunk");
+    goto err_free_queue;
+  }
+  q->head_chunk = q->tail_chunk;
+  pthread_mutex_init(&q->submit_lock, NULL);
+  int rc = pthread_create(&q->thread, NULL, worker_main, q);
+  if (rc != 0) {
+    st = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                     "host queue: cannot start a worker thread: %s",
+                     strerror(rc));
+    goto err_free_chunk;
+  }
+  char thread_name[16];
+  snprintf(thread_name, sizeof(thread_name), "accel-q-%.7s", q->name);
+  pthread_setname_np(q->thread, thread_name);
+  *out_queue = q;
+  return ACCEL_OK;
+
+err_free_chunk:
+  pthread_mutex_destroy(&q->submit_lock);
+  free(q->tail_chunk);
+err_free_queue:
+  free(q);
+  return st;
+}
+
+void accel_host_queue_destroy(accel_drv_queue_t *q) {
+  if (q->abort_on_destroy) {
+    // Release: the worker reads |cancel| before deciding to run a command.
+    atomic_store_explicit(&q->cancel, 1, memory_order_release);
+  }
+  atomic_store_explicit(&q->stopping, 1, memory_order_seq_cst);
+  accel_host_waiter_wake(&q->waiter);
+  pthread_join(q->thread, NULL);
+  // Everything submitted was processed; the worker left at most the current
+  // head chunk and the spare.
+  free(q->head_chunk);
+  free(atomic_load_explicit(&q->spare, memory_order_relaxed));
+  pthread_mutex_destroy(&q->submit_lock);
+  free(q);
+}
+
+accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
+                                       const accel_cmd_t *commands,
+                                       uint32_t count, uint64_t *out_last_seq) {
+  pthread_mutex_lock(&q->submit_lock);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (q->tail_index == CHUNK_COMMANDS) {
+      chunk_t *c = chunk_get(q);
+      if (c == NULL) {
+        // Commands before i are already written but unpublished; publish
+        // them so that none is lost, and report the rest.
+        uint64_t n = q->submitted_local + i;
+        atomic_store_explicit(&q->submitted, n, memory_order_seq_cst);
+        q->submitted_local = n;
+        *out_last_seq = n;
+        pthread_mutex_unlock(&q->submit_lock);
+        wake_worker(q);
+        return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                           "host queue: cannot grow the command ring "
+                           "(%u of %u commands submitted)",
+                           i, count);
+      }
+      // Release: the worker follows |next| only after acquiring |submitted|,
+      // but the link must be complete before the chunk is published.
+      atomic_store_explicit(&q->tail_chunk->next, c, memory_order_release);
+      q->tail_chunk = c;
+      q->tail_index = 0;
+    }
+    accel_cmd_t *slot = &q->tail_chunk->commands[q->tail_index++];
+    *slot = commands[i];
+    slot->seq = q->submitted_local + i + 1;
+  }
+  q->submitted_local += count;
+  *out_last_seq = q->submitted_local;
+  // Seq_cst (release at least): publishes the command bytes to the worker,
+  // and orders this store before the |parked| load in wake_worker.
+  atomic_store_explicit(&q->submitted, q->submitted_local,
+                        memory_order_seq_cst);
+  pthread_mutex_unlock(&q->submit_lock);
+  wake_worker(q);
+  return ACCEL_OK;
+}

@@ -1,0 +1,38 @@
+// Internal layout of semaphores, events and streams (lib/stream).
+#ifndef ACCEL_STREAM_SEMAPHORE_IMPL_H_
+#define ACCEL_STREAM_SEMAPHORE_IMPL_H_
+
+#include "accel/event.h"
+#include "accel/semaphore.h"
+#include "accel/stream.h"
+#include "core/driver.h"
+#include "core/object.h"
+#include "core/runtime_impl.h"
+
+struct accel_semaphore {
+  accel_object_t object;  // first
+  accel_device_t *device;
+  accel_drv_semaphore_t *drv;
+};
+
+// Creates a semaphore without argument checks (streams and events use it).
+accel_status_t accel_semaphore_create_internal(accel_device_t *device,
+                                               uint64_t initial_value,
+                                               accel_semaphore_t **out);
+
+struct accel_stream {
+  accel_device_t *device;
+  accel_drv_queue_t *queue;
+  // Signalled to each command's seq as it completes; failed when the stream
+  // fails (the stream's sticky error lives here).
+  accel_semaphore_t *completion;
+  // Highest seq handed out by the queue (max over concurrent submitters).
+  _Atomic uint64_t last_seq;
+  char name[64];
+};
+
+// Submits one command built by a public entry point: checks the stream's
+// sticky error, submits, and on failure drops the command's references.
+accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd);
+
+#endif  // ACCEL_STREAM_SEMAPHORE_IMPL_H_

@@ -1,0 +1,305 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "mem/buffer_impl.h"
+#include "stream/semaphore_impl.h"
+
+accel_status_t accel_stream_create(accel_device_t *device,
+                                   const accel_stream_desc_t *desc,
+                                   accel_stream_t **out_stream) {
+  ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
+  ACCEL_CHECK_ARG(out_stream != NULL, "out_stream (NULL)");
+  accel_stream_desc_t d = {.struct_size = sizeof(d)};
+  if (desc != NULL) {
+    if (desc->struct_size < offsetof(accel_stream_desc_t, name)) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "stream desc: struct_size %u is too small",
+                         desc->struct_size);
+    }
+    memcpy(&d, desc,
+           desc->struct_size < sizeof(d) ? desc->struct_size : sizeof(d));
+  }
+  if ((d.flags & ~(uint32_t)ACCEL_STREAM_FLAG_ABORT_ON_DESTROY) != 0 ||
+      d.reserved0 != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "stream desc: unknown flags 0x%x", d.flags);
+  }
+  if (d.priority > ACCEL_STREAM_PRIORITY_LOW) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "stream desc: unknown priority %u", d.priority);
+  }
+  accel_stream_t *s = calloc(1, sizeof(*s));
+  if (s == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "stream: cannot allocate %zu bytes", sizeof(*s));
+  }
+  s->device = device;
+  if (d.name != NULL && d.name[0] != '\0') {
+    snprintf(s->name, sizeof(s->name), "%s", d.name);
+  } else {
+    snprintf(s->name, sizeof(s->name), "stream%u",
+             atomic_fetch_add_explicit(&device->stream_counter, 1,
+                                       memory_order_relaxed));
+  }
+  accel_status_t st = accel_semaphore_create_internal(device, 0, &s->completion);
+  if (st != ACCEL_OK) {
+    goto err_free_stream;
+  }
+  accel_drv_queue_params_t params = {
+      .priority = d.priority,
+      .abort_on_destroy = (d.flags & ACCEL_STREAM_FLAG_ABORT_ON_DESTROY) != 0,
+      .completion = s->completion->drv,
+      .name = s->name,
+  };
+  st = device->driver->queue_create(device->drv, &params, &s->queue);
+  if (st != ACCEL_OK) {
+    goto err_release_completion;
+  }
+  *out_stream = s;
+  return ACCEL_OK;
+
+err_release_completion:
+  accel_semaphore_release(s->completion);
+err_free_stream:
+  free(s);
+  return accel_error_context(st, "creating stream on %s", device->info.id);
+}
+
+void accel_stream_destroy(accel_stream_t *stream) {
+  if (stream == NULL) {
+    return;
+  }
+  stream->device->driver->queue_destroy(stream->queue);
+  accel_semaphore_release(stream->completion);
+  free(stream);
+}
+
+accel_device_t *accel_stream_device(const accel_stream_t *stream) {
+  return stream != NULL ? stream->device : NULL;
+}
+
+static void release_cmd_refs(accel_cmd_t *cmd) {
+  accel_object_release(cmd->refs[0]);
+  accel_object_release(cmd->refs[1]);
+}
+
+accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd) {
+  const accel_driver_t *driver = stream->device->driver;
+  uint64_t completed;
+  accel_status_t st =
+      driver->semaphore_query(stream->completion->drv, &completed);
+  if (st == ACCEL_OK) {
+    uint64_t seq = 0;
+    st = driver->queue_submit(stream->queue, cmd, 1, &seq);
+    if (st == ACCEL_OK) {
+      uint64_t last =
+          atomic_load_explicit(&stream->last_seq, memory_order_relaxed);
+      // Relaxed: last_seq is only a target for waits; ordering with the
+      // command itself comes from the queue and the completion semaphore.
+      while (seq > last && !atomic_compare_exchange_weak_explicit(
+                               &stream->last_seq, &last, seq,
+                               memory_order_relaxed, memory_order_relaxed)) {
+      }
+      return ACCEL_OK;
+    }
+  }
+  release_cmd_refs(cmd);
+  return st;
+}
+
+static accel_status_t check_buffer(const accel_stream_t *stream,
+                                   const accel_buffer_t *buffer,
+                                   const char *what) {
+  if (buffer == NULL) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT, "%s buffer is NULL",
+                       what);
+  }
+  if (buffer->device != stream->device) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%s buffer is on %s but the stream is on %s", what,
+                       buffer->device->info.id, stream->device->info.id);
+  }
+  return ACCEL_OK;
+}
+
+accel_status_t accel_stream_host_call(accel_stream_t *stream,
+                                      accel_host_fn_t fn, void *user_data) {
+  ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
+  ACCEL_CHECK_ARG(fn != NULL, "fn (NULL)");
+  accel_cmd_t cmd = {.kind = ACCEL_CMD_HOST_CALL};
+  cmd.host_call.fn = fn;
+  cmd.host_call.user_data = user_data;
+  return accel_stream_submit(stream, &cmd);
+}
+
+accel_status_t accel_stream_fill(accel_stream_t *stream,
+                                 accel_buffer_t *buffer, uint64_t offset,
+                                 uint64_t size_bytes, uint64_t pattern,
+                                 uint32_t pattern_size) {
+  ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
+  ACCEL_RETURN_IF_ERROR(check_buffer(stream, buffer, "fill"));
+  if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 &&
+      pattern_size != 8) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "fill: pattern_size %u must be 1, 2, 4 or 8",
+                       pattern_size);
+  }
+  if (offset % pattern_size != 0 || size_bytes % pattern_size != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "fill: offset %llu and size %llu must be multiples of "
+                       "the pattern size %u",
+                       (unsigned long long)offset,
+                       (unsigned long long)size_bytes, pattern_size);
+  }
+  if (pattern_size < 8 && (pattern >> (8 * pattern_size)) != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "fill: pattern 0x%llx does not fit in %u byte(s)",
+                       (unsigned long long)pattern, pattern_size);
+  }
+  ACCEL_RETURN_IF_ERROR(
+      accel_buffer_check_range(buffer, offset, size_bytes, "fill"));
+  accel_cmd_t cmd = {.kind = ACCEL_CMD_FILL};
+  cmd.fill.dst = buffer->address + offset;
+  cmd.fill.size_bytes = size_bytes;
+  cmd.fill.pattern = pattern;
+  cmd.fill.pattern_size = pattern_size;
+  accel_object_retain(&buffer->object);
+  cmd.refs[0] = &buffer->object;
+  return accel_stream_submit(stream, &cmd);
+}
+
+static accel_status_t submit_copy(accel_stream_t *stream, uint32_t direction,
+                                  uint64_t dst, uint64_t src, uint64_t size,
+                                  accel_buffer_t *ref0, accel_buffer_t *ref1) {
+  accel_cmd_t cmd = {.kind = ACCEL_CMD_COPY, .flags = direction};
+  cmd.copy.dst = dst;
+  cmd.copy.src = src;
+  cmd.copy.size_bytes = size;
+  if (ref0 != NULL) {
+    accel_object_retain(&ref0->object);
+    cmd.refs[0] = &ref0->object;
+  }
+  if (ref1 != NULL) {
+    accel_object_retain(&ref1->object);
+    cmd.refs[1] = &ref1->object;
+  }
+  return accel_stream_submit(stream, &cmd);
+}
+
+accel_status_t accel_stream_copy(accel_stream_t *stream, accel_buffer_t *dst,
+                                 uint64_t dst_offset, accel_buffer_t *src,
+                                 uint64_t src_offset, uint64_t size_bytes) {
+  ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
+  ACCEL_RETURN_IF_ERROR(check_buffer(stream, dst, "copy destination"));
+  ACCEL_RETURN_IF_ERROR(check_buffer(stream, src, "copy source"));
+  ACCEL_RETURN_IF_ERROR(accel_buffer_check_range(dst, dst_offset, size_bytes,
+                                                 "copy destination"));
+  ACCEL_RETURN_IF_ERROR(
+      accel_buffer_check_range(src, src_offset, size_bytes, "copy source"));
+  return submit_copy(stream, ACCEL_COPY_DEVICE_TO_DEVICE,
+                     dst->address + dst_offset, src->address + src_offset,
+                     size_bytes, dst, src);
+}
+
+accel_status_t accel_stream_copy_from_host(accel_stream_t *stream,
+                                           accel_buffer_t *dst,
+                                           uint64_t dst_offset,
+                                           const void *src,
+                                           uint64_t size_bytes) {
+  ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
+  ACCEL_CHECK_ARG(src != NULL || size_bytes == 0, "src (NULL)");
+  ACCEL_RETURN_IF_ERROR(check_buffer(stream, dst, "copy destination"));
+  ACCEL_RETURN_IF_ERROR(accel_buffer_check_range(dst, dst_offset, size_bytes,
+                                                 "copy destination"));
+  return submit_copy(stream, ACCEL_COPY_HOST_TO_DEVICE,
+                     dst->address + dst_offset, (uint64_t)(uintptr_t)src,
+                     size_bytes, dst, NULL);
+}
+
+accel_status_t accel_stream_copy_to_host(accel_stream_t *stream, void *dst,
+                                         accel_buffer_t *src,
+                                         uint64_t src_offset,
+                                         uint64_t size_bytes) {
+  ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
+  ACCEL_CHECK_ARG(dst != NULL || size_bytes == 0, "dst (NULL)");
+  ACCEL_RETURN_IF_ERROR(check_buffer(stream, src, "copy source"));
+  ACCEL_RETURN_IF_ERROR(
+      accel_buffer_check_range(src, src_offset, size_bytes, "copy source"));
+  return submit_copy(stream, ACCEL_COPY_DEVICE_TO_HOST,
+                     (uint64_t)(uintptr_t)dst, src->address + src_offset,
+                     size_bytes, src, NULL);
+}
+
+static accel_status_t check_semaphore(const accel_stream_t *stream,
+                                      const accel_semaphore_t *sem) {
+  if (sem == NULL) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT, "semaphore is NULL");
+  }
+  if (sem->device != stream->device) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "semaphore is on %s but the stream is on %s",
+                       sem->device->info.id, stream->device->info.id);
+  }
+  return ACCEL_OK;
+}
+
+accel_status_t accel_stream_signal(accel_stream_t *stream,
+                                   accel_semaphore_t *semaphore,
+                                   uint64_t value) {
+  ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
+  ACCEL_RETURN_IF_ERROR(check_semaphore(stream, semaphore));
+  accel_cmd_t cmd = {.kind = ACCEL_CMD_SIGNAL};
+  cmd.signal.semaphore = semaphore->drv;
+  cmd.signal.value = value;
+  accel_object_retain(&semaphore->object);
+  cmd.refs[0] = &semaphore->object;
+  return accel_stream_submit(stream, &cmd);
+}
+
+accel_status_t accel_stream_wait(accel_stream_t *stream,
+                                 accel_semaphore_t *semaphore,
+                                 uint64_t value) {
+  ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
+  ACCEL_RETURN_IF_ERROR(check_semaphore(stream, semaphore));
+  accel_cmd_t cmd = {.kind = ACCEL_CMD_WAIT};
+  cmd.wait.semaphore = semaphore->drv;
+  cmd.wait.value = value;
+  accel_object_retain(&semaphore->object);
+  cmd.refs[0] = &semaphore->object;
+  return accel_stream_submit(stream, &cmd);
+}
+
+accel_status_t accel_stream_synchronize(accel_stream_t *stream,
+                                        uint64_t timeout_ns) {
+  ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
+  uint64_t target = atomic_load_explicit(&stream->last_seq,
+                                         memory_order_relaxed);
+  accel_status_t st = stream->device->driver->semaphore_wait(
+      1, &stream->completion->drv, &target, ACCEL_WAIT_ALL, timeout_ns, NULL);
+  if (st == ACCEL_ERROR_TIMEOUT) {
+    return accel_error(ACCEL_ERROR_TIMEOUT,
+                       "stream \"%s\": command #%llu not complete after %llu "
+                       "ns",
+                       stream->name, (unsigned long long)target,
+                       (unsigned long long)timeout_ns);
+  }
+  return st;
+}
+
+accel_status_t accel_stream_query(accel_stream_t *stream) {
+  ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
+  uint64_t target = atomic_load_explicit(&stream->last_seq,
+                                         memory_order_relaxed);
+  uint64_t value = 0;
+  ACCEL_RETURN_IF_ERROR(
+      stream->device->driver->semaphore_query(stream->completion->drv, &value));
+  if (value < target) {
+    return accel_error(ACCEL_ERROR_NOT_READY,
+                       "stream \"%s\": %llu of %llu commands complete",
+                       stream->name, (unsigned long long)value,
+                       (unsigned long long)target);
+  }
+  return ACCEL_OK;
+}

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Installs what accel needs to build and test on Debian 12 (run as root).
+# Safe to run again: packages already present are skipped quickly.
+set -eu
+PKGS="meson ninja-build pkg-config gcc clang libclang-rt-14-dev
+  libcmocka-dev libhwloc-dev hwloc libnuma-dev libibverbs-dev libdrm-dev
+  liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
+  libopenblas-dev libjemalloc-dev libmimalloc-dev protobuf-compiler
+  python3-protobuf python3-numpy"
+missing=""
+for p in $PKGS; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+if [ -n "$missing" ]; then
+  echo "install-deps: installing:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
