@@ -1,0 +1,58 @@
+// Shared benchmark machinery for accel-bench subcommands. Every figure is the
+// median of repeated runs after a warm-up, reported with a baseline measured
+// in the same run and the ratio value / baseline (see DESIGN.md).
+#ifndef ACCEL_BENCH_BENCH_H_
+#define ACCEL_BENCH_BENCH_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct bench_args {
+  int argc;  // arguments after the subcommand name (--json removed)
+  char **argv;
+  bool json;
+  bool quick;  // --quick: fewer repetitions (used by tests)
+} bench_args_t;
+
+typedef struct bench_result {
+  char name[64];
+  double value;
+  char unit[16];
+  char baseline_name[64];  // "" when there is no baseline
+  double baseline;         // ignored without baseline_name
+  // Target: "<= 1.5" on the ratio (or on the value when there is no baseline).
+  char target[32];
+  int runs;  // repetitions the medians came from
+} bench_result_t;
+
+typedef struct bench_report {
+  const char *bench;   // "launch"
+  char device[32];     // "host:0"
+  bench_result_t results[32];
+  int count;
+} bench_report_t;
+
+// Monotonic ns.
+uint64_t bench_now_ns(void);
+
+// Median of |n| doubles (sorts a copy).
+double bench_median(const double *values, int n);
+
+// Appends a result; returns it for the caller to fill the rest.
+bench_result_t *bench_add(bench_report_t *report, const char *name,
+                          double value, const char *unit,
+                          const char *baseline_name, double baseline,
+                          const char *target, int runs);
+
+// Prints the report as a table or as one JSON object (DESIGN.md format).
+// Returns 0.
+int bench_print(const bench_report_t *report, bool json);
+
+// Evaluates a target string like "<= 1.5" or ">= 0.95" against |x|.
+bool bench_target_met(const char *target, double x);
+
+// Subcommands. Each returns a process exit code.
+int accel_bench_launch(const bench_args_t *args);
+
+#endif  // ACCEL_BENCH_BENCH_H_

@@ -1,0 +1,274 @@
+// accel-bench launch: the cost of getting work to the host device and back.
+//
+// Figures (medians of repeated runs after a warm-up):
+//  - roundtrip_empty_command: enqueue an empty host call and synchronize,
+//    against bare_spin_handoff (a function pointer handed to a thread that
+//    spins on a shared cache line, and spinning for the answer). Target 1.5x.
+//  - bare_futex_handoff: the same handoff when the worker is parked on a
+//    futex, for reference (what a runtime that does not spin pays).
+//  - enqueue_ns_per_command: enqueueing 1,000,000 empty commands, amortized.
+//    Target < 100 ns.
+//  - completed_ns_per_command: time per command from the first enqueue to the
+//    last completion, against a bare single-producer/single-consumer ring
+//    measured the same way. Target 2x.
+//  - idle_cpu_fraction: CPU used by an idle runtime with a stream over 200 ms.
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "accel/accel.h"
+#include "bench.h"
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// ---- bare spinning handoff ------------------------------------------------
+
+typedef void (*work_fn_t)(void);
+static void empty_work(void) {}
+
+typedef struct handoff {
+  _Alignas(64) _Atomic uint64_t request;  // sequence number of the request
+  work_fn_t fn;
+  _Alignas(64) _Atomic uint64_t done;
+  _Atomic uint32_t futex_req;
+  _Atomic uint32_t futex_done;
+  _Atomic int stop;
+  int use_futex;
+} handoff_t;
+
+static void futex_wait(_Atomic uint32_t *w, uint32_t v) {
+  syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+}
+static void futex_wake(_Atomic uint32_t *w) {
+  syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void *handoff_worker(void *arg) {
+  handoff_t *h = arg;
+  uint64_t seen = 0;
+  for (;;) {
+    if (h->use_futex) {
+      uint32_t v;
+      while ((v = atomic_load(&h->futex_req)) == (uint32_t)seen &&
+             !atomic_load(&h->stop)) {
+        futex_wait(&h->futex_req, v);
+      }
+    } else {
+      while (atomic_load_explicit(&h->request, memory_order_acquire) == seen &&
+             !atomic_load_explicit(&h->stop, memory_order_relaxed)) {
+        cpu_relax();
+      }
+    }
+    if (atomic_load(&h->stop)) {
+      return NULL;
+    }
+    seen++;
+    h->fn();
+    if (h->use_futex) {
+      atomic_store(&h->futex_done, (uint32_t)seen);
+      futex_wake(&h->futex_done);
+    } else {
+      atomic_store_explicit(&h->done, seen, memory_order_release);
+    }
+  }
+}
+
+// Returns mean ns per round trip over |iters|.
+static double handoff_run(handoff_t *h, int iters, uint64_t *seq) {
+  uint64_t t0 = bench_now_ns();
+  for (int i = 0; i < iters; ++i) {
+    uint64_t s = ++*seq;
+    h->fn = empty_work;
+    if (h->use_futex) {
+      atomic_store(&h->futex_req, (uint32_t)s);
+      futex_wake(&h->futex_req);
+      uint32_t v;
+      while ((v = atomic_load(&h->futex_done)) != (uint32_t)s) {
+        futex_wait(&h->futex_done, v);
+      }
+    } else {
+      atomic_store_explicit(&h->request, s, memory_order_release);
+      while (atomic_load_explicit(&h->done, memory_order_acquire) != s) {
+        cpu_relax();
+      }
+    }
+  }
+  return (double)(bench_now_ns() - t0) / iters;
+}
+
+static double measure_handoff(int use_futex, int runs, int iters) {
+  handoff_t *h = aligned_alloc(64, sizeof(*h));
+  *h = (handoff_t){.use_futex = use_futex};
+  pthread_t t;
+  pthread_create(&t, NULL, handoff_worker, h);
+  uint64_t seq = 0;
+  handoff_run(h, iters / 10 + 1, &seq);  // warm-up
+  double samples[64];
+  for (int r = 0; r < runs; ++r) {
+    samples[r] = handoff_run(h, iters, &seq);
+  }
+  atomic_store(&h->stop, 1);
+  atomic_store(&h->futex_req, (uint32_t)(seq + 1));
+  futex_wake(&h->futex_req);
+  pthread_join(t, NULL);
+  free(h);
+  return bench_median(samples, runs);
+}
+
+// ---- bare SPSC ring ---------------------------------------------------------
+
+#define SPSC_SIZE 4096u
+typedef struct spsc {
+  _Alignas(64) _Atomic uint64_t head;
+  _Alignas(64) _Atomic uint64_t tail;
+  _Alignas(64) work_fn_t slots[SPSC_SIZE];
+  uint64_t total;
+} spsc_t;
+
+static void *spsc_consumer(void *arg) {
+  spsc_t *q = arg;
+  uint64_t head = 0;
+  while (head < q->total) {
+    uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+    while (head < tail) {
+      q->slots[head % SPSC_SIZE]();
+      head++;
+    }
+    atomic_store_explicit(&q->head, head, memory_order_release);
+    if (head == tail) {
+      cpu_relax();
+    }
+  }
+  return NULL;
+}
+
+static double measure_spsc(uint64_t n) {
+  spsc_t *q = aligned_alloc(64, sizeof(*q));
+  atomic_init(&q->head, 0);
+  atomic_init(&q->tail, 0);
+  q->total = n;
+  pthread_t t;
+  uint64_t t0 = bench_now_ns();
+  pthread_create(&t, NULL, spsc_consumer, q);
+  for (uint64_t i = 0; i < n; ++i) {
+    while (i - atomic_load_explicit(&q->head, memory_order_acquire) >=
+           SPSC_SIZE) {
+      cpu_relax();
+    }
+    q->slots[i % SPSC_SIZE] = empty_work;
+    atomic_store_explicit(&q->tail, i + 1, memory_order_release);
+  }
+  pthread_join(t, NULL);
+  double ns = (double)(bench_now_ns() - t0) / (double)n;
+  free(q);
+  return ns;
+}
+
+// ---- accel -------------------------------------------------------------------
+
+static accel_status_t empty_host_fn(void *user_data) { return ACCEL_OK; }
+
+static int check(accel_status_t st, const char *what) {
+  if (st != ACCEL_OK) {
+    fprintf(stderr, "accel-bench launch: %s: %s: %s\n", what,
+            accel_status_name(st), accel_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+static double cpu_seconds(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
+         (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+}
+
+int accel_bench_launch(const bench_args_t *args) {
+  int runs = args->quick ? 5 : 21;
+  int iters = args->quick ? 2000 : 20000;
+  uint64_t batch = args->quick ? 100000 : 1000000;
+  int batch_runs = args->quick ? 3 : 7;
+
+  accel_runtime_t *rt = NULL;
+  accel_device_t *dev = NULL;
+  accel_stream_t *s = NULL;
+  if (check(accel_runtime_create(NULL, &rt), "runtime") ||
+      check(accel_device_get(rt, 0, &dev), "device") ||
+      check(accel_stream_create(dev, NULL, &s), "stream")) {
+    return 1;
+  }
+  bench_report_t report = {.bench = "launch"};
+  accel_device_info_t info = {.struct_size = sizeof(info)};
+  accel_device_info(dev, &info);
+  snprintf(report.device, sizeof(report.device), "%s", info.id);
+
+  double spin = measure_handoff(0, runs, iters);
+  double parked = measure_handoff(1, runs, iters / 10 + 1);
+
+  // Round trip: enqueue + synchronize, one at a time.
+  for (int i = 0; i < iters / 10; ++i) {
+    accel_stream_host_call(s, empty_host_fn, NULL);
+    accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE);
+  }
+  double rt_samples[64];
+  for (int r = 0; r < runs; ++r) {
+    uint64_t t0 = bench_now_ns();
+    for (int i = 0; i < iters; ++i) {
+      if (check(accel_stream_host_call(s, empty_host_fn, NULL), "enqueue") ||
+          check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+        return 1;
+      }
+    }
+    rt_samples[r] = (double)(bench_now_ns() - t0) / iters;
+  }
+  double roundtrip = bench_median(rt_samples, runs);
+
+  // Batches: enqueue cost and completion rate.
+  double enq[16], done[16], bare[16];
+  for (int r = 0; r < batch_runs; ++r) {
+    uint64_t t0 = bench_now_ns();
+    for (uint64_t i = 0; i < batch; ++i) {
+      accel_stream_host_call(s, empty_host_fn, NULL);
+    }
+    uint64_t t1 = bench_now_ns();
+    if (check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+      return 1;
+    }
+    uint64_t t2 = bench_now_ns();
+    enq[r] = (double)(t1 - t0) / (double)batch;
+    done[r] = (double)(t2 - t0) / (double)batch;
+    bare[r] = measure_spsc(batch);
+  }
+
+  // Idle: a runtime with a stream and nothing to do must not burn CPU.
+  usleep(20000);
+  double c0 = cpu_seconds();
+  uint64_t w0 = bench_now_ns();
+  usleep(200000);
+  double idle = (cpu_seconds() - c0) / ((double)(bench_now_ns() - w0) * 1e-9);
+
+  bench_add(&report, "roundtrip_empty_command", roundtrip / 1000.0, "us",
+            "bare_spin_handoff", spin / 1000.0, "<= 1.5", runs);
+  bench_add(&report, "bare_futex_handoff", parked / 1000.0, "us",
+            "bare_spin_handoff", spin / 1000.0, NULL, runs);
+  bench_add(&report, "enqueue_ns_per_command", bench_median(enq, batch_runs),
+            "ns", NULL, 0, "< 100", batch_runs);
+  bench_add(&report, "completed_ns_per_command", bench_median(done, batch_runs),
+            "ns", "bare_spsc_ns_per_command", bench_median(bare, batch_runs),
+            "<= 2", batch_runs);
+  bench_add(&report, "idle_cpu_fraction", idle, "cpu/s", NULL, 0, "<= 0.01",
+            1);
+  accel_stream_destroy(s);
+  accel_runtime_destroy(rt);
+  return bench_print(&report, args->json);
+}
