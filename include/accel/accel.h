@@ -5,6 +5,7 @@
 
 #include "accel/base.h"
 #include "accel/device.h"
+#include "accel/dma.h"
 #include "accel/event.h"
 #include "accel/memory.h"
 #include "accel/runtime.h"

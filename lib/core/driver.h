@@ -26,12 +26,15 @@ typedef struct accel_drv_device accel_drv_device_t;
 typedef struct accel_drv_phys accel_drv_phys_t;  // physical memory
 typedef struct accel_drv_semaphore accel_drv_semaphore_t;
 typedef struct accel_drv_queue accel_drv_queue_t;
+typedef struct accel_drv_dma_ring accel_drv_dma_ring_t;  // a copy-engine ring
 
 // Resolved runtime options handed to backends (defaults and environment
 // already applied).
 typedef struct accel_drv_options {
   uint64_t spin_ns;
   uint32_t host_device_count;
+  // Copy engines per device (ACCEL_COPY_ENGINES); 0: the backend's default.
+  uint32_t copy_engine_count;
 } accel_drv_options_t;
 
 // ---------------------------------------------------------------------------
@@ -117,6 +120,94 @@ typedef struct accel_drv_queue_params {
 } accel_drv_queue_params_t;
 
 // ---------------------------------------------------------------------------
+// DMA rings: what a copy engine consumes. A ring is a power-of-two array of
+// descriptors in memory shared by the host and the engine, in the shape of a
+// hardware DMA ring: the host writes descriptors at its tail and rings the
+// doorbell with the new tail; the engine executes them in order and writes
+// back its head (descriptors retired, executed or aborted). Descriptors carry
+// device addresses (virtual, so that physical pages may be remapped under
+// queued work) and references dropped once retired. Ordering between rings
+// (and with streams) is by semaphore acquire (WAIT) and release (SIGNAL)
+// descriptors, as on hardware copy engines.
+// ---------------------------------------------------------------------------
+
+typedef enum accel_dma_hw_op {
+  ACCEL_DMA_HW_COPY = 0,    // strided 3D copy (1D: height = depth = 1)
+  ACCEL_DMA_HW_FILL = 1,    // 1D fill with a 1/2/4/8-byte pattern
+  ACCEL_DMA_HW_WAIT = 2,    // stall the ring until semaphore >= value
+  ACCEL_DMA_HW_SIGNAL = 3,  // raise semaphore to value (never lowers it)
+} accel_dma_hw_op_t;
+
+// Byte counters by direction (accel_dma_hw_desc_t.direction).
+enum {
+  ACCEL_DMA_DIR_DEVICE_TO_DEVICE = 0,
+  ACCEL_DMA_DIR_HOST_TO_DEVICE = 1,
+  ACCEL_DMA_DIR_DEVICE_TO_HOST = 2,
+  ACCEL_DMA_DIR_HOST_TO_HOST = 3,
+  ACCEL_DMA_DIR_STAGING = 4,  // pageable <-> bounce buffer legs
+  ACCEL_DMA_DIR_COUNT = 5,
+};
+
+typedef struct accel_dma_hw_desc {
+  uint8_t op;         // accel_dma_hw_op_t
+  uint8_t direction;  // ACCEL_DMA_DIR_* (COPY, FILL)
+  uint8_t user_op;    // the public accel_dma_op_t it came from (messages)
+  uint8_t pad0;
+  uint32_t index;      // descriptor index in its submit; UINT32_MAX internal
+  uint64_t submit_id;  // submit number in its queue, from 1 (messages)
+  union {
+    struct {
+      uint64_t dst;  // device address of the first byte
+      uint64_t src;
+      uint64_t width;  // bytes per row
+      uint32_t height;  // rows per slice (>= 1)
+      uint32_t depth;   // slices (>= 1)
+      uint64_t dst_pitch;  // bytes between rows
+      uint64_t src_pitch;
+      uint64_t dst_slice_pitch;  // bytes between slices
+      uint64_t src_slice_pitch;
+    } copy;
+    struct {
+      uint64_t dst;
+      uint64_t size_bytes;
+      uint64_t pattern;
+      uint32_t pattern_size;
+    } fill;
+    struct {
+      accel_drv_semaphore_t *semaphore;
+      uint64_t value;
+    } sem;  // WAIT, SIGNAL
+  };
+  // References dropped once the descriptor has retired.
+  accel_object_t *refs[2];
+  uint8_t pad1[32];
+} accel_dma_hw_desc_t;
+
+_Static_assert(sizeof(accel_dma_hw_desc_t) == 128,
+               "a DMA descriptor is two cache lines");
+
+// The memory a ring shares between host and engine.
+typedef struct accel_dma_ring_mem {
+  accel_dma_hw_desc_t *slots;  // slot_count descriptors
+  uint32_t slot_count;         // a power of two
+  // Written back by the engine: descriptors retired. Acquire-load it before
+  // reusing a slot.
+  const _Atomic uint64_t *head;
+  // Engine counters: bytes moved by direction (ACCEL_DMA_DIR_*).
+  const _Atomic uint64_t *bytes;
+} accel_dma_ring_mem_t;
+
+typedef struct accel_drv_dma_ring_params {
+  uint32_t engine;      // copy engine index, < copy_engine_count
+  uint32_t slot_count;  // a power of two, >= 2
+  // Failed with the ring's error when a descriptor fails; from then on the
+  // ring aborts every descriptor (SIGNALs fail their semaphores with the same
+  // message). Not owned; outlives the ring.
+  accel_drv_semaphore_t *fence;
+  const char *name;  // for messages ("queue0/ring1")
+} accel_drv_dma_ring_params_t;
+
+// ---------------------------------------------------------------------------
 // The table.
 // ---------------------------------------------------------------------------
 
@@ -195,6 +286,29 @@ struct accel_driver {
   accel_status_t (*queue_submit)(accel_drv_queue_t *queue,
                                  const accel_cmd_t *commands, uint32_t count,
                                  uint64_t *out_last_seq);
+
+  // Copy engines and their DMA rings (optional: NULL means the backend has
+  // no copy engines and lib/dma reports UNSUPPORTED).
+  uint32_t (*copy_engine_count)(accel_drv_device_t *device);
+  // Creates an empty ring on engine params->engine and describes its shared
+  // memory in |*out_mem| (valid until destroy).
+  accel_status_t (*dma_ring_create)(accel_drv_device_t *device,
+                                    const accel_drv_dma_ring_params_t *params,
+                                    accel_drv_dma_ring_t **out_ring,
+                                    accel_dma_ring_mem_t *out_mem);
+  // Destroys a ring whose descriptors have all retired (head == tail).
+  void (*dma_ring_destroy)(accel_drv_dma_ring_t *ring);
+  // Publishes the descriptors written up to |tail| (absolute count, never
+  // lower than before) to the engine and wakes it.
+  void (*dma_ring_doorbell)(accel_drv_dma_ring_t *ring, uint64_t tail);
+  // Blocks until the engine's head reaches |head| (space to write), at most
+  // |timeout_ns|: ACCEL_ERROR_TIMEOUT otherwise.
+  accel_status_t (*dma_ring_wait)(accel_drv_dma_ring_t *ring, uint64_t head,
+                                  uint64_t timeout_ns);
+  // Test hook: the next COPY or FILL the engine executes on |ring| fails with
+  // |status| (an engine error), which poisons the ring.
+  void (*dma_ring_inject_fault)(accel_drv_dma_ring_t *ring,
+                                accel_status_t status);
 };
 
 // The built-in backends, in probe order.

@@ -13,6 +13,9 @@ static const accel_env_var_t k_env_vars[] = {
     {"ACCEL_SPIN_NS",
      "ns that workers and host waits spin before parking; default 100000"},
     {"ACCEL_HOST_DEVICES", "number of host devices to expose; default 1"},
+    {"ACCEL_COPY_ENGINES",
+     "copy engines (DMA worker threads) per host device, 1 to 64; default: "
+     "the cores of the device's NUMA node, at most 4"},
     {"ACCEL_TRACE",
      "path of a Perfetto trace written by the built-in recorder; default: "
      "off"},

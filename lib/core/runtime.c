@@ -215,6 +215,17 @@ accel_status_t accel_runtime_create_with_drivers(
   }
   rt->options.spin_ns = resolved.spin_ns;
   rt->options.host_device_count = resolved.host_device_count;
+  uint64_t engines = 0;
+  bool engines_invalid = false;
+  if (accel_env_u64("ACCEL_COPY_ENGINES", &engines, &engines_invalid)) {
+    if (engines_invalid || engines == 0 || engines > 64) {
+      free(rt);
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "ACCEL_COPY_ENGINES=\"%s\" must be 1 to 64",
+                         getenv("ACCEL_COPY_ENGINES"));
+    }
+    rt->options.copy_engine_count = (uint32_t)engines;
+  }
 
   accel_status_t st = ACCEL_OK;
   for (uint32_t i = 0; i < driver_count; ++i) {

@@ -15,6 +15,7 @@ struct accel_device {
   accel_device_info_t info;      // filled at open; index set when visible
   uint32_t ordinal;              // within its backend
   _Atomic uint32_t stream_counter;  // numbers default stream names
+  _Atomic uint32_t dma_queue_counter;  // numbers DMA queues (lib/dma)
 };
 
 struct accel_runtime {

@@ -64,11 +64,20 @@ static accel_status_t host_device_open(accel_drv_backend_t *backend,
   d->numa_node = (int32_t)(ordinal % numa_node_count());
   long page = sysconf(_SC_PAGESIZE);
   d->page_size = page > 0 ? (uint64_t)page : 4096;
+  accel_status_t st =
+      accel_host_dma_init(d, backend->options.copy_engine_count);
+  if (st != ACCEL_OK) {
+    free(d);
+    return st;
+  }
   *out_device = d;
   return ACCEL_OK;
 }
 
-static void host_device_close(accel_drv_device_t *device) { free(device); }
+static void host_device_close(accel_drv_device_t *device) {
+  accel_host_dma_fini(device);
+  free(device);
+}
 
 static void cpu_model(char *out, size_t size) {
   snprintf(out, size, "unknown cpu");
@@ -116,7 +125,7 @@ static void host_device_info(accel_drv_device_t *device,
   info->page_size = device->page_size;
   info->numa_node = device->numa_node;
   info->compute_queue_count = cpus > 0 ? (uint32_t)cpus : 1;
-  info->copy_queue_count = 1;
+  info->copy_queue_count = accel_host_copy_engine_count(device);
   info->caps = ACCEL_DEVICE_CAP_HOST_VISIBLE | ACCEL_DEVICE_CAP_VIRTUAL_MEMORY |
                ACCEL_DEVICE_CAP_SEMAPHORE_FD | ACCEL_DEVICE_CAP_IPC |
                ACCEL_DEVICE_CAP_HOST_KERNELS |
@@ -262,4 +271,10 @@ const accel_driver_t accel_host_driver = {
     .queue_create = accel_host_queue_create,
     .queue_destroy = accel_host_queue_destroy,
     .queue_submit = accel_host_queue_submit,
+    .copy_engine_count = accel_host_copy_engine_count,
+    .dma_ring_create = accel_host_dma_ring_create,
+    .dma_ring_destroy = accel_host_dma_ring_destroy,
+    .dma_ring_doorbell = accel_host_dma_ring_doorbell,
+    .dma_ring_wait = accel_host_dma_ring_wait,
+    .dma_ring_inject_fault = accel_host_dma_ring_inject_fault,
 };

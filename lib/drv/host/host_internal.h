@@ -20,12 +20,15 @@ struct accel_drv_backend {
   uint32_t device_count;
 };
 
+typedef struct accel_host_dma accel_host_dma_t;
+
 struct accel_drv_device {
   accel_drv_backend_t *backend;
   uint32_t ordinal;
   uint64_t spin_ns;
   int32_t numa_node;
   uint64_t page_size;
+  accel_host_dma_t *dma;  // copy engines (host_dma.c)
 };
 
 struct accel_drv_phys {
@@ -137,5 +140,27 @@ void accel_host_queue_destroy(accel_drv_queue_t *queue);
 accel_status_t accel_host_queue_submit(accel_drv_queue_t *queue,
                                        const accel_cmd_t *commands,
                                        uint32_t count, uint64_t *out_last_seq);
+
+// ---------------------------------------------------------------------------
+// Copy engines and DMA rings (host_dma.c).
+// ---------------------------------------------------------------------------
+
+// Default engine count for a device on |numa_node|: its cores, at most 4.
+uint32_t accel_host_copy_engine_default(int32_t numa_node);
+// Sets up |engine_count| engines (0: the default); threads start lazily.
+accel_status_t accel_host_dma_init(accel_drv_device_t *device,
+                                   uint32_t engine_count);
+// Stops the engines; every ring must have been destroyed.
+void accel_host_dma_fini(accel_drv_device_t *device);
+uint32_t accel_host_copy_engine_count(accel_drv_device_t *device);
+accel_status_t accel_host_dma_ring_create(
+    accel_drv_device_t *device, const accel_drv_dma_ring_params_t *params,
+    accel_drv_dma_ring_t **out_ring, accel_dma_ring_mem_t *out_mem);
+void accel_host_dma_ring_destroy(accel_drv_dma_ring_t *ring);
+void accel_host_dma_ring_doorbell(accel_drv_dma_ring_t *ring, uint64_t tail);
+accel_status_t accel_host_dma_ring_wait(accel_drv_dma_ring_t *ring,
+                                        uint64_t head, uint64_t timeout_ns);
+void accel_host_dma_ring_inject_fault(accel_drv_dma_ring_t *ring,
+                                      accel_status_t status);
 
 #endif  // ACCEL_DRV_HOST_INTERNAL_H_

@@ -1,0 +1,88 @@
+// Internal layout of DMA queues (lib/dma), shared by its files and by the
+// stream layer's copy path (dma_stream.h).
+#ifndef ACCEL_DMA_DMA_IMPL_H_
+#define ACCEL_DMA_DMA_IMPL_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "accel/dma.h"
+#include "core/driver.h"
+#include "core/runtime_impl.h"
+#include "stream/semaphore_impl.h"
+
+// Bounce buffers: slots of this size, used round-robin. Small enough to stay
+// in the cache between the staging leg and the transfer leg.
+#define ACCEL_DMA_STAGING_SLOT_BYTES (256u * 1024u)
+#define ACCEL_DMA_STAGING_SLOTS 4u
+// A 1D copy or fill of at least this many bytes is split over the queue's
+// engines, in pieces of at least ACCEL_DMA_PIECE_MIN_BYTES.
+#define ACCEL_DMA_SPLIT_MIN_BYTES (2u * 1024u * 1024u)
+#define ACCEL_DMA_PIECE_MIN_BYTES (1024u * 1024u)
+
+// Rings per queue at most (one per engine used).
+#define ACCEL_DMA_MAX_RINGS 64u
+
+// A point in a ring's execution: its fence reached |ticket| (0: none).
+typedef struct accel_dma_dep {
+  uint32_t ring;
+  uint64_t ticket;
+} accel_dma_dep_t;
+
+typedef struct accel_dma_ring_state {
+  accel_drv_dma_ring_t *drv;
+  accel_dma_ring_mem_t mem;
+  // Signalled by the ring's SIGNAL descriptors to increasing tickets; failed
+  // by the engine when the ring fails.
+  accel_semaphore_t *fence;
+  // Producer side, guarded by the queue's submit lock.
+  uint64_t tail;        // descriptors written
+  uint64_t published;   // tail last given to the doorbell
+  uint64_t fence_next;  // last ticket handed out
+} accel_dma_ring_state_t;
+
+// Pinned bounce memory for pageable copies (dma_staging.c).
+typedef struct accel_dma_staging {
+  uint8_t *base;  // NULL until the first pageable copy
+  uint64_t size_bytes;
+  bool locked;  // mlock succeeded
+  uint32_t next;  // next slot to use
+  // When each slot's previous use is over.
+  accel_dma_dep_t slot_free[ACCEL_DMA_STAGING_SLOTS];
+} accel_dma_staging_t;
+
+struct accel_dma_queue {
+  accel_device_t *device;
+  char name[64];
+  uint32_t flags;
+  uint32_t ring_count;  // ring 0 is the home ring, where every submit joins
+  uint32_t slot_count;  // per ring
+  accel_dma_ring_state_t *rings;
+  // Serializes submits: guards the rings' producer side, |submit_count| and
+  // |staging|.
+  pthread_mutex_t submit_lock;
+  uint64_t submit_count;
+  accel_dma_staging_t staging;
+  // Home-fence ticket of the last submit (synchronize waits for it).
+  _Atomic uint64_t last_ticket;
+  // Counters (relaxed: statistics only).
+  _Atomic uint64_t submits;
+  _Atomic uint64_t descriptors;
+  _Atomic uint64_t ring_descriptors;
+  _Atomic uint64_t occupancy_peak;
+  _Atomic uint64_t stalls;
+  _Atomic uint64_t not_ready;
+};
+
+// Allocates the bounce buffers if not yet done; needs the submit lock.
+accel_status_t accel_dma_staging_ensure_locked(accel_dma_queue_t *queue);
+void accel_dma_staging_free(accel_dma_staging_t *staging);
+
+// Test hook (fault injection through the driver's ring hook): the next copy
+// or fill that ring |ring_index| of |queue| executes fails with |status|.
+accel_status_t accel_dma_queue_inject_fault(accel_dma_queue_t *queue,
+                                            uint32_t ring_index,
+                                            accel_status_t status);
+
+#endif  // ACCEL_DMA_DMA_IMPL_H_

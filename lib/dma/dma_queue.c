@@ -1,0 +1,278 @@
+// DMA queues: creation, completion, counters. A queue owns one ring on each
+// copy engine it uses; ring 0 (the home ring) runs every submit's semaphore
+// waits and signals, and the other rings join it through their fences.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "dma/dma_impl.h"
+#include "mem/buffer_impl.h"
+
+#define DEFAULT_RING_SIZE 1024u
+#define MIN_RING_SIZE 16u
+#define MAX_RING_SIZE 65536u
+
+static void destroy_rings(accel_dma_queue_t *q, uint32_t count) {
+  const accel_driver_t *drv = q->device->driver;
+  // Every written descriptor retires (executed or aborted) before any ring
+  // goes: rings wait on each other's fences, which must outlive the waits.
+  for (uint32_t i = 0; i < count; ++i) {
+    accel_dma_ring_state_t *r = &q->rings[i];
+    (void)drv->dma_ring_wait(r->drv, r->tail, ACCEL_TIMEOUT_INFINITE);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    drv->dma_ring_destroy(q->rings[i].drv);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    accel_semaphore_release(q->rings[i].fence);
+  }
+}
+
+accel_status_t accel_dma_queue_create(accel_device_t *device,
+                                      const accel_dma_queue_desc_t *desc,
+                                      accel_dma_queue_t **out_queue) {
+  ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
+  ACCEL_CHECK_ARG(out_queue != NULL, "out_queue (NULL)");
+  accel_dma_queue_desc_t d = {.struct_size = sizeof(d)};
+  if (desc != NULL) {
+    if (desc->struct_size < offsetof(accel_dma_queue_desc_t, name)) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "dma queue desc: struct_size %u is too small",
+                         desc->struct_size);
+    }
+    memcpy(&d, desc,
+           desc->struct_size < sizeof(d) ? desc->struct_size : sizeof(d));
+  }
+  if ((d.flags & ~(uint32_t)ACCEL_DMA_QUEUE_FLAG_NON_BLOCKING) != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "dma queue desc: unknown flags 0x%x", d.flags);
+  }
+  uint32_t ring_size = d.ring_size != 0 ? d.ring_size : DEFAULT_RING_SIZE;
+  if (ring_size < MIN_RING_SIZE || ring_size > MAX_RING_SIZE ||
+      (ring_size & (ring_size - 1)) != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "dma queue desc: ring_size %u must be a power of two "
+                       "from %u to %u",
+                       d.ring_size, MIN_RING_SIZE, MAX_RING_SIZE);
+  }
+  const accel_driver_t *drv = device->driver;
+  uint32_t engines = drv->copy_engine_count != NULL
+                         ? drv->copy_engine_count(device->drv)
+                         : 0;
+  if (engines == 0 || drv->dma_ring_create == NULL) {
+    return accel_error(ACCEL_ERROR_UNSUPPORTED,
+                       "dma queue: device %s has no copy engines",
+                       device->info.id);
+  }
+  uint32_t use = d.engine_count != 0 && d.engine_count < engines
+                     ? d.engine_count
+                     : engines;
+  if (use > ACCEL_DMA_MAX_RINGS) {
+    use = ACCEL_DMA_MAX_RINGS;
+  }
+
+  accel_dma_queue_t *q = calloc(1, sizeof(*q));
+  if (q == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "dma queue: cannot allocate %zu bytes", sizeof(*q));
+  }
+  accel_status_t st = ACCEL_OK;
+  q->rings = calloc(use, sizeof(*q->rings));
+  if (q->rings == NULL) {
+    st = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                     "dma queue: cannot allocate %u ring records", use);
+    goto err_free_queue;
+  }
+  uint32_t number = atomic_fetch_add_explicit(&device->dma_queue_counter, 1,
+                                              memory_order_relaxed);
+  q->device = device;
+  q->flags = d.flags;
+  q->slot_count = ring_size;
+  if (d.name != NULL && d.name[0] != '\0') {
+    snprintf(q->name, sizeof(q->name), "%s", d.name);
+  } else {
+    snprintf(q->name, sizeof(q->name), "dma%u", number);
+  }
+  // Home rings rotate over the engines so that queues share them evenly.
+  uint32_t home = number % engines;
+  uint32_t created = 0;
+  for (; created < use; ++created) {
+    accel_dma_ring_state_t *r = &q->rings[created];
+    st = accel_semaphore_create_internal(device, 0, &r->fence);
+    if (st != ACCEL_OK) {
+      goto err_destroy_rings;
+    }
+    char ring_name[96];
+    snprintf(ring_name, sizeof(ring_name), "%s/ring%u", q->name, created);
+    accel_drv_dma_ring_params_t params = {
+        .engine = (home + created) % engines,
+        .slot_count = ring_size,
+        .fence = r->fence->drv,
+        .name = ring_name,
+    };
+    st = drv->dma_ring_create(device->drv, &params, &r->drv, &r->mem);
+    if (st != ACCEL_OK) {
+      accel_semaphore_release(r->fence);
+      goto err_destroy_rings;
+    }
+  }
+  q->ring_count = use;
+  pthread_mutex_init(&q->submit_lock, NULL);
+  *out_queue = q;
+  return ACCEL_OK;
+
+err_destroy_rings:
+  destroy_rings(q, created);
+  free(q->rings);
+err_free_queue:
+  free(q);
+  return accel_error_context(st, "creating dma queue on %s", device->info.id);
+}
+
+void accel_dma_queue_destroy(accel_dma_queue_t *queue) {
+  if (queue == NULL) {
+    return;
+  }
+  destroy_rings(queue, queue->ring_count);
+  accel_dma_staging_free(&queue->staging);
+  pthread_mutex_destroy(&queue->submit_lock);
+  free(queue->rings);
+  free(queue);
+}
+
+accel_status_t accel_dma_queue_synchronize(accel_dma_queue_t *queue,
+                                           uint64_t timeout_ns) {
+  ACCEL_CHECK_ARG(queue != NULL, "queue (NULL)");
+  // Acquire: pairs with the submit's release so that the ticket's submit is
+  // in the ring.
+  uint64_t target =
+      atomic_load_explicit(&queue->last_ticket, memory_order_acquire);
+  accel_semaphore_t *home = queue->rings[0].fence;
+  accel_status_t st = queue->device->driver->semaphore_wait(
+      1, &home->drv, &target, ACCEL_WAIT_ALL, timeout_ns, NULL);
+  if (st == ACCEL_ERROR_TIMEOUT) {
+    return accel_error(ACCEL_ERROR_TIMEOUT,
+                       "dma queue \"%s\": submit not complete after %llu ns",
+                       queue->name, (unsigned long long)timeout_ns);
+  }
+  return st;
+}
+
+accel_status_t accel_dma_queue_query(accel_dma_queue_t *queue) {
+  ACCEL_CHECK_ARG(queue != NULL, "queue (NULL)");
+  uint64_t target =
+      atomic_load_explicit(&queue->last_ticket, memory_order_acquire);
+  uint64_t value = 0;
+  ACCEL_RETURN_IF_ERROR(queue->device->driver->semaphore_query(
+      queue->rings[0].fence->drv, &value));
+  if (value < target) {
+    return accel_error(ACCEL_ERROR_NOT_READY,
+                       "dma queue \"%s\": work pending (home ring at ticket "
+                       "%llu of %llu)",
+                       queue->name, (unsigned long long)value,
+                       (unsigned long long)target);
+  }
+  return ACCEL_OK;
+}
+
+accel_status_t accel_dma_queue_counters(
+    accel_dma_queue_t *queue, accel_dma_queue_counters_t *out_counters) {
+  ACCEL_CHECK_ARG(queue != NULL, "queue (NULL)");
+  ACCEL_CHECK_ARG(out_counters != NULL, "out_counters (NULL)");
+  uint32_t size = out_counters->struct_size;
+  if (size < offsetof(accel_dma_queue_counters_t, bytes_host_to_device)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "dma queue counters: struct_size %u is too small",
+                       size);
+  }
+  accel_dma_queue_counters_t c = {.struct_size = size};
+  c.engine_count = queue->ring_count;
+  uint64_t bytes[ACCEL_DMA_DIR_COUNT] = {0};
+  for (uint32_t i = 0; i < queue->ring_count; ++i) {
+    accel_dma_ring_state_t *r = &queue->rings[i];
+    for (uint32_t dir = 0; dir < ACCEL_DMA_DIR_COUNT; ++dir) {
+      bytes[dir] += atomic_load_explicit(&r->mem.bytes[dir],
+                                         memory_order_relaxed);
+    }
+    c.ring_capacity += r->mem.slot_count;
+  }
+  // The tails are the producer's; read them under its lock.
+  pthread_mutex_lock(&queue->submit_lock);
+  for (uint32_t i = 0; i < queue->ring_count; ++i) {
+    accel_dma_ring_state_t *r = &queue->rings[i];
+    uint64_t head = atomic_load_explicit(r->mem.head, memory_order_acquire);
+    c.ring_occupancy += r->tail > head ? r->tail - head : 0;
+  }
+  pthread_mutex_unlock(&queue->submit_lock);
+  c.bytes_host_to_device = bytes[ACCEL_DMA_DIR_HOST_TO_DEVICE];
+  c.bytes_device_to_host = bytes[ACCEL_DMA_DIR_DEVICE_TO_HOST];
+  c.bytes_device_to_device = bytes[ACCEL_DMA_DIR_DEVICE_TO_DEVICE];
+  c.bytes_host_to_host = bytes[ACCEL_DMA_DIR_HOST_TO_HOST];
+  c.bytes_staged = bytes[ACCEL_DMA_DIR_STAGING];
+  c.submits = atomic_load_explicit(&queue->submits, memory_order_relaxed);
+  c.descriptors =
+      atomic_load_explicit(&queue->descriptors, memory_order_relaxed);
+  c.ring_descriptors =
+      atomic_load_explicit(&queue->ring_descriptors, memory_order_relaxed);
+  c.ring_occupancy_peak =
+      atomic_load_explicit(&queue->occupancy_peak, memory_order_relaxed);
+  c.stalls = atomic_load_explicit(&queue->stalls, memory_order_relaxed);
+  c.not_ready = atomic_load_explicit(&queue->not_ready, memory_order_relaxed);
+  memcpy(out_counters, &c, size < sizeof(c) ? size : sizeof(c));
+  return ACCEL_OK;
+}
+
+accel_status_t accel_dma_copy(accel_dma_queue_t *queue, accel_buffer_t *dst,
+                              uint64_t dst_offset, accel_buffer_t *src,
+                              uint64_t src_offset, uint64_t size_bytes) {
+  ACCEL_CHECK_ARG(dst != NULL, "dst (NULL)");
+  ACCEL_CHECK_ARG(src != NULL, "src (NULL)");
+  accel_dma_desc_t d = {
+      .struct_size = sizeof(d),
+      .op = ACCEL_DMA_OP_COPY_1D,
+      .dst = {.buffer = dst, .offset = dst_offset},
+      .src = {.buffer = src, .offset = src_offset},
+      .width_bytes = size_bytes,
+  };
+  return accel_dma_submit(queue, &d, 1, 0, NULL, NULL, 0, NULL, NULL);
+}
+
+accel_status_t accel_dma_copy_2d(accel_dma_queue_t *queue, accel_buffer_t *dst,
+                                 uint64_t dst_offset, uint64_t dst_pitch,
+                                 accel_buffer_t *src, uint64_t src_offset,
+                                 uint64_t src_pitch, uint64_t width_bytes,
+                                 uint64_t height) {
+  ACCEL_CHECK_ARG(dst != NULL, "dst (NULL)");
+  ACCEL_CHECK_ARG(src != NULL, "src (NULL)");
+  accel_dma_desc_t d = {
+      .struct_size = sizeof(d),
+      .op = ACCEL_DMA_OP_COPY_2D,
+      .dst = {.buffer = dst, .offset = dst_offset},
+      .src = {.buffer = src, .offset = src_offset},
+      .width_bytes = width_bytes,
+      .height = height,
+      .dst_pitch = dst_pitch,
+      .src_pitch = src_pitch,
+  };
+  return accel_dma_submit(queue, &d, 1, 0, NULL, NULL, 0, NULL, NULL);
+}
+
+accel_status_t accel_dma_queue_inject_fault(accel_dma_queue_t *queue,
+                                            uint32_t ring_index,
+                                            accel_status_t status) {
+  ACCEL_CHECK_ARG(queue != NULL, "queue (NULL)");
+  if (ring_index >= queue->ring_count) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "dma queue \"%s\": ring %u of %u", queue->name,
+                       ring_index, queue->ring_count);
+  }
+  const accel_driver_t *drv = queue->device->driver;
+  if (drv->dma_ring_inject_fault == NULL) {
+    return accel_error(ACCEL_ERROR_UNSUPPORTED,
+                       "dma queue: backend %s has no fault-injection hook",
+                       drv->name);
+  }
+  drv->dma_ring_inject_fault(queue->rings[ring_index].drv, status);
+  return ACCEL_OK;
+}

@@ -1,0 +1,30 @@
+// The path from stream copies to DMA queues: a stream copy becomes a DMA
+// submit ordered with the stream's other commands by one timeline semaphore.
+// lib/stream calls this from its copy commands; the link is created on the
+// first copy and destroyed with the stream.
+#ifndef ACCEL_DMA_DMA_STREAM_H_
+#define ACCEL_DMA_DMA_STREAM_H_
+
+#include <stdatomic.h>
+
+#include "accel/dma.h"
+#include "accel/stream.h"
+
+typedef struct accel_dma_stream_link accel_dma_stream_link_t;
+
+// Runs |desc| (validated here) on |*link|'s DMA queue in |stream|'s order:
+// the stream signals the link's semaphore to v, the DMA submit waits for v
+// and signals v + 1, and the stream waits for v + 1, so later stream commands
+// see the copy done and a DMA failure fails the stream with the message that
+// names the descriptor. Creates |*link| on first use (a DMA queue over all
+// copy engines). Returns the stream's or the submit's error.
+// Thread-safe (copies on one stream from several threads are serialized).
+accel_status_t accel_dma_stream_copy(accel_stream_t *stream,
+                                     accel_dma_stream_link_t *_Atomic *link,
+                                     const accel_dma_desc_t *desc);
+
+// Destroys |link| (NULL is ignored) after the stream's queue was destroyed:
+// waits for its DMA work.
+void accel_dma_stream_link_destroy(accel_dma_stream_link_t *link);
+
+#endif  // ACCEL_DMA_DMA_STREAM_H_

@@ -1,0 +1,703 @@
+// Host copy engines: each engine is one worker thread that consumes the DMA
+// rings attached to it, in the shape of a hardware copy engine serving several
+// channels. An engine executes a ring's descriptors in order until the ring is
+// empty or stalls on a semaphore acquire (WAIT), then moves to its next ring,
+// so that one stalled ring never blocks the others. Idle engines spin for a
+// bounded time, then park on a futex (or on the semaphores their stalled
+// rings wait for); the doorbell wakes them. Engines start with the first ring
+// created on the device and are pinned to the cores of its NUMA node.
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drv/host/host_internal.h"
+
+#define MAX_ENGINES 64u
+
+typedef struct host_engine host_engine_t;
+
+struct accel_drv_dma_ring {
+  host_engine_t *engine;
+  accel_drv_semaphore_t *fence;  // borrowed
+  char name[64];
+  accel_dma_hw_desc_t *slots;
+  uint32_t mask;
+
+  // Doorbell: descriptors published by the host.
+  _Alignas(64) _Atomic uint64_t tail;
+  // Write-back: descriptors retired by the engine.
+  _Alignas(64) _Atomic uint64_t head;
+  _Atomic uint32_t head_word;      // futex bumped when space waiters exist
+  _Atomic uint32_t space_waiters;  // host threads in dma_ring_wait
+  _Atomic uint64_t bytes[ACCEL_DMA_DIR_COUNT];
+  _Atomic int inject_status;  // test hook: fail the next COPY/FILL
+
+  // Engine side (its thread only).
+  _Alignas(64) uint64_t consumed;
+  bool poisoned;
+  accel_status_t poison_status;
+  char poison_message[ACCEL_ERROR_MESSAGE_MAX];
+};
+
+struct host_engine {
+  accel_drv_device_t *device;
+  uint32_t index;
+  pthread_t thread;
+  bool started;
+
+  // Guards |rings| and |ring_count|; the engine copies them into its own
+  // snapshot when |generation| moves and acknowledges in |seen_generation|.
+  pthread_mutex_t lock;
+  accel_drv_dma_ring_t **rings;
+  uint32_t ring_count;
+  uint32_t ring_capacity;
+  _Atomic uint64_t generation;
+  _Atomic uint64_t seen_generation;
+  _Atomic uint32_t ack_word;  // futex bumped after an ack when waited for
+  _Atomic uint32_t ack_waiters;
+
+  // Wake-up protocol (see engine_park): |kick| is set by every doorbell and
+  // cancels the engine's semaphore wait; |parked| says a wake is needed.
+  _Alignas(64) _Atomic uint32_t kick;
+  _Atomic uint32_t parked;
+  _Atomic uint32_t stopping;
+  accel_host_waiter_t waiter;  // .cancel = &kick
+};
+
+struct accel_host_dma {
+  pthread_mutex_t lock;  // guards engine start-up
+  uint32_t engine_count;
+  host_engine_t engines[];
+};
+
+// ---------------------------------------------------------------------------
+// Descriptor execution.
+// ---------------------------------------------------------------------------
+
+static const char *hw_op_name(const accel_dma_hw_desc_t *d) {
+  switch (d->op) {
+    case ACCEL_DMA_HW_COPY:
+      return "copy";
+    case ACCEL_DMA_HW_FILL:
+      return "fill";
+    case ACCEL_DMA_HW_WAIT:
+      return "semaphore wait";
+    case ACCEL_DMA_HW_SIGNAL:
+      return "semaphore signal";
+    default:
+      return "unknown";
+  }
+}
+
+static void fill_pattern(uint8_t *dst, uint64_t size, uint64_t pattern,
+                         uint32_t pattern_size) {
+  if (pattern_size == 1) {
+    memset(dst, (int)(pattern & 0xff), size);
+    return;
+  }
+  // One cache-resident block holding the pattern, then block copies; offset
+  // and size are multiples of pattern_size, so the phase is preserved.
+  uint8_t block[4096];
+  uint64_t n = size < sizeof(block) ? size : sizeof(block);
+  for (uint64_t i = 0; i < n; ++i) {
+    block[i] = (uint8_t)(pattern >> (8 * (i % pattern_size)));
+  }
+  for (uint64_t i = 0; i < size; i += n) {
+    memcpy(dst + i, block, size - i < n ? size - i : n);
+  }
+}
+
+static void execute_copy(const accel_dma_hw_desc_t *d) {
+  uint8_t *dst = (uint8_t *)(uintptr_t)d->copy.dst;
+  const uint8_t *src = (const uint8_t *)(uintptr_t)d->copy.src;
+  uint64_t width = d->copy.width;
+  if (d->copy.height == 1 && d->copy.depth == 1) {
+    memcpy(dst, src, width);
+    return;
+  }
+  for (uint32_t z = 0; z < d->copy.depth; ++z) {
+    uint8_t *drow = dst + z * d->copy.dst_slice_pitch;
+    const uint8_t *srow = src + z * d->copy.src_slice_pitch;
+    for (uint32_t y = 0; y < d->copy.height; ++y) {
+      memcpy(drow, srow, width);
+      drow += d->copy.dst_pitch;
+      srow += d->copy.src_pitch;
+    }
+  }
+}
+
+static uint64_t hw_bytes(const accel_dma_hw_desc_t *d) {
+  if (d->op == ACCEL_DMA_HW_FILL) {
+    return d->fill.size_bytes;
+  }
+  return d->copy.width * d->copy.height * d->copy.depth;
+}
+
+static void count_bytes(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d) {
+  uint32_t dir = d->direction < ACCEL_DMA_DIR_COUNT ? d->direction : 0;
+  // Relaxed: the engine is the only writer; readers want a recent value.
+  uint64_t v = atomic_load_explicit(&r->bytes[dir], memory_order_relaxed);
+  atomic_store_explicit(&r->bytes[dir], v + hw_bytes(d), memory_order_relaxed);
+}
+
+// Records the ring's first failure: the fence fails with a message that names
+// the descriptor; everything after it is aborted.
+static void poison(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d,
+                   accel_status_t st, const char *why) {
+  r->poisoned = true;
+  r->poison_status = st;
+  if (d->index == UINT32_MAX) {
+    snprintf(r->poison_message, sizeof(r->poison_message),
+             "dma ring \"%s\" submit #%llu (internal %s) failed: %s", r->name,
+             (unsigned long long)d->submit_id, hw_op_name(d), why);
+  } else {
+    snprintf(r->poison_message, sizeof(r->poison_message),
+             "dma ring \"%s\" submit #%llu descriptor %u (%s) failed: %s",
+             r->name, (unsigned long long)d->submit_id, d->index,
+             hw_op_name(d), why);
+  }
+  accel_host_semaphore_fail(r->fence, st, r->poison_message);
+}
+
+static void release_refs(accel_dma_hw_desc_t *d) {
+  accel_object_release(d->refs[0]);
+  accel_object_release(d->refs[1]);
+  d->refs[0] = NULL;
+  d->refs[1] = NULL;
+}
+
+// Executes one descriptor. Returns false (nothing done) if it is a WAIT whose
+// value is not reached yet, with the semaphore and value in |*out_stall|.
+static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
+                    accel_dma_hw_desc_t **out_stall) {
+  if (r->poisoned) {
+    if (d->op == ACCEL_DMA_HW_SIGNAL) {
+      accel_host_semaphore_fail(d->sem.semaphore, r->poison_status,
+                                r->poison_message);
+    }
+    return true;
+  }
+  switch (d->op) {
+    case ACCEL_DMA_HW_COPY:
+    case ACCEL_DMA_HW_FILL: {
+      int injected = atomic_load_explicit(&r->inject_status,
+                                          memory_order_relaxed);
+      if (injected != 0 &&
+          atomic_exchange_explicit(&r->inject_status, 0,
+                                   memory_order_relaxed) != 0) {
+        char why[128];
+        snprintf(why, sizeof(why), "engine %u error: injected fault (%s)",
+                 r->engine->index, accel_status_name(injected));
+        poison(r, d, (accel_status_t)injected, why);
+        return true;
+      }
+      if (d->op == ACCEL_DMA_HW_COPY) {
+        execute_copy(d);
+      } else {
+        fill_pattern((uint8_t *)(uintptr_t)d->fill.dst, d->fill.size_bytes,
+                     d->fill.pattern, d->fill.pattern_size);
+      }
+      count_bytes(r, d);
+      return true;
+    }
+    case ACCEL_DMA_HW_SIGNAL:
+      accel_host_semaphore_signal_max(d->sem.semaphore, d->sem.value);
+      return true;
+    case ACCEL_DMA_HW_WAIT: {
+      uint64_t value = 0;
+      accel_status_t st = accel_host_semaphore_query(d->sem.semaphore, &value);
+      if (value >= d->sem.value) {
+        return true;
+      }
+      if (st != ACCEL_OK) {
+        char why[ACCEL_ERROR_MESSAGE_MAX];
+        snprintf(why, sizeof(why), "waited semaphore failed: %s",
+                 accel_last_error());
+        poison(r, d, st, why);
+        return true;
+      }
+      *out_stall = d;
+      return false;
+    }
+    default: {
+      char why[64];
+      snprintf(why, sizeof(why), "unknown descriptor op %u", d->op);
+      poison(r, d, ACCEL_ERROR_INTERNAL, why);
+      return true;
+    }
+  }
+}
+
+// Runs |r| until it is empty or stalls. Returns true if it retired anything;
+// a stall is reported in |*out_stall|.
+static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
+  // Acquire: pairs with the doorbell's release so that the descriptor bytes
+  // written before it are visible.
+  uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+  bool progress = false;
+  while (r->consumed < tail) {
+    accel_dma_hw_desc_t *d = &r->slots[r->consumed & r->mask];
+    if (!execute(r, d, out_stall)) {
+      break;
+    }
+    release_refs(d);
+    r->consumed++;
+    progress = true;
+    // Seq_cst: the head store must precede the |space_waiters| load (Dekker
+    // with dma_ring_wait's increment then head load). Release at least: the
+    // host reuses the slot only after seeing this.
+    atomic_store_explicit(&r->head, r->consumed, memory_order_seq_cst);
+    if (atomic_load_explicit(&r->space_waiters, memory_order_seq_cst) != 0) {
+      atomic_fetch_add_explicit(&r->head_word, 1, memory_order_release);
+      accel_host_futex_wake_all(&r->head_word);
+    }
+  }
+  return progress;
+}
+
+// ---------------------------------------------------------------------------
+// Engine threads.
+// ---------------------------------------------------------------------------
+
+// Pins the calling thread to the CPUs of NUMA node |node| (from sysfs); does
+// nothing when the node's CPU list is unknown.
+static void pin_to_node(int32_t node) {
+  char path[96];
+  snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist",
+           node);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    return;
+  }
+  char text[1024];
+  bool ok = fgets(text, sizeof(text), f) != NULL;
+  fclose(f);
+  if (!ok) {
+    return;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int count = 0;
+  for (char *p = text; *p != '\0' && *p != '\n';) {
+    char *end = NULL;
+    long lo = strtol(p, &end, 10);
+    if (end == p) {
+      return;
+    }
+    long hi = lo;
+    p = end;
+    if (*p == '-') {
+      hi = strtol(p + 1, &end, 10);
+      p = end;
+    }
+    for (long c = lo; c <= hi && c < CPU_SETSIZE; ++c) {
+      CPU_SET((int)c, &set);
+      count++;
+    }
+    if (*p == ',') {
+      p++;
+    }
+  }
+  if (count > 0) {
+    (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  }
+}
+
+// Parks the engine until a doorbell or, if |stall_count| > 0, until one of the
+// semaphores its stalled rings wait for moves.
+static void engine_park(host_engine_t *e, uint32_t stall_count,
+                        accel_drv_semaphore_t *const *sems,
+                        const uint64_t *values) {
+  atomic_store_explicit(&e->waiter.word, 0, memory_order_relaxed);
+  // Seq_cst: the |parked| store must precede the re-check of |kick|, against
+  // the doorbell's |kick| store then |parked| load (no lost wake-up).
+  atomic_store_explicit(&e->parked, 1, memory_order_seq_cst);
+  if (atomic_load_explicit(&e->kick, memory_order_seq_cst) == 0 &&
+      atomic_load_explicit(&e->stopping, memory_order_seq_cst) == 0) {
+    if (stall_count == 0) {
+      accel_host_futex_wait(&e->waiter.word, 0, UINT64_MAX);
+    } else {
+      // Returns when a value is reached, a semaphore fails, or |kick| is set
+      // (the waiter's cancel word): all are reasons to rescan.
+      (void)accel_host_semaphore_wait_ex(stall_count, sems, values,
+                                         ACCEL_WAIT_ANY,
+                                         ACCEL_TIMEOUT_INFINITE, NULL,
+                                         &e->waiter, 0);
+    }
+  }
+  atomic_store_explicit(&e->parked, 0, memory_order_relaxed);
+}
+
+static void wake_engine(host_engine_t *e) {
+  // Seq_cst: see engine_park.
+  atomic_store_explicit(&e->kick, 1, memory_order_seq_cst);
+  if (atomic_load_explicit(&e->parked, memory_order_seq_cst)) {
+    accel_host_waiter_wake(&e->waiter);
+  }
+}
+
+static void *engine_main(void *arg) {
+  host_engine_t *e = arg;
+  pin_to_node(e->device->numa_node);
+  uint64_t spin_ns = e->device->spin_ns;
+  accel_drv_dma_ring_t **snap = NULL;
+  uint32_t snap_count = 0;
+  uint32_t snap_capacity = 0;
+  accel_drv_semaphore_t **stall_sems = NULL;
+  uint64_t *stall_values = NULL;
+  uint64_t seen = UINT64_MAX;
+  for (;;) {
+    // Acquire: pairs with the release in attach/detach so that the ring list
+    // read under the lock is the one of this generation.
+    uint64_t gen = atomic_load_explicit(&e->generation, memory_order_acquire);
+    if (gen != seen) {
+      pthread_mutex_lock(&e->lock);
+      if (e->ring_count > snap_capacity) {
+        uint32_t cap = e->ring_capacity;
+        accel_drv_dma_ring_t **ns = realloc(snap, cap * sizeof(*ns));
+        accel_drv_semaphore_t **nsem =
+            realloc(stall_sems, cap * sizeof(*nsem));
+        uint64_t *nval = realloc(stall_values, cap * sizeof(*nval));
+        if (ns != NULL) snap = ns;
+        if (nsem != NULL) stall_sems = nsem;
+        if (nval != NULL) stall_values = nval;
+        if (ns != NULL && nsem != NULL && nval != NULL) {
+          snap_capacity = cap;
+        }
+      }
+      // Keeps the previous snapshot if growing it failed; the engine then
+      // retries on the next pass (attach keeps the generation moving).
+      if (e->ring_count <= snap_capacity) {
+        memcpy(snap, e->rings, e->ring_count * sizeof(*snap));
+        snap_count = e->ring_count;
+        seen = gen;
+      }
+      pthread_mutex_unlock(&e->lock);
+      // Release: a detaching thread that sees this ack knows the engine no
+      // longer holds the old snapshot.
+      atomic_store_explicit(&e->seen_generation, seen, memory_order_seq_cst);
+      if (atomic_load_explicit(&e->ack_waiters, memory_order_seq_cst) != 0) {
+        atomic_fetch_add_explicit(&e->ack_word, 1, memory_order_release);
+        accel_host_futex_wake_all(&e->ack_word);
+      }
+    }
+    // Clear the kick before scanning: a doorbell during the scan leaves it
+    // set, so the park below returns at once.
+    atomic_store_explicit(&e->kick, 0, memory_order_seq_cst);
+    bool progress = false;
+    uint32_t stall_count = 0;
+    for (uint32_t i = 0; i < snap_count; ++i) {
+      accel_dma_hw_desc_t *stall = NULL;
+      progress |= service(snap[i], &stall);
+      if (stall != NULL) {
+        stall_sems[stall_count] = stall->sem.semaphore;
+        stall_values[stall_count] = stall->sem.value;
+        stall_count++;
+      }
+    }
+    if (progress) {
+      continue;
+    }
+    if (atomic_load_explicit(&e->stopping, memory_order_acquire)) {
+      break;
+    }
+    // Spin for a doorbell, a stalled semaphore or a ring-list change.
+    uint64_t spin_until = accel_host_now_ns() + spin_ns;
+    bool found = false;
+    uint32_t iter = 0;
+    for (;;) {
+      accel_host_cpu_relax();
+      if (atomic_load_explicit(&e->kick, memory_order_relaxed) != 0 ||
+          atomic_load_explicit(&e->generation, memory_order_relaxed) != seen) {
+        found = true;
+        break;
+      }
+      if ((++iter & 63) == 0) {
+        for (uint32_t i = 0; i < stall_count && !found; ++i) {
+          uint64_t v = 0;
+          accel_status_t st = accel_host_semaphore_query(stall_sems[i], &v);
+          found = v >= stall_values[i] || st != ACCEL_OK;
+        }
+        if (found || accel_host_now_ns() >= spin_until) {
+          break;
+        }
+      }
+    }
+    if (!found &&
+        atomic_load_explicit(&e->generation, memory_order_seq_cst) == seen) {
+      engine_park(e, stall_count, stall_sems, stall_values);
+    }
+  }
+  free(snap);
+  free(stall_sems);
+  free(stall_values);
+  return NULL;
+}
+
+// Starts engine |e|'s thread; called with the dma lock held.
+static accel_status_t engine_start_locked(host_engine_t *e) {
+  int rc = pthread_create(&e->thread, NULL, engine_main, e);
+  if (rc != 0) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host copy engine %u: cannot start its thread: %s",
+                       e->index, strerror(rc));
+  }
+  char name[16];
+  snprintf(name, sizeof(name), "accel-ce%u", e->index);
+  pthread_setname_np(e->thread, name);
+  e->started = true;
+  return ACCEL_OK;
+}
+
+// Waits until the engine has taken a snapshot of generation |gen| or later.
+static void engine_await_generation(host_engine_t *e, uint64_t gen) {
+  if (!e->started) {
+    return;
+  }
+  wake_engine(e);
+  atomic_fetch_add_explicit(&e->ack_waiters, 1, memory_order_seq_cst);
+  for (;;) {
+    uint32_t word = atomic_load_explicit(&e->ack_word, memory_order_seq_cst);
+    // Seq_cst: Dekker with the engine's ack store then ack_waiters load.
+    uint64_t seen =
+        atomic_load_explicit(&e->seen_generation, memory_order_seq_cst);
+    if (seen != UINT64_MAX && seen >= gen) {
+      break;
+    }
+    accel_host_futex_wait(&e->ack_word, word, accel_host_deadline(1000000));
+    wake_engine(e);
+  }
+  atomic_fetch_sub_explicit(&e->ack_waiters, 1, memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------
+// Driver entry points.
+// ---------------------------------------------------------------------------
+
+uint32_t accel_host_copy_engine_default(int32_t numa_node) {
+  char path[96];
+  snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist",
+           numa_node);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  uint32_t count = cpus > 0 ? (uint32_t)cpus : 1;
+  FILE *f = fopen(path, "r");
+  if (f != NULL) {
+    uint32_t n = 0;
+    unsigned lo = 0, hi = 0;
+    char sep = 0;
+    int got;
+    while ((got = fscanf(f, "%u", &lo)) == 1) {
+      hi = lo;
+      if (fscanf(f, "%c", &sep) == 1 && sep == '-') {
+        if (fscanf(f, "%u", &hi) != 1) {
+          break;
+        }
+        (void)fscanf(f, "%c", &sep);
+      }
+      n += hi >= lo ? hi - lo + 1 : 1;
+    }
+    fclose(f);
+    if (n > 0) {
+      count = n;
+    }
+  }
+  return count > 4 ? 4 : count;
+}
+
+accel_status_t accel_host_dma_init(accel_drv_device_t *device,
+                                   uint32_t engine_count) {
+  if (engine_count == 0) {
+    engine_count = accel_host_copy_engine_default(device->numa_node);
+  }
+  if (engine_count > MAX_ENGINES) {
+    engine_count = MAX_ENGINES;
+  }
+  accel_host_dma_t *dma =
+      calloc(1, sizeof(*dma) + engine_count * sizeof(host_engine_t));
+  if (dma == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host copy engines: cannot allocate %u engines",
+                       engine_count);
+  }
+  pthread_mutex_init(&dma->lock, NULL);
+  dma->engine_count = engine_count;
+  for (uint32_t i = 0; i < engine_count; ++i) {
+    host_engine_t *e = &dma->engines[i];
+    e->device = device;
+    e->index = i;
+    pthread_mutex_init(&e->lock, NULL);
+    atomic_init(&e->seen_generation, UINT64_MAX);
+    e->waiter.cancel = &e->kick;
+  }
+  device->dma = dma;
+  return ACCEL_OK;
+}
+
+void accel_host_dma_fini(accel_drv_device_t *device) {
+  accel_host_dma_t *dma = device->dma;
+  if (dma == NULL) {
+    return;
+  }
+  for (uint32_t i = 0; i < dma->engine_count; ++i) {
+    host_engine_t *e = &dma->engines[i];
+    if (e->started) {
+      atomic_store_explicit(&e->stopping, 1, memory_order_seq_cst);
+      wake_engine(e);
+      pthread_join(e->thread, NULL);
+    }
+    free(e->rings);
+    pthread_mutex_destroy(&e->lock);
+  }
+  pthread_mutex_destroy(&dma->lock);
+  free(dma);
+  device->dma = NULL;
+}
+
+uint32_t accel_host_copy_engine_count(accel_drv_device_t *device) {
+  return device->dma != NULL ? device->dma->engine_count : 0;
+}
+
+accel_status_t accel_host_dma_ring_create(
+    accel_drv_device_t *device, const accel_drv_dma_ring_params_t *params,
+    accel_drv_dma_ring_t **out_ring, accel_dma_ring_mem_t *out_mem) {
+  accel_host_dma_t *dma = device->dma;
+  host_engine_t *e = &dma->engines[params->engine];
+  accel_drv_dma_ring_t *r = aligned_alloc(64, sizeof(*r));
+  if (r == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "dma ring: cannot allocate %zu bytes", sizeof(*r));
+  }
+  memset(r, 0, sizeof(*r));
+  accel_status_t st = ACCEL_OK;
+  size_t slots_bytes = (size_t)params->slot_count * sizeof(accel_dma_hw_desc_t);
+  r->slots = aligned_alloc(64, slots_bytes);
+  if (r->slots == NULL) {
+    st = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                     "dma ring: cannot allocate %u descriptors (%zu bytes)",
+                     params->slot_count, slots_bytes);
+    goto err_free_ring;
+  }
+  memset(r->slots, 0, slots_bytes);
+  r->engine = e;
+  r->fence = params->fence;
+  r->mask = params->slot_count - 1;
+  snprintf(r->name, sizeof(r->name), "%s",
+           params->name != NULL ? params->name : "ring");
+
+  pthread_mutex_lock(&dma->lock);
+  if (!e->started) {
+    st = engine_start_locked(e);
+  }
+  pthread_mutex_unlock(&dma->lock);
+  if (st != ACCEL_OK) {
+    goto err_free_slots;
+  }
+  pthread_mutex_lock(&e->lock);
+  if (e->ring_count == e->ring_capacity) {
+    uint32_t cap = e->ring_capacity ? e->ring_capacity * 2 : 8;
+    accel_drv_dma_ring_t **nr = realloc(e->rings, cap * sizeof(*nr));
+    if (nr == NULL) {
+      pthread_mutex_unlock(&e->lock);
+      st = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "dma ring: cannot grow engine %u's ring list to %u",
+                       e->index, cap);
+      goto err_free_slots;
+    }
+    e->rings = nr;
+    e->ring_capacity = cap;
+  }
+  e->rings[e->ring_count++] = r;
+  // Release: the engine acquires the generation, then reads the list.
+  atomic_fetch_add_explicit(&e->generation, 1, memory_order_release);
+  pthread_mutex_unlock(&e->lock);
+  wake_engine(e);
+
+  *out_mem = (accel_dma_ring_mem_t){
+      .slots = r->slots,
+      .slot_count = params->slot_count,
+      .head = &r->head,
+      .bytes = r->bytes,
+  };
+  *out_ring = r;
+  return ACCEL_OK;
+
+err_free_slots:
+  free(r->slots);
+err_free_ring:
+  free(r);
+  return st;
+}
+
+void accel_host_dma_ring_destroy(accel_drv_dma_ring_t *r) {
+  host_engine_t *e = r->engine;
+  pthread_mutex_lock(&e->lock);
+  for (uint32_t i = 0; i < e->ring_count; ++i) {
+    if (e->rings[i] == r) {
+      e->rings[i] = e->rings[--e->ring_count];
+      break;
+    }
+  }
+  uint64_t gen =
+      atomic_fetch_add_explicit(&e->generation, 1, memory_order_release) + 1;
+  pthread_mutex_unlock(&e->lock);
+  // The engine may still hold |r| in its snapshot: wait for a newer one.
+  engine_await_generation(e, gen);
+  free(r->slots);
+  free(r);
+}
+
+void accel_host_dma_ring_doorbell(accel_drv_dma_ring_t *r, uint64_t tail) {
+  // Release: publishes the descriptor bytes written before the new tail.
+  atomic_store_explicit(&r->tail, tail, memory_order_release);
+  wake_engine(r->engine);
+}
+
+accel_status_t accel_host_dma_ring_wait(accel_drv_dma_ring_t *r, uint64_t head,
+                                        uint64_t timeout_ns) {
+  if (atomic_load_explicit(&r->head, memory_order_acquire) >= head) {
+    return ACCEL_OK;
+  }
+  uint64_t start = accel_host_now_ns();
+  uint64_t deadline = accel_host_deadline(timeout_ns);
+  uint64_t spin_ns = r->engine->device->spin_ns;
+  uint64_t spin_until = start + (spin_ns < timeout_ns ? spin_ns : timeout_ns);
+  uint32_t iter = 0;
+  while (accel_host_now_ns() < spin_until || (iter & 63) != 0) {
+    accel_host_cpu_relax();
+    ++iter;
+    if (atomic_load_explicit(&r->head, memory_order_acquire) >= head) {
+      return ACCEL_OK;
+    }
+  }
+  atomic_fetch_add_explicit(&r->space_waiters, 1, memory_order_seq_cst);
+  accel_status_t st = ACCEL_OK;
+  for (;;) {
+    uint32_t word = atomic_load_explicit(&r->head_word, memory_order_seq_cst);
+    // Seq_cst: Dekker with the engine's head store then waiters load.
+    if (atomic_load_explicit(&r->head, memory_order_seq_cst) >= head) {
+      break;
+    }
+    uint64_t now = accel_host_now_ns();
+    if (now >= deadline) {
+      st = accel_error(ACCEL_ERROR_TIMEOUT,
+                       "dma ring \"%s\": no space after %llu ns (engine at "
+                       "%llu, need %llu)",
+                       r->name, (unsigned long long)(now - start),
+                       (unsigned long long)atomic_load(&r->head),
+                       (unsigned long long)head);
+      break;
+    }
+    accel_host_futex_wait(&r->head_word, word, deadline);
+  }
+  atomic_fetch_sub_explicit(&r->space_waiters, 1, memory_order_relaxed);
+  return st;
+}
+
+void accel_host_dma_ring_inject_fault(accel_drv_dma_ring_t *r,
+                                      accel_status_t status) {
+  // Relaxed: the hook is ordered with the descriptors it should hit by the
+  // doorbell that publishes them.
+  atomic_store_explicit(&r->inject_status, (int)status, memory_order_relaxed);
+}
