@@ -157,10 +157,13 @@ static accel_status_t execute(accel_drv_queue_t *q, accel_cmd_t *cmd) {
       accel_status_t st = accel_host_semaphore_wait_ex(
           1, &sem, &cmd->wait.value, ACCEL_WAIT_ALL, ACCEL_TIMEOUT_INFINITE,
           NULL, &q->waiter, q->device->spin_ns);
-      if (st != ACCEL_OK && st != ACCEL_ERROR_ABORTED) {
+      if (st == ACCEL_ERROR_ABORTED) {
+        return accel_error(st, "aborted: stream destroyed with pending work");
+      }
+      if (st != ACCEL_OK) {
         return accel_error_context(st, "waited semaphore failed");
       }
-      return st;
+      return ACCEL_OK;
     }
     case ACCEL_CMD_LAUNCH:
       return cmd->launch.exec(cmd->launch.payload, q->device);
