@@ -129,7 +129,8 @@ static accel_status_t execute(accel_drv_queue_t *q, accel_cmd_t *cmd) {
       accel_error_clear();
       accel_status_t st = cmd->host_call.fn(cmd->host_call.user_data);
       if (st != ACCEL_OK) {
-        const char *msg = accel_last_error();
+        char msg[ACCEL_ERROR_MESSAGE_MAX];
+        snprintf(msg, sizeof(msg), "%s", accel_last_error());
         return accel_error(st, "host function returned %s%s%s",
                            accel_status_name(st), msg[0] ? ": " : "", msg);
       }
