@@ -111,8 +111,13 @@ static void test_event_after_stream_failure_reports_and_recovers(
   assert_accel_ok(accel_stream_create(env->device, NULL, &bad));
   assert_accel_ok(accel_stream_create(env->device, NULL, &good));
   assert_accel_ok(accel_event_create(env->device, 0, &ev));
+  accel_semaphore_t *gate = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &gate));
+  assert_accel_ok(accel_stream_wait(bad, gate, 1));  // fail after the record
   assert_accel_ok(accel_stream_host_call(bad, failing_fn, NULL));
   assert_accel_ok(accel_event_record(ev, bad));
+  assert_accel_ok(accel_semaphore_signal(gate, 1));
+  accel_semaphore_release(gate);
   assert_accel_status(accel_event_synchronize(ev, ACCEL_TIMEOUT_INFINITE),
                       ACCEL_ERROR_INTERNAL);
   assert_accel_status(accel_event_query(ev), ACCEL_ERROR_INTERNAL);
