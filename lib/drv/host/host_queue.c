@@ -31,6 +31,7 @@ struct accel_drv_queue {
   chunk_t *tail_chunk;
   uint32_t tail_index;
   uint64_t next_seq;  // seq of the last command written
+  _Atomic uint64_t *submitted_seq;  // params.submitted_seq (may be NULL)
 
   // Shared flags.
   _Alignas(64) _Atomic uint32_t parked;  // the worker is (about to be) asleep
@@ -304,27 +305,24 @@ static void *worker_main(void *arg) {
     if (found) {
       continue;
     }
+    // Parking protocol: |parked| is set and read only under the submit lock.
+    // A producer whose critical section came first has published its command
+    // and the re-check below sees it; one that comes after sees |parked| and
+    // sets the futex word, which we cleared before taking the lock.
     atomic_store_explicit(&q->waiter.word, 0, memory_order_relaxed);
-    // Seq_cst: the parked store must precede the re-check of the next slot,
-    // and pairs with the producer's seq_cst publish then load of |parked| so
-    // that one of us sees the other (no lost wake-up).
-    atomic_store_explicit(&q->parked, 1, memory_order_seq_cst);
-    atomic_thread_fence(memory_order_seq_cst);
+    submit_lock(q);
+    atomic_store_explicit(&q->parked, 1, memory_order_relaxed);
+    submit_unlock(q);
     if (next_ready(q) == NULL &&
-        !atomic_load_explicit(&q->stopping, memory_order_seq_cst)) {
+        !atomic_load_explicit(&q->stopping, memory_order_acquire)) {
       accel_host_futex_wait(&q->waiter.word, 0, UINT64_MAX);
     }
+    // A stale 1 seen by a producer only costs it a spare wake-up.
     atomic_store_explicit(&q->parked, 0, memory_order_relaxed);
   }
   return NULL;
 }
 
-static void wake_worker(accel_drv_queue_t *q) {
-  // Seq_cst: see worker_main's parking protocol.
-  if (atomic_load_explicit(&q->parked, memory_order_seq_cst)) {
-    accel_host_waiter_wake(&q->waiter);
-  }
-}
 
 accel_status_t accel_host_queue_create(accel_drv_device_t *device,
                                        const accel_drv_queue_params_t *params,
@@ -337,6 +335,7 @@ accel_status_t accel_host_queue_create(accel_drv_device_t *device,
   memset(q, 0, sizeof(*q));
   q->device = device;
   q->completion = params->completion;
+  q->submitted_seq = params->submitted_seq;
   q->priority = params->priority;
   q->abort_on_destroy = params->abort_on_destroy;
   snprintf(q->name, sizeof(q->name), "%s",
@@ -376,7 +375,10 @@ void accel_host_queue_destroy(accel_drv_queue_t *q) {
     // Release: the worker reads |cancel| before deciding to run a command.
     atomic_store_explicit(&q->cancel, 1, memory_order_release);
   }
-  atomic_store_explicit(&q->stopping, 1, memory_order_seq_cst);
+  // Under the lock, like a submit: see the parking protocol in worker_main.
+  submit_lock(q);
+  atomic_store_explicit(&q->stopping, 1, memory_order_release);
+  submit_unlock(q);
   accel_host_waiter_wake(&q->waiter);
   pthread_join(q->thread, NULL);
   // Everything submitted was processed; the worker left at most the current
@@ -411,14 +413,20 @@ accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
     slot->fill = src->fill;  // the widest member: copies the whole union
     slot->refs[0] = src->refs[0];
     slot->refs[1] = src->refs[1];
-    // Seq_cst (release at least): publishes the command to the worker, and
-    // orders the publish before the |parked| load in wake_worker (Dekker).
-    __atomic_store_n(&slot->seq, ++q->next_seq, __ATOMIC_SEQ_CST);
+    // Release: publishes the command's fields to the worker.
+    __atomic_store_n(&slot->seq, ++q->next_seq, __ATOMIC_RELEASE);
   }
   *out_last_seq = q->next_seq;
+  if (q->submitted_seq != NULL) {
+    // Relaxed: a wait target only; the command itself is ordered by |seq|.
+    atomic_store_explicit(q->submitted_seq, q->next_seq, memory_order_relaxed);
+  }
+  // Read under the lock: see the parking protocol in worker_main.
+  bool wake = accepted > 0 &&
+              atomic_load_explicit(&q->parked, memory_order_relaxed) != 0;
   submit_unlock(q);
-  if (accepted > 0) {
-    wake_worker(q);
+  if (wake) {
+    accel_host_waiter_wake(&q->waiter);
   }
   if (accepted < count) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
