@@ -40,6 +40,8 @@ typedef struct accel_dma_ring_state {
   uint64_t tail;        // descriptors written
   uint64_t published;   // tail last given to the doorbell
   uint64_t fence_next;  // last ticket handed out
+  // |tail| for readers outside the lock (counters); relaxed.
+  _Atomic uint64_t tail_seen;
 } accel_dma_ring_state_t;
 
 // Pinned bounce memory for pageable copies (dma_staging.c).

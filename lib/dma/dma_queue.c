@@ -197,14 +197,13 @@ accel_status_t accel_dma_queue_counters(
     }
     c.ring_capacity += r->mem.slot_count;
   }
-  // The tails are the producer's; read them under its lock.
-  pthread_mutex_lock(&queue->submit_lock);
+  // Not under the submit lock: a producer blocked on a full ring holds it.
   for (uint32_t i = 0; i < queue->ring_count; ++i) {
     accel_dma_ring_state_t *r = &queue->rings[i];
     uint64_t head = atomic_load_explicit(r->mem.head, memory_order_acquire);
-    c.ring_occupancy += r->tail > head ? r->tail - head : 0;
+    uint64_t tail = atomic_load_explicit(&r->tail_seen, memory_order_relaxed);
+    c.ring_occupancy += tail > head ? tail - head : 0;
   }
-  pthread_mutex_unlock(&queue->submit_lock);
   c.bytes_host_to_device = bytes[ACCEL_DMA_DIR_HOST_TO_DEVICE];
   c.bytes_device_to_host = bytes[ACCEL_DMA_DIR_DEVICE_TO_HOST];
   c.bytes_device_to_device = bytes[ACCEL_DMA_DIR_DEVICE_TO_DEVICE];

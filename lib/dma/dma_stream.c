@@ -24,6 +24,10 @@ void accel_dma_stream_link_destroy(accel_dma_stream_link_t *link) {
   free(link);
 }
 
+accel_dma_queue_t *accel_dma_stream_link_queue(accel_dma_stream_link_t *link) {
+  return link->queue;
+}
+
 static accel_status_t link_create(accel_stream_t *stream,
                                   accel_dma_stream_link_t **out) {
   accel_device_t *device = stream->device;

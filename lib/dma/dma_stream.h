@@ -27,4 +27,7 @@ accel_status_t accel_dma_stream_copy(accel_stream_t *stream,
 // waits for its DMA work.
 void accel_dma_stream_link_destroy(accel_dma_stream_link_t *link);
 
+// The DMA queue behind |link| (tests inject faults through it).
+accel_dma_queue_t *accel_dma_stream_link_queue(accel_dma_stream_link_t *link);
+
 #endif  // ACCEL_DMA_DMA_STREAM_H_

@@ -372,6 +372,7 @@ static void emit(plan_t *p, uint32_t ring, const accel_dma_hw_desc_t *src) {
   *slot = *src;
   slot->submit_id = p->submit_id;
   r->tail++;
+  atomic_store_explicit(&r->tail_seen, r->tail, memory_order_relaxed);
   p->written++;
 }
 
@@ -757,6 +758,9 @@ static uint64_t plan_submit(plan_t *p, const accel_dma_desc_t *descs,
     plan_desc(p, &d, &boxes[i]);
   }
   p->index = UINT32_MAX;
+  // The queue's own completion first, so that a thread woken by one of the
+  // submit's semaphores finds the queue complete.
+  uint64_t ticket = fence_signal(p, 0).ticket;
   for (uint32_t i = 0; i < signal_count; ++i) {
     accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_SIGNAL, true);
     d.sem.semaphore = signal_sems[i]->drv;
@@ -767,7 +771,7 @@ static uint64_t plan_submit(plan_t *p, const accel_dma_desc_t *descs,
     }
     emit(p, 0, &d);
   }
-  return fence_signal(p, 0).ticket;
+  return ticket;
 }
 
 accel_status_t accel_dma_submit(

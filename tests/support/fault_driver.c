@@ -16,6 +16,7 @@ static struct {
 static const char *const k_op_names[FAULT_OP_COUNT] = {
     "open",       "device_open",      "va_reserve",   "phys_create",
     "phys_map",   "semaphore_create", "queue_create", "queue_submit",
+    "dma_ring_create",
 };
 
 const char *fault_op_name(fault_op_t op) {
@@ -95,6 +96,13 @@ static accel_status_t f_queue_submit(accel_drv_queue_t *q,
   return accel_host_driver.queue_submit(q, cmds, count, out_last_seq);
 }
 
+static accel_status_t f_dma_ring_create(
+    accel_drv_device_t *d, const accel_drv_dma_ring_params_t *params,
+    accel_drv_dma_ring_t **out, accel_dma_ring_mem_t *out_mem) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_DMA_RING_CREATE));
+  return accel_host_driver.dma_ring_create(d, params, out, out_mem);
+}
+
 accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,
                                     accel_runtime_t **out_runtime) {
   // Every op the wrapper does not intercept forwards to the host backend,
@@ -109,6 +117,7 @@ accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,
   g_fault_driver.semaphore_create = f_semaphore_create;
   g_fault_driver.queue_create = f_queue_create;
   g_fault_driver.queue_submit = f_queue_submit;
+  g_fault_driver.dma_ring_create = f_dma_ring_create;
   const accel_driver_t *drivers[] = {&g_fault_driver};
   return accel_runtime_create_with_drivers(opts, drivers, 1, out_runtime);
 }

@@ -1,0 +1,173 @@
+// DMA work ordered with stream work through timeline semaphores, and the
+// stream copy path through a DMA queue (dma_stream.h).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dma/dma_impl.h"
+#include "dma/dma_stream.h"
+#include "test_support.h"
+
+#define SECOND 1000000000ull
+
+static accel_buffer_t *alloc(test_env_t *env, uint64_t size, uint8_t **out) {
+  accel_buffer_desc_t d = {.struct_size = sizeof(d), .size_bytes = size};
+  accel_buffer_t *b = NULL;
+  assert_accel_ok(accel_buffer_alloc(env->device, &d, &b));
+  void *p = NULL;
+  assert_accel_ok(accel_buffer_host_pointer(b, &p));
+  *out = p;
+  return b;
+}
+
+typedef struct check {
+  const uint8_t *data;
+  uint64_t size;
+  uint8_t expect;
+  int bad;  // set by the host call when a byte differs
+} check_t;
+
+static accel_status_t check_bytes(void *arg) {
+  check_t *c = arg;
+  for (uint64_t i = 0; i < c->size; ++i) {
+    if (c->data[i] != c->expect) {
+      c->bad = 1;
+      break;
+    }
+  }
+  return ACCEL_OK;
+}
+
+// stream fill A -> signal; dma waits, copies A->B, signals; the stream waits
+// and checks B, then fills A again: every round sees its own value, with no
+// host synchronization between the rounds.
+static void test_dma_orders_with_stream_work_through_semaphores(void **state) {
+  test_env_t *env = *state;
+  uint64_t size = 3u << 20;
+  uint8_t *ap, *bp;
+  accel_buffer_t *a = alloc(env, size, &ap);
+  accel_buffer_t *b = alloc(env, size, &bp);
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  accel_dma_queue_t *q = NULL;
+  assert_accel_ok(accel_dma_queue_create(env->device, NULL, &q));
+  accel_semaphore_t *to_dma = NULL, *to_stream = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &to_dma));
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &to_stream));
+  enum { ROUNDS = 16 };
+  check_t checks[ROUNDS];
+  for (uint64_t r = 1; r <= ROUNDS; ++r) {
+    assert_accel_ok(accel_stream_fill(s, a, 0, size, r, 1));
+    assert_accel_ok(accel_stream_signal(s, to_dma, r));
+    accel_dma_desc_t d = {.struct_size = sizeof(d),
+                          .op = ACCEL_DMA_OP_COPY_1D,
+                          .dst = {.buffer = b},
+                          .src = {.buffer = a},
+                          .width_bytes = size};
+    assert_accel_ok(accel_dma_submit(q, &d, 1, 1, &to_dma, &r, 1, &to_stream,
+                                     &r));
+    assert_accel_ok(accel_stream_wait(s, to_stream, r));
+    checks[r - 1] = (check_t){.data = bp, .size = size, .expect = (uint8_t)r};
+    assert_accel_ok(accel_stream_host_call(s, check_bytes, &checks[r - 1]));
+  }
+  assert_accel_ok(accel_stream_synchronize(s, 10 * SECOND));
+  for (int r = 0; r < ROUNDS; ++r) {
+    assert_int_equal(checks[r].bad, 0);
+  }
+  accel_dma_queue_destroy(q);
+  accel_stream_destroy(s);
+  accel_semaphore_release(to_dma);
+  accel_semaphore_release(to_stream);
+  accel_buffer_release(a);
+  accel_buffer_release(b);
+}
+
+// Copies routed from a stream through its DMA link run in the stream's
+// order: fill, copy (device and pageable host), check, in a loop.
+static void test_dma_stream_copy_runs_in_stream_order(void **state) {
+  test_env_t *env = *state;
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  uint64_t size = 1u << 20;
+  uint8_t *ap, *bp;
+  accel_buffer_t *a = alloc(env, size, &ap);
+  accel_buffer_t *b = alloc(env, size, &bp);
+  uint8_t *host = malloc(size);
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  accel_dma_stream_link_t *_Atomic link = NULL;
+  enum { ROUNDS = 10 };
+  check_t checks[ROUNDS];
+  for (int r = 0; r < ROUNDS; ++r) {
+    uint64_t n = test_rng_range(&rng, 1, size);
+    uint8_t v = (uint8_t)(r + 1);
+    assert_accel_ok(accel_stream_fill(s, a, 0, size, v, 1));
+    accel_dma_desc_t d = {.struct_size = sizeof(d),
+                          .op = ACCEL_DMA_OP_COPY_1D,
+                          .dst = {.buffer = b},
+                          .src = {.buffer = a},
+                          .width_bytes = n};
+    assert_accel_ok(accel_dma_stream_copy(s, &link, &d));
+    d.dst = (accel_dma_ref_t){.host = host};
+    d.src = (accel_dma_ref_t){.buffer = b};
+    assert_accel_ok(accel_dma_stream_copy(s, &link, &d));
+    checks[r] = (check_t){.data = host, .size = n, .expect = v};
+    assert_accel_ok(accel_stream_host_call(s, check_bytes, &checks[r]));
+  }
+  assert_accel_ok(accel_stream_synchronize(s, 10 * SECOND));
+  for (int r = 0; r < ROUNDS; ++r) {
+    assert_int_equal(checks[r].bad, 0);
+  }
+  // A descriptor the DMA layer rejects fails the call, not the stream.
+  accel_dma_desc_t bad = {.struct_size = sizeof(bad),
+                          .op = ACCEL_DMA_OP_COPY_1D,
+                          .dst = {.buffer = b},
+                          .src = {.buffer = a},
+                          .width_bytes = size + 1};
+  assert_accel_status(accel_dma_stream_copy(s, &link, &bad),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_ok(accel_stream_synchronize(s, 10 * SECOND));
+  accel_stream_destroy(s);
+  accel_dma_stream_link_destroy(link);
+  free(host);
+  accel_buffer_release(a);
+  accel_buffer_release(b);
+}
+
+// An engine error on the link's queue fails the stream, and the stream's
+// error names the DMA descriptor.
+static void test_dma_stream_copy_engine_error_fails_stream(void **state) {
+  test_env_t *env = *state;
+  uint8_t *ap, *bp;
+  accel_buffer_t *a = alloc(env, 4096, &ap);
+  accel_buffer_t *b = alloc(env, 4096, &bp);
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  accel_dma_stream_link_t *_Atomic link = NULL;
+  accel_dma_desc_t d = {.struct_size = sizeof(d),
+                        .op = ACCEL_DMA_OP_COPY_1D,
+                        .dst = {.buffer = b},
+                        .src = {.buffer = a},
+                        .width_bytes = 4096};
+  assert_accel_ok(accel_dma_stream_copy(s, &link, &d));  // creates the link
+  assert_accel_ok(accel_stream_synchronize(s, 10 * SECOND));
+  assert_accel_ok(accel_dma_queue_inject_fault(accel_dma_stream_link_queue(link), 0,
+                                               ACCEL_ERROR_DEVICE_LOST));
+  assert_accel_ok(accel_dma_stream_copy(s, &link, &d));
+  assert_accel_status(accel_stream_synchronize(s, 10 * SECOND),
+                      ACCEL_ERROR_DEVICE_LOST);
+  assert_non_null(strstr(accel_last_error(), "descriptor 0 (copy)"));
+  accel_stream_destroy(s);
+  accel_dma_stream_link_destroy(link);
+  accel_buffer_release(a);
+  accel_buffer_release(b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dma_orders_with_stream_work_through_semaphores),
+      cmocka_unit_test(test_dma_stream_copy_runs_in_stream_order),
+      cmocka_unit_test(test_dma_stream_copy_engine_error_fails_stream),
+  };
+  return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
+}
