@@ -38,6 +38,7 @@ typedef struct accel_dma_ring_state {
   accel_semaphore_t *fence;
   // Producer side, guarded by the queue's submit lock.
   uint64_t tail;        // descriptors written
+  uint64_t head_cached;  // engine head last read (reloaded when full)
   uint64_t published;   // tail last given to the doorbell
   uint64_t fence_next;  // last ticket handed out
   // |tail| for readers outside the lock (counters); relaxed.

@@ -356,9 +356,12 @@ static void emit(plan_t *p, uint32_t ring, const accel_dma_hw_desc_t *src) {
   accel_dma_ring_state_t *r = &q->rings[ring];
   uint64_t slots = r->mem.slot_count;
   // Acquire: the engine retired the slot (and dropped its references)
-  // before publishing its head.
-  if (r->tail - atomic_load_explicit(r->mem.head, memory_order_acquire) >=
-      slots) {
+  // before publishing its head. The head is read only when the cached one
+  // says the ring is full, to keep its cache line with the engine.
+  if (r->tail - r->head_cached >= slots) {
+    r->head_cached = atomic_load_explicit(r->mem.head, memory_order_acquire);
+  }
+  if (r->tail - r->head_cached >= slots) {
     // Back-pressure: publish what is written (the engines may need it to
     // make room: every wait refers to a signal written earlier), then block.
     atomic_fetch_add_explicit(&q->stalls, 1, memory_order_relaxed);
@@ -367,6 +370,7 @@ static void emit(plan_t *p, uint32_t ring, const accel_dma_hw_desc_t *src) {
                                             ACCEL_TIMEOUT_INFINITE) !=
            ACCEL_OK) {
     }
+    r->head_cached = atomic_load_explicit(r->mem.head, memory_order_acquire);
   }
   accel_dma_hw_desc_t *slot = &r->mem.slots[r->tail & (slots - 1)];
   *slot = *src;
@@ -847,13 +851,10 @@ accel_status_t accel_dma_submit(
   };
 
   pthread_mutex_lock(&q->submit_lock);
-  // A failed queue stays failed: report its stored error (the home fence
-  // carries every ring's failure, through the joins).
+  // A failed queue stays failed: report its stored error. The home fence
+  // carries every ring's failure once the home ring reaches the join.
   uint64_t value = 0;
   st = q->device->driver->semaphore_query(q->rings[0].fence->drv, &value);
-  for (uint32_t i = 1; i < n && st == ACCEL_OK; ++i) {
-    st = q->device->driver->semaphore_query(q->rings[i].fence->drv, &value);
-  }
   if (st != ACCEL_OK) {
     goto out_unlock;
   }
@@ -871,7 +872,11 @@ accel_status_t accel_dma_submit(
   if ((q->flags & ACCEL_DMA_QUEUE_FLAG_NON_BLOCKING) != 0) {
     for (uint32_t i = 0; i < n; ++i) {
       accel_dma_ring_state_t *r = &q->rings[i];
-      uint64_t head = atomic_load_explicit(r->mem.head, memory_order_acquire);
+      uint64_t head = r->head_cached;
+      if (r->tail - head + p.need[i] > r->mem.slot_count) {
+        head = atomic_load_explicit(r->mem.head, memory_order_acquire);
+        r->head_cached = head;
+      }
       if (p.need[i] > r->mem.slot_count) {
         st = accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                          "dma submit to \"%s\": needs %llu descriptors on "
@@ -906,8 +911,7 @@ accel_status_t accel_dma_submit(
   for (uint32_t i = 0; i < n; ++i) {
     accel_dma_ring_state_t *r = &q->rings[i];
     r->fence_next = p.fence_next[i];
-    occupancy +=
-        r->tail - atomic_load_explicit(r->mem.head, memory_order_relaxed);
+    occupancy += r->tail - r->head_cached;  // an upper bound: cheap
   }
   q->staging.next = p.staging_next;
   memcpy(q->staging.slot_free, p.slot_free, sizeof(p.slot_free));

@@ -36,6 +36,7 @@ struct accel_drv_dma_ring {
 
   // Engine side (its thread only).
   _Alignas(64) uint64_t consumed;
+  uint64_t tail_scanned;  // tail at the last service()
   bool poisoned;
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
@@ -58,8 +59,9 @@ struct host_engine {
   _Atomic uint32_t ack_word;  // futex bumped after an ack when waited for
   _Atomic uint32_t ack_waiters;
 
-  // Wake-up protocol (see engine_park): |kick| is set by every doorbell and
-  // cancels the engine's semaphore wait; |parked| says a wake is needed.
+  // Wake-up protocol (see engine_park): a running engine polls its rings'
+  // tails; a parked one sets |parked| and is woken through |waiter| with
+  // |kick| set, which also cancels its semaphore wait.
   _Alignas(64) _Atomic uint32_t kick;
   _Atomic uint32_t parked;
   _Atomic uint32_t stopping;
@@ -236,6 +238,7 @@ static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
   // Acquire: pairs with the doorbell's release so that the descriptor bytes
   // written before it are visible.
   uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+  r->tail_scanned = tail;
   bool progress = false;
   while (r->consumed < tail) {
     accel_dma_hw_desc_t *d = &r->slots[r->consumed & r->mask];
@@ -305,17 +308,46 @@ static void pin_to_node(int32_t node) {
   }
 }
 
-// Parks the engine until a doorbell or, if |stall_count| > 0, until one of the
-// semaphores its stalled rings wait for moves.
-static void engine_park(host_engine_t *e, uint32_t stall_count,
+// Whether |r| has descriptors the engine has not looked at yet.
+static bool ring_has_new(accel_drv_dma_ring_t *r, memory_order order) {
+  return atomic_load_explicit(&r->tail, order) != r->tail_scanned;
+}
+
+static bool stalled_moved(uint32_t stall_count,
+                          accel_drv_semaphore_t *const *sems,
+                          const uint64_t *values) {
+  for (uint32_t i = 0; i < stall_count; ++i) {
+    uint64_t v = 0;
+    accel_status_t st = accel_host_semaphore_query(sems[i], &v);
+    if (v >= values[i] || st != ACCEL_OK) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Parks the engine until a doorbell, a ring-list change or, if
+// |stall_count| > 0, until one of the semaphores its stalled rings wait for
+// moves.
+static void engine_park(host_engine_t *e, accel_drv_dma_ring_t *const *rings,
+                        uint32_t ring_count, uint64_t seen_gen,
+                        uint32_t stall_count,
                         accel_drv_semaphore_t *const *sems,
                         const uint64_t *values) {
   atomic_store_explicit(&e->waiter.word, 0, memory_order_relaxed);
-  // Seq_cst: the |parked| store must precede the re-check of |kick|, against
-  // the doorbell's |kick| store then |parked| load (no lost wake-up).
+  atomic_store_explicit(&e->kick, 0, memory_order_relaxed);
+  // Seq_cst: the |parked| store must precede the re-checks below, against a
+  // doorbell's tail store then |parked| load (and the same for the ring list
+  // and |stopping|): one side sees the other, so no wake-up is lost.
   atomic_store_explicit(&e->parked, 1, memory_order_seq_cst);
-  if (atomic_load_explicit(&e->kick, memory_order_seq_cst) == 0 &&
-      atomic_load_explicit(&e->stopping, memory_order_seq_cst) == 0) {
+  bool idle =
+      atomic_load_explicit(&e->generation, memory_order_seq_cst) ==
+          seen_gen &&
+      !atomic_load_explicit(&e->stopping, memory_order_seq_cst);
+  for (uint32_t i = 0; i < ring_count && idle; ++i) {
+    idle = !ring_has_new(rings[i], memory_order_seq_cst);
+  }
+  if (idle) {
     if (stall_count == 0) {
       accel_host_futex_wait(&e->waiter.word, 0, UINT64_MAX);
     } else {
@@ -330,10 +362,13 @@ static void engine_park(host_engine_t *e, uint32_t stall_count,
   atomic_store_explicit(&e->parked, 0, memory_order_relaxed);
 }
 
+// Wakes |e| if it is parked; call after publishing the reason (a tail, the
+// ring list, |stopping|) with a seq_cst store.
 static void wake_engine(host_engine_t *e) {
   // Seq_cst: see engine_park.
-  atomic_store_explicit(&e->kick, 1, memory_order_seq_cst);
   if (atomic_load_explicit(&e->parked, memory_order_seq_cst)) {
+    // Release: the woken engine rescans after seeing the kick or the word.
+    atomic_store_explicit(&e->kick, 1, memory_order_release);
     accel_host_waiter_wake(&e->waiter);
   }
 }
@@ -357,35 +392,33 @@ static void *engine_main(void *arg) {
       if (e->ring_count > snap_capacity) {
         uint32_t cap = e->ring_capacity;
         accel_drv_dma_ring_t **ns = realloc(snap, cap * sizeof(*ns));
+        if (ns != NULL) snap = ns;
         accel_drv_semaphore_t **nsem =
             realloc(stall_sems, cap * sizeof(*nsem));
-        uint64_t *nval = realloc(stall_values, cap * sizeof(*nval));
-        if (ns != NULL) snap = ns;
         if (nsem != NULL) stall_sems = nsem;
+        uint64_t *nval = realloc(stall_values, cap * sizeof(*nval));
         if (nval != NULL) stall_values = nval;
         if (ns != NULL && nsem != NULL && nval != NULL) {
           snap_capacity = cap;
         }
       }
-      // Keeps the previous snapshot if growing it failed; the engine then
-      // retries on the next pass (attach keeps the generation moving).
+      // Keeps the previous snapshot if growing it failed and retries on the
+      // next pass (the ring list stays ahead of |seen|).
       if (e->ring_count <= snap_capacity) {
         memcpy(snap, e->rings, e->ring_count * sizeof(*snap));
         snap_count = e->ring_count;
         seen = gen;
       }
       pthread_mutex_unlock(&e->lock);
-      // Release: a detaching thread that sees this ack knows the engine no
-      // longer holds the old snapshot.
+      // Seq_cst: the ack must precede the |ack_waiters| load (Dekker with
+      // engine_await_generation); a detaching thread that sees it knows the
+      // engine no longer holds the old snapshot.
       atomic_store_explicit(&e->seen_generation, seen, memory_order_seq_cst);
       if (atomic_load_explicit(&e->ack_waiters, memory_order_seq_cst) != 0) {
         atomic_fetch_add_explicit(&e->ack_word, 1, memory_order_release);
         accel_host_futex_wake_all(&e->ack_word);
       }
     }
-    // Clear the kick before scanning: a doorbell during the scan leaves it
-    // set, so the park below returns at once.
-    atomic_store_explicit(&e->kick, 0, memory_order_seq_cst);
     bool progress = false;
     uint32_t stall_count = 0;
     for (uint32_t i = 0; i < snap_count; ++i) {
@@ -403,31 +436,28 @@ static void *engine_main(void *arg) {
     if (atomic_load_explicit(&e->stopping, memory_order_acquire)) {
       break;
     }
-    // Spin for a doorbell, a stalled semaphore or a ring-list change.
+    // Spin on the rings' tails (the doorbells), the stalled semaphores and
+    // the ring list before parking: a parked engine takes tens of
+    // microseconds to wake.
     uint64_t spin_until = accel_host_now_ns() + spin_ns;
     bool found = false;
-    uint32_t iter = 0;
-    for (;;) {
+    for (uint32_t iter = 1;; ++iter) {
       accel_host_cpu_relax();
-      if (atomic_load_explicit(&e->kick, memory_order_relaxed) != 0 ||
-          atomic_load_explicit(&e->generation, memory_order_relaxed) != seen) {
-        found = true;
+      for (uint32_t i = 0; i < snap_count && !found; ++i) {
+        found = ring_has_new(snap[i], memory_order_relaxed);
+      }
+      found = found ||
+              stalled_moved(stall_count, stall_sems, stall_values) ||
+              atomic_load_explicit(&e->generation, memory_order_relaxed) !=
+                  seen ||
+              atomic_load_explicit(&e->stopping, memory_order_relaxed);
+      if (found || ((iter & 63) == 0 && accel_host_now_ns() >= spin_until)) {
         break;
       }
-      if ((++iter & 63) == 0) {
-        for (uint32_t i = 0; i < stall_count && !found; ++i) {
-          uint64_t v = 0;
-          accel_status_t st = accel_host_semaphore_query(stall_sems[i], &v);
-          found = v >= stall_values[i] || st != ACCEL_OK;
-        }
-        if (found || accel_host_now_ns() >= spin_until) {
-          break;
-        }
-      }
     }
-    if (!found &&
-        atomic_load_explicit(&e->generation, memory_order_seq_cst) == seen) {
-      engine_park(e, stall_count, stall_sems, stall_values);
+    if (!found) {
+      engine_park(e, snap, snap_count, seen, stall_count, stall_sems,
+                  stall_values);
     }
   }
   free(snap);
@@ -609,8 +639,9 @@ accel_status_t accel_host_dma_ring_create(
     e->ring_capacity = cap;
   }
   e->rings[e->ring_count++] = r;
-  // Release: the engine acquires the generation, then reads the list.
-  atomic_fetch_add_explicit(&e->generation, 1, memory_order_release);
+  // Seq_cst: the engine acquires the generation, then reads the list; and
+  // the change must precede wake_engine's |parked| load.
+  atomic_fetch_add_explicit(&e->generation, 1, memory_order_seq_cst);
   pthread_mutex_unlock(&e->lock);
   wake_engine(e);
 
@@ -639,8 +670,9 @@ void accel_host_dma_ring_destroy(accel_drv_dma_ring_t *r) {
       break;
     }
   }
+  // Seq_cst: as in ring creation.
   uint64_t gen =
-      atomic_fetch_add_explicit(&e->generation, 1, memory_order_release) + 1;
+      atomic_fetch_add_explicit(&e->generation, 1, memory_order_seq_cst) + 1;
   pthread_mutex_unlock(&e->lock);
   // The engine may still hold |r| in its snapshot: wait for a newer one.
   engine_await_generation(e, gen);
@@ -649,8 +681,10 @@ void accel_host_dma_ring_destroy(accel_drv_dma_ring_t *r) {
 }
 
 void accel_host_dma_ring_doorbell(accel_drv_dma_ring_t *r, uint64_t tail) {
-  // Release: publishes the descriptor bytes written before the new tail.
-  atomic_store_explicit(&r->tail, tail, memory_order_release);
+  // Seq_cst (release at least): publishes the descriptor bytes written
+  // before the new tail, and orders the store before wake_engine's |parked|
+  // load (see engine_park).
+  atomic_store_explicit(&r->tail, tail, memory_order_seq_cst);
   wake_engine(r->engine);
 }
 

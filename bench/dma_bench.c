@@ -1,0 +1,429 @@
+// accel-bench dma: DMA queue bandwidth and latency on the host device.
+//
+// Figures (medians of repeated runs after a warm-up; DMA and baseline samples
+// interleaved so that both see the same machine load):
+//  - copy_1_engine_<size>: device-to-device copy bandwidth of a queue with one
+//    copy engine, against memcpy in one thread over the same buffers. Target
+//    >= 0.95 from 1 MiB up.
+//  - copy_all_engines_<size>: the same with a queue over every engine,
+//    against memcpy split over as many threads as engines. Target >= 0.9
+//    from 64 MiB up.
+//    Sizes 4 KiB to 1 GiB (--quick: to 64 MiB). Small sizes stream many
+//    submits and synchronize once; the time is submit to completion.
+//  - latency_4KiB_copy: submit one 4 KiB copy and wait for its semaphore,
+//    against the bare spinning thread handoff of `accel-bench launch`
+//    (measured here, in the same run). Target <= 2.
+//  - h2d_pageable_staged / d2h_pageable_staged: 64 MiB copies from/to
+//    pageable malloc memory (staged through bounce buffers) against the same
+//    copies from/to a pinned host buffer. Target >= 0.7.
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "accel/accel.h"
+#include "bench.h"
+
+#define KIB 1024ull
+#define MIB (1024ull * 1024ull)
+#define GIB (1024ull * MIB)
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static int check(accel_status_t st, const char *what) {
+  if (st != ACCEL_OK) {
+    fprintf(stderr, "accel-bench dma: %s: %s: %s\n", what,
+            accel_status_name(st), accel_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+// ---- memcpy over several threads -------------------------------------------
+// Helpers spin for a while on a job counter, then park on a futex (as the
+// engines do), so that they do not steal the CPU from the DMA samples.
+
+typedef struct pool {
+  int threads;  // helpers + the calling thread
+  pthread_t tids[64];
+  _Alignas(64) _Atomic uint32_t job;  // futex word: job sequence
+  _Atomic uint32_t stop;
+  uint8_t *dst;
+  const uint8_t *src;
+  uint64_t size;
+  _Alignas(64) _Atomic uint32_t done;
+} pool_t;
+
+typedef struct helper_arg {
+  pool_t *pool;
+  int index;
+} helper_arg_t;
+
+static helper_arg_t g_helper_args[64];
+
+static void part(pool_t *p, int index, uint64_t *lo, uint64_t *hi) {
+  uint64_t step = (p->size / (uint64_t)p->threads + 4095) & ~4095ull;
+  *lo = step * (uint64_t)index < p->size ? step * (uint64_t)index : p->size;
+  *hi = index + 1 == p->threads || step * (uint64_t)(index + 1) > p->size
+            ? p->size
+            : step * (uint64_t)(index + 1);
+}
+
+static void *helper_main(void *arg) {
+  helper_arg_t *a = arg;
+  pool_t *p = a->pool;
+  uint32_t seen = 0;
+  for (;;) {
+    uint64_t spin_until = bench_now_ns() + 100000;
+    uint32_t job;
+    while ((job = atomic_load_explicit(&p->job, memory_order_acquire)) ==
+               seen &&
+           !atomic_load(&p->stop)) {
+      if (bench_now_ns() < spin_until) {
+        cpu_relax();
+      } else {
+        syscall(SYS_futex, &p->job, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+      }
+    }
+    if (atomic_load(&p->stop)) {
+      return NULL;
+    }
+    seen = job;
+    uint64_t lo, hi;
+    part(p, a->index, &lo, &hi);
+    memcpy(p->dst + lo, p->src + lo, hi - lo);
+    atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+  }
+}
+
+static void pool_start(pool_t *p, int threads) {
+  memset(p, 0, sizeof(*p));
+  p->threads = threads;
+  for (int i = 1; i < threads; ++i) {
+    g_helper_args[i] = (helper_arg_t){.pool = p, .index = i};
+    pthread_create(&p->tids[i], NULL, helper_main, &g_helper_args[i]);
+  }
+}
+
+static void pool_memcpy(pool_t *p, uint8_t *dst, const uint8_t *src,
+                        uint64_t size) {
+  if (p->threads == 1) {
+    memcpy(dst, src, size);
+    return;
+  }
+  p->dst = dst;
+  p->src = src;
+  p->size = size;
+  atomic_store(&p->done, 0);
+  atomic_fetch_add_explicit(&p->job, 1, memory_order_release);
+  syscall(SYS_futex, &p->job, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+  uint64_t lo, hi;
+  part(p, 0, &lo, &hi);
+  memcpy(dst + lo, src + lo, hi - lo);
+  while (atomic_load_explicit(&p->done, memory_order_acquire) !=
+         (uint32_t)(p->threads - 1)) {
+    cpu_relax();
+  }
+}
+
+static void pool_stop(pool_t *p) {
+  atomic_store(&p->stop, 1);
+  atomic_fetch_add(&p->job, 1);
+  syscall(SYS_futex, &p->job, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+  for (int i = 1; i < p->threads; ++i) {
+    pthread_join(p->tids[i], NULL);
+  }
+}
+
+// ---- bare spinning handoff (as in launch_bench.c) --------------------------
+
+typedef struct handoff {
+  _Alignas(64) _Atomic uint64_t request;
+  _Alignas(64) _Atomic uint64_t done;
+  _Atomic int stop;
+} handoff_t;
+
+static void *handoff_worker(void *arg) {
+  handoff_t *h = arg;
+  uint64_t seen = 0;
+  for (;;) {
+    while (atomic_load_explicit(&h->request, memory_order_acquire) == seen &&
+           !atomic_load_explicit(&h->stop, memory_order_relaxed)) {
+      cpu_relax();
+    }
+    if (atomic_load(&h->stop)) {
+      return NULL;
+    }
+    seen++;
+    atomic_store_explicit(&h->done, seen, memory_order_release);
+  }
+}
+
+static double handoff_sample(handoff_t *h, int iters, uint64_t *seq) {
+  uint64_t t0 = bench_now_ns();
+  for (int i = 0; i < iters; ++i) {
+    uint64_t s = ++*seq;
+    atomic_store_explicit(&h->request, s, memory_order_release);
+    while (atomic_load_explicit(&h->done, memory_order_acquire) != s) {
+      cpu_relax();
+    }
+  }
+  return (double)(bench_now_ns() - t0) / iters;
+}
+
+// ---- DMA ------------------------------------------------------------------
+
+typedef struct ctx {
+  accel_device_t *dev;
+  accel_semaphore_t *sem;
+  uint64_t sem_value;
+} ctx_t;
+
+// Submits |iters| copies of |size| bytes and waits for the last; ns total.
+static int dma_copies(ctx_t *c, accel_dma_queue_t *q, accel_dma_ref_t dst,
+                      accel_dma_ref_t src, uint64_t size, int iters,
+                      double *out_ns) {
+  accel_dma_desc_t d = {.struct_size = sizeof(d),
+                        .op = ACCEL_DMA_OP_COPY_1D,
+                        .dst = dst,
+                        .src = src,
+                        .width_bytes = size};
+  uint64_t t0 = bench_now_ns();
+  for (int i = 0; i < iters; ++i) {
+    uint64_t v = ++c->sem_value;
+    bool last = i + 1 == iters;
+    if (check(accel_dma_submit(q, &d, 1, 0, NULL, NULL, last ? 1 : 0,
+                               last ? &c->sem : NULL, last ? &v : NULL),
+              "submit")) {
+      return 1;
+    }
+  }
+  if (check(accel_semaphore_wait(c->sem, c->sem_value, ACCEL_TIMEOUT_INFINITE),
+            "wait")) {
+    return 1;
+  }
+  *out_ns = (double)(bench_now_ns() - t0);
+  return 0;
+}
+
+static const char *size_name(uint64_t size, char *buf, size_t n) {
+  if (size >= GIB) {
+    snprintf(buf, n, "%lluGiB", (unsigned long long)(size / GIB));
+  } else if (size >= MIB) {
+    snprintf(buf, n, "%lluMiB", (unsigned long long)(size / MIB));
+  } else {
+    snprintf(buf, n, "%lluKiB", (unsigned long long)(size / KIB));
+  }
+  return buf;
+}
+
+static accel_buffer_t *alloc(accel_device_t *dev, uint64_t size, uint32_t kind,
+                             uint8_t **out) {
+  accel_buffer_desc_t d = {.struct_size = sizeof(d),
+                           .kind = kind,
+                           .size_bytes = size};
+  accel_buffer_t *b = NULL;
+  void *p = NULL;
+  if (check(accel_buffer_alloc(dev, &d, &b), "buffer alloc") ||
+      check(accel_buffer_host_pointer(b, &p), "host pointer")) {
+    return NULL;
+  }
+  memset(p, 1, size);  // fault the pages in before timing
+  *out = p;
+  return b;
+}
+
+int accel_bench_dma(const bench_args_t *args) {
+  int runs = args->quick ? 5 : 7;
+  uint64_t max_size = args->quick ? 64 * MIB : GIB;
+  const uint64_t sizes[] = {4 * KIB,  64 * KIB,  MIB,     16 * MIB,
+                            64 * MIB, 256 * MIB, GIB};
+
+  accel_runtime_t *rt = NULL;
+  ctx_t c = {0};
+  if (check(accel_runtime_create(NULL, &rt), "runtime") ||
+      check(accel_device_get(rt, 0, &c.dev), "device") ||
+      check(accel_semaphore_create(c.dev, 0, &c.sem), "semaphore")) {
+    return 1;
+  }
+  bench_report_t report = {.bench = "dma"};
+  accel_device_info_t info = {.struct_size = sizeof(info)};
+  accel_device_info(c.dev, &info);
+  snprintf(report.device, sizeof(report.device), "%s", info.id);
+  int engines = (int)info.copy_queue_count;
+
+  accel_dma_queue_t *q1 = NULL, *qn = NULL;
+  accel_dma_queue_desc_t qd = {.struct_size = sizeof(qd),
+                               .engine_count = 1,
+                               .name = "bench1"};
+  if (check(accel_dma_queue_create(c.dev, &qd, &q1), "queue (1 engine)")) {
+    return 1;
+  }
+  qd.engine_count = 0;
+  qd.name = "benchN";
+  if (check(accel_dma_queue_create(c.dev, &qd, &qn), "queue (all)")) {
+    return 1;
+  }
+  pool_t *pool1 = aligned_alloc(64, sizeof(pool_t));
+  pool_t *pooln = aligned_alloc(64, sizeof(pool_t));
+  pool_start(pool1, 1);
+  pool_start(pooln, engines);
+
+  uint8_t *sp = NULL, *dp = NULL;
+  accel_buffer_t *src = alloc(c.dev, max_size, ACCEL_MEMORY_KIND_DEVICE, &sp);
+  accel_buffer_t *dst = alloc(c.dev, max_size, ACCEL_MEMORY_KIND_DEVICE, &dp);
+  if (src == NULL || dst == NULL) {
+    return 1;
+  }
+  char name[64], sname[16], bname[64];
+  for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); ++si) {
+    uint64_t size = sizes[si];
+    if (size > max_size) {
+      break;
+    }
+    // Enough repetitions for a sample of ~32 MiB (at least one copy).
+    int iters = size >= 32 * MIB ? 1 : (int)(32 * MIB / size);
+    if (args->quick && iters >= 4) {
+      iters /= 4;
+    }
+    accel_dma_ref_t d = {.buffer = dst}, s = {.buffer = src};
+    double m1[16], mn[16], e1[16], en[16];
+    for (int r = -1; r < runs; ++r) {  // r = -1: warm-up
+      double ns = 0;
+      uint64_t t0 = bench_now_ns();
+      for (int i = 0; i < iters; ++i) {
+        pool_memcpy(pool1, dp, sp, size);
+      }
+      double t_m1 = (double)(bench_now_ns() - t0);
+      if (dma_copies(&c, q1, d, s, size, iters, &ns)) {
+        return 1;
+      }
+      double t_e1 = ns;
+      t0 = bench_now_ns();
+      for (int i = 0; i < iters; ++i) {
+        pool_memcpy(pooln, dp, sp, size);
+      }
+      double t_mn = (double)(bench_now_ns() - t0);
+      if (dma_copies(&c, qn, d, s, size, iters, &ns)) {
+        return 1;
+      }
+      if (r >= 0) {
+        double bytes = (double)size * iters;
+        m1[r] = bytes / t_m1;  // bytes per ns = GB/s
+        e1[r] = bytes / t_e1;
+        mn[r] = bytes / t_mn;
+        en[r] = bytes / ns;
+      }
+    }
+    size_name(size, sname, sizeof(sname));
+    snprintf(name, sizeof(name), "copy_1_engine_%s", sname);
+    bench_add(&report, name, bench_median(e1, runs), "GB/s",
+              "memcpy_1_thread", bench_median(m1, runs),
+              size >= MIB ? ">= 0.95" : NULL, runs);
+    snprintf(name, sizeof(name), "copy_%d_engines_%s", engines, sname);
+    snprintf(bname, sizeof(bname), "memcpy_%d_threads", engines);
+    bench_add(&report, name, bench_median(en, runs), "GB/s", bname,
+              bench_median(mn, runs), size >= 64 * MIB ? ">= 0.9" : NULL,
+              runs);
+  }
+  pool_stop(pool1);
+  pool_stop(pooln);
+  free(pool1);
+  free(pooln);
+
+  // Latency of one 4 KiB copy, against the bare spinning handoff.
+  {
+    int iters = args->quick ? 2000 : 20000;
+    handoff_t *h = aligned_alloc(64, sizeof(*h));
+    memset(h, 0, sizeof(*h));
+    pthread_t t;
+    pthread_create(&t, NULL, handoff_worker, h);
+    uint64_t seq = 0;
+    handoff_sample(h, iters / 10 + 1, &seq);
+    double hs[16], ls[16];
+    accel_dma_desc_t d = {.struct_size = sizeof(d),
+                          .op = ACCEL_DMA_OP_COPY_1D,
+                          .dst = {.buffer = dst},
+                          .src = {.buffer = src},
+                          .width_bytes = 4 * KIB};
+    for (int r = -1; r < runs; ++r) {
+      double hsample = handoff_sample(h, iters, &seq);
+      uint64_t t0 = bench_now_ns();
+      for (int i = 0; i < iters; ++i) {
+        uint64_t v = ++c.sem_value;
+        if (check(accel_dma_submit(q1, &d, 1, 0, NULL, NULL, 1, &c.sem, &v),
+                  "submit") ||
+            check(accel_semaphore_wait(c.sem, v, ACCEL_TIMEOUT_INFINITE),
+                  "wait")) {
+          return 1;
+        }
+      }
+      if (r >= 0) {
+        hs[r] = hsample;
+        ls[r] = (double)(bench_now_ns() - t0) / iters;
+      }
+    }
+    atomic_store(&h->stop, 1);
+    pthread_join(t, NULL);
+    free(h);
+    bench_add(&report, "latency_4KiB_copy", bench_median(ls, runs) / 1000.0,
+              "us", "bare_spin_handoff", bench_median(hs, runs) / 1000.0,
+              "<= 2", runs);
+  }
+
+  // Pageable (staged) against pinned host memory.
+  {
+    uint64_t size = 64 * MIB;
+    uint8_t *pinned_ptr = NULL;
+    accel_buffer_t *pinned =
+        alloc(c.dev, size, ACCEL_MEMORY_KIND_HOST_PINNED, &pinned_ptr);
+    uint8_t *pageable = malloc(size);
+    if (pinned == NULL || pageable == NULL) {
+      return 1;
+    }
+    memset(pageable, 2, size);
+    double h_pg[16], h_pn[16], d_pg[16], d_pn[16];
+    accel_dma_ref_t dev = {.buffer = dst};
+    accel_dma_ref_t pin = {.buffer = pinned};
+    accel_dma_ref_t pag = {.host = pageable};
+    for (int r = -1; r < runs; ++r) {
+      double a, b, x, y;
+      if (dma_copies(&c, qn, dev, pin, size, 1, &a) ||
+          dma_copies(&c, qn, dev, pag, size, 1, &b) ||
+          dma_copies(&c, qn, pin, dev, size, 1, &x) ||
+          dma_copies(&c, qn, pag, dev, size, 1, &y)) {
+        return 1;
+      }
+      if (r >= 0) {
+        h_pn[r] = (double)size / a;
+        h_pg[r] = (double)size / b;
+        d_pn[r] = (double)size / x;
+        d_pg[r] = (double)size / y;
+      }
+    }
+    bench_add(&report, "h2d_pageable_staged_64MiB", bench_median(h_pg, runs),
+              "GB/s", "h2d_pinned_64MiB", bench_median(h_pn, runs), ">= 0.7",
+              runs);
+    bench_add(&report, "d2h_pageable_staged_64MiB", bench_median(d_pg, runs),
+              "GB/s", "d2h_pinned_64MiB", bench_median(d_pn, runs), ">= 0.7",
+              runs);
+    free(pageable);
+    accel_buffer_release(pinned);
+  }
+
+  accel_buffer_release(src);
+  accel_buffer_release(dst);
+  accel_dma_queue_destroy(q1);
+  accel_dma_queue_destroy(qn);
+  accel_semaphore_release(c.sem);
+  accel_runtime_destroy(rt);
+  return bench_print(&report, args->json);
+}
