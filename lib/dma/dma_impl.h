@@ -12,10 +12,11 @@
 #include "core/runtime_impl.h"
 #include "stream/semaphore_impl.h"
 
-// Bounce buffers: slots of this size, used round-robin. Small enough to stay
-// in the cache between the staging leg and the transfer leg.
+// Bounce buffers: each ring owns ACCEL_DMA_STAGING_SLOTS slots of this
+// size, used alternately; small enough that a chunk staged by an engine is
+// still in its cache when the same engine transfers it.
 #define ACCEL_DMA_STAGING_SLOT_BYTES (256u * 1024u)
-#define ACCEL_DMA_STAGING_SLOTS 4u
+#define ACCEL_DMA_STAGING_SLOTS 2u
 // A 1D copy or fill of at least this many bytes is split over the queue's
 // engines, in pieces of at least ACCEL_DMA_PIECE_MIN_BYTES.
 #define ACCEL_DMA_SPLIT_MIN_BYTES (2u * 1024u * 1024u)
@@ -45,14 +46,12 @@ typedef struct accel_dma_ring_state {
   _Atomic uint64_t tail_seen;
 } accel_dma_ring_state_t;
 
-// Pinned bounce memory for pageable copies (dma_staging.c).
+// Pinned bounce memory for pageable copies (dma_staging.c): ring r owns
+// slots [r * ACCEL_DMA_STAGING_SLOTS, (r + 1) * ACCEL_DMA_STAGING_SLOTS).
 typedef struct accel_dma_staging {
   uint8_t *base;  // NULL until the first pageable copy
   uint64_t size_bytes;
   bool locked;  // mlock succeeded
-  uint32_t next;  // next slot to use
-  // When each slot's previous use is over.
-  accel_dma_dep_t slot_free[ACCEL_DMA_STAGING_SLOTS];
 } accel_dma_staging_t;
 
 struct accel_dma_queue {

@@ -23,7 +23,7 @@ accel_status_t accel_dma_staging_ensure_locked(accel_dma_queue_t *q) {
                        q->name, q->device->info.id);
   }
   uint64_t size = (uint64_t)ACCEL_DMA_STAGING_SLOT_BYTES *
-                  ACCEL_DMA_STAGING_SLOTS;
+                  ACCEL_DMA_STAGING_SLOTS * q->ring_count;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) {
@@ -37,8 +37,6 @@ accel_status_t accel_dma_staging_ensure_locked(accel_dma_queue_t *q) {
   s->locked = mlock(p, size) == 0;
   s->base = p;
   s->size_bytes = size;
-  s->next = 0;
-  memset(s->slot_free, 0, sizeof(s->slot_free));
   return ACCEL_OK;
 }
 

@@ -326,8 +326,6 @@ typedef struct plan {
   uint64_t *need;        // [ring] descriptors (count pass)
   uint64_t *fence_next;  // [ring] local copy of the tickets
   uint64_t *waited;      // [ring * ring_count + other] ticket already waited
-  uint32_t staging_next;
-  accel_dma_dep_t slot_free[ACCEL_DMA_STAGING_SLOTS];
   // The descriptor being planned (messages).
   uint32_t index;
   uint8_t user_op;
@@ -552,74 +550,70 @@ static void plan_fill(plan_t *p, uint64_t dst, uint64_t size,
   }
 }
 
-// A copy with one side in pageable host memory, staged through the bounce
-// slots in chunks of at most one slot: rows of a slice, or pieces of a row.
-// The staging leg runs on ring 1 (ring 0 if the queue has one ring) and the
-// transfer leg on ring 0, so the two overlap; a slot is reused only after
-// its previous chunk's second leg completed.
+// A copy with one side in pageable host memory, staged through bounce
+// slots in chunks of at most one slot (rows of a slice, or pieces of a row).
+// Each chunk's staging leg and transfer leg run on the same ring, back to
+// back, so the chunk is still in the engine's cache for the second leg; a
+// large copy spreads its chunks over the rings (fork and join as for direct
+// copies), so that one engine stages while another transfers. A ring
+// alternates between its slots: an engine that runs its legs asynchronously
+// (a staging agent beside a hardware engine) overlaps them too. The ring's
+// order makes a slot free again before its next use.
 static void plan_staged(plan_t *p, uint64_t dst, uint64_t src, const box_t *b,
                         bool to_device, accel_object_t *const *refs) {
-  accel_dma_staging_t *st = &p->q->staging;
   const uint64_t slot_bytes = ACCEL_DMA_STAGING_SLOT_BYTES;
-  const uint32_t g = p->ring_count > 1 ? 1 : 0;  // staging ring
-  const uint8_t dir = p->direction;
+  uint64_t rows_per_chunk = b->width <= slot_bytes ? slot_bytes / b->width : 1;
+  uint64_t x_chunks =
+      b->width <= slot_bytes ? 1 : (b->width + slot_bytes - 1) / slot_bytes;
+  uint64_t chunks = b->depth * x_chunks *
+                    ((b->height + rows_per_chunk - 1) / rows_per_chunk);
+  uint64_t k = piece_count(p, b->width * b->height * b->depth);
+  if (k > chunks) {
+    k = chunks;
+  }
   accel_dma_dep_t fork = {0};
-  if (to_device && g != 0) {
-    // The staging leg reads host memory that earlier descriptors may write.
+  if (k > 1) {
     fork = fence_signal(p, 0);
   }
-  accel_dma_dep_t last = {0};
-  uint64_t rows_per_chunk = b->width <= slot_bytes ? slot_bytes / b->width : 1;
+  uint64_t c = 0;
   for (uint64_t z = 0; z < b->depth; ++z) {
     for (uint64_t y = 0; y < b->height;) {
       uint64_t ny = b->height - y < rows_per_chunk ? b->height - y
                                                     : rows_per_chunk;
-      for (uint64_t x = 0; x < b->width;) {
+      for (uint64_t x = 0; x < b->width; ++c) {
         uint64_t nx = b->width - x < slot_bytes ? b->width - x : slot_bytes;
-        bool final = z + 1 == b->depth && y + ny == b->height &&
-                     x + nx == b->width;
-        uint32_t s = p->staging_next++ % ACCEL_DMA_STAGING_SLOTS;
-        uint64_t slot =
-            (uint64_t)(uintptr_t)st->base + (uint64_t)s * slot_bytes;
+        // Contiguous blocks of chunks per ring.
+        uint32_t r = (uint32_t)(c * k / chunks);
+        uint64_t first = (r * chunks + k - 1) / k;  // first chunk of ring r
+        uint32_t s = r * ACCEL_DMA_STAGING_SLOTS +
+                     (uint32_t)((c - first) % ACCEL_DMA_STAGING_SLOTS);
+        uint64_t slot = (uint64_t)(uintptr_t)p->q->staging.base +
+                        (uint64_t)s * slot_bytes;
         uint64_t doff = z * b->dst_slice_pitch + y * b->dst_pitch + x;
         uint64_t soff = z * b->src_slice_pitch + y * b->src_pitch + x;
-        // The packed chunk in the slot: rows of nx bytes.
+        bool final = k == 1 && c + 1 == chunks;
+        // The chunk packed in the slot: rows of nx bytes.
         box_t in = {.dst_pitch = nx, .src_pitch = b->src_pitch};
         box_t out = {.dst_pitch = b->dst_pitch, .src_pitch = nx};
-        if (to_device) {
-          fence_wait(p, g, fork, NULL);
-          fence_wait(p, g, p->slot_free[s], NULL);
-          emit_copy(p, g, slot, src + soff, nx, ny, 1, &in, NULL,
-                    ACCEL_DMA_DIR_STAGING);
-          if (g != 0) {
-            fence_wait(p, 0, fence_signal(p, g), NULL);
-          }
-          emit_copy(p, 0, dst + doff, slot, nx, ny, 1, &out,
-                    final ? refs : NULL, dir);
-          p->slot_free[s] = g != 0 ? fence_signal(p, 0)
-                                   : (accel_dma_dep_t){0};
-        } else {
-          fence_wait(p, 0, p->slot_free[s], NULL);
-          emit_copy(p, 0, slot, src + soff, nx, ny, 1, &in, NULL, dir);
-          if (g != 0) {
-            fence_wait(p, g, fence_signal(p, 0), NULL);
-          }
-          emit_copy(p, g, dst + doff, slot, nx, ny, 1, &out,
-                    final && g == 0 ? refs : NULL, ACCEL_DMA_DIR_STAGING);
-          if (g != 0) {
-            last = fence_signal(p, g);
-            p->slot_free[s] = last;
-          } else {
-            p->slot_free[s] = (accel_dma_dep_t){0};
-          }
-        }
+        fence_wait(p, r, fork, NULL);
+        emit_copy(p, r, slot, src + soff, nx, ny, 1, &in, NULL,
+                  to_device ? ACCEL_DMA_DIR_STAGING : p->direction);
+        emit_copy(p, r, dst + doff, slot, nx, ny, 1, &out,
+                  final ? refs : NULL,
+                  to_device ? p->direction : ACCEL_DMA_DIR_STAGING);
         x += nx;
       }
       y += ny;
     }
   }
-  if (!to_device && g != 0) {
-    fence_wait(p, 0, last, refs);  // join: the host side is written
+  if (k > 1) {
+    accel_dma_dep_t done[ACCEL_DMA_MAX_RINGS];
+    for (uint32_t r = 1; r < k; ++r) {
+      done[r] = fence_signal(p, r);
+    }
+    for (uint32_t r = 1; r < k; ++r) {
+      fence_wait(p, 0, done[r], r + 1 == k ? refs : NULL);
+    }
   }
 }
 
@@ -739,8 +733,6 @@ static uint64_t plan_submit(plan_t *p, const accel_dma_desc_t *descs,
   }
   memset(p->waited, 0,
          sizeof(*p->waited) * (size_t)q->ring_count * q->ring_count);
-  p->staging_next = q->staging.next;
-  memcpy(p->slot_free, q->staging.slot_free, sizeof(p->slot_free));
   p->written = 0;
   p->index = UINT32_MAX;
   p->user_op = 0;
@@ -913,8 +905,6 @@ accel_status_t accel_dma_submit(
     r->fence_next = p.fence_next[i];
     occupancy += r->tail - r->head_cached;  // an upper bound: cheap
   }
-  q->staging.next = p.staging_next;
-  memcpy(q->staging.slot_free, p.slot_free, sizeof(p.slot_free));
   // Release: synchronize acquires it and then waits for the ticket.
   atomic_store_explicit(&q->last_ticket, ticket, memory_order_release);
   if (occupancy >
