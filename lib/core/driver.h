@@ -151,11 +151,18 @@ enum {
   ACCEL_DMA_DIR_COUNT = 5,
 };
 
+// Descriptor hints (accel_dma_hw_desc_t.flags).
+enum {
+  // The destination will not be read again soon (the last leg of a staged
+  // copy): an engine may write around its caches.
+  ACCEL_DMA_HW_FLAG_STREAM_DST = 1u << 0,
+};
+
 typedef struct accel_dma_hw_desc {
   uint8_t op;         // accel_dma_hw_op_t
   uint8_t direction;  // ACCEL_DMA_DIR_* (COPY, FILL)
   uint8_t user_op;    // the public accel_dma_op_t it came from (messages)
-  uint8_t pad0;
+  uint8_t flags;      // ACCEL_DMA_HW_FLAG_*
   uint32_t index;      // descriptor index in its submit; UINT32_MAX internal
   uint64_t submit_id;  // submit number in its queue, from 1 (messages)
   union {

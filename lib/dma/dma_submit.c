@@ -447,6 +447,28 @@ static void emit_copy(plan_t *p, uint32_t ring, uint64_t dst, uint64_t src,
   emit(p, ring, &d);
 }
 
+// A 2D copy with descriptor hints (the second leg of a staged chunk).
+static void emit_copy_flags(plan_t *p, uint32_t ring, uint64_t dst,
+                            uint64_t src, uint64_t width, uint64_t height,
+                            const box_t *b, accel_object_t *const *refs,
+                            uint8_t direction, uint8_t flags) {
+  accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_COPY, false);
+  d.direction = direction;
+  d.flags = flags;
+  d.copy.dst = dst;
+  d.copy.src = src;
+  d.copy.width = width;
+  d.copy.height = (uint32_t)height;
+  d.copy.depth = 1;
+  d.copy.dst_pitch = b->dst_pitch;
+  d.copy.src_pitch = b->src_pitch;
+  if (refs != NULL) {
+    d.refs[0] = refs[0];
+    d.refs[1] = refs[1];
+  }
+  emit(p, ring, &d);
+}
+
 // Number of pieces a box of |bytes| is split into.
 static uint32_t piece_count(const plan_t *p, uint64_t bytes) {
   if (p->ring_count < 2 || bytes < ACCEL_DMA_SPLIT_MIN_BYTES) {
@@ -598,9 +620,10 @@ static void plan_staged(plan_t *p, uint64_t dst, uint64_t src, const box_t *b,
         fence_wait(p, r, fork, NULL);
         emit_copy(p, r, slot, src + soff, nx, ny, 1, &in, NULL,
                   to_device ? ACCEL_DMA_DIR_STAGING : p->direction);
-        emit_copy(p, r, dst + doff, slot, nx, ny, 1, &out,
-                  final ? refs : NULL,
-                  to_device ? p->direction : ACCEL_DMA_DIR_STAGING);
+        emit_copy_flags(p, r, dst + doff, slot, nx, ny, &out,
+                        final ? refs : NULL,
+                        to_device ? p->direction : ACCEL_DMA_DIR_STAGING,
+                        ACCEL_DMA_HW_FLAG_STREAM_DST);
         x += nx;
       }
       y += ny;

@@ -14,6 +14,10 @@
 
 #include "drv/host/host_internal.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #define MAX_ENGINES 64u
 
 typedef struct host_engine host_engine_t;
@@ -111,10 +115,56 @@ static void fill_pattern(uint8_t *dst, uint64_t size, uint64_t pattern,
   }
 }
 
+// memcpy with non-temporal stores for destinations that will not be read
+// soon (the last leg of a staged copy): the lines go to memory without first
+// being read into the cache.
+static void copy_streaming(uint8_t *dst, const uint8_t *src, uint64_t n) {
+#if defined(__SSE2__)
+  uint64_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+  if (n < 256 || head > n) {
+    memcpy(dst, src, n);
+    return;
+  }
+  memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  uint64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
+    __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
+    __m128i e = _mm_loadu_si128((const __m128i *)(src + i + 48));
+    _mm_stream_si128((__m128i *)(dst + i), a);
+    _mm_stream_si128((__m128i *)(dst + i + 16), b);
+    _mm_stream_si128((__m128i *)(dst + i + 32), c);
+    _mm_stream_si128((__m128i *)(dst + i + 48), e);
+  }
+  // Non-temporal stores are weakly ordered: fence them before the engine
+  // publishes the descriptor as done.
+  _mm_sfence();
+  memcpy(dst + i, src + i, n - i);
+#else
+  memcpy(dst, src, n);
+#endif
+}
+
 static void execute_copy(const accel_dma_hw_desc_t *d) {
   uint8_t *dst = (uint8_t *)(uintptr_t)d->copy.dst;
   const uint8_t *src = (const uint8_t *)(uintptr_t)d->copy.src;
   uint64_t width = d->copy.width;
+  if ((d->flags & ACCEL_DMA_HW_FLAG_STREAM_DST) != 0) {
+    for (uint32_t z = 0; z < d->copy.depth; ++z) {
+      for (uint32_t y = 0; y < d->copy.height; ++y) {
+        copy_streaming(dst + z * d->copy.dst_slice_pitch +
+                           y * d->copy.dst_pitch,
+                       src + z * d->copy.src_slice_pitch +
+                           y * d->copy.src_pitch,
+                       width);
+      }
+    }
+    return;
+  }
   if (d->copy.height == 1 && d->copy.depth == 1) {
     memcpy(dst, src, width);
     return;
