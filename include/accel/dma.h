@@ -217,6 +217,8 @@ ACCEL_API accel_status_t accel_dma_copy_2d(
     uint64_t src_pitch, uint64_t width_bytes, uint64_t height);
 
 // Waits until everything submitted to |queue| before this call completed.
+// A submit's semaphores are signalled just before the queue counts it
+// complete, so a thread woken by them may still see the queue busy briefly.
 // ACCEL_ERROR_TIMEOUT: not complete after |timeout_ns|
 //   (ACCEL_TIMEOUT_INFINITE waits forever).
 // Other codes: the queue failed (its stored error, naming the descriptor).

@@ -164,6 +164,12 @@ typedef struct accel_dma_hw_desc {
   uint8_t user_op;    // the public accel_dma_op_t it came from (messages)
   uint8_t flags;      // ACCEL_DMA_HW_FLAG_*
   uint32_t index;      // descriptor index in its submit; UINT32_MAX internal
+  // Ownership word: the descriptor's ring position + 1, stored last (with
+  // release, __atomic_store_n) by the host once the rest is written. The
+  // engine may start on a descriptor whose word matches before the doorbell,
+  // as hardware engines that poll their rings do; the doorbell wakes an
+  // engine that stopped polling.
+  uint64_t position;
   uint64_t submit_id;  // submit number in its queue, from 1 (messages)
   union {
     struct {
@@ -190,7 +196,7 @@ typedef struct accel_dma_hw_desc {
   };
   // References dropped once the descriptor has retired.
   accel_object_t *refs[2];
-  uint8_t pad1[32];
+  uint8_t pad1[24];
 } accel_dma_hw_desc_t;
 
 _Static_assert(sizeof(accel_dma_hw_desc_t) == 128,
@@ -205,6 +211,9 @@ typedef struct accel_dma_ring_mem {
   const _Atomic uint64_t *head;
   // Engine counters: bytes moved by direction (ACCEL_DMA_DIR_*).
   const _Atomic uint64_t *bytes;
+  // Set (release) by the engine when the ring fails; its fence then holds
+  // the error. A flag on its own cache line, cheap to poll.
+  const _Atomic uint32_t *failed;
 } accel_dma_ring_mem_t;
 
 typedef struct accel_drv_dma_ring_params {
@@ -306,7 +315,8 @@ struct accel_driver {
                                     const accel_drv_dma_ring_params_t *params,
                                     accel_drv_dma_ring_t **out_ring,
                                     accel_dma_ring_mem_t *out_mem);
-  // Destroys a ring whose descriptors have all retired (head == tail).
+  // Destroys a ring whose descriptors have all retired (head == tail) and
+  // whose references the engine has dropped.
   void (*dma_ring_destroy)(accel_drv_dma_ring_t *ring);
   // Publishes the descriptors written up to |tail| (absolute count, never
   // lower than before) to the engine and wakes it.

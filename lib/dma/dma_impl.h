@@ -54,6 +54,15 @@ typedef struct accel_dma_staging {
   bool locked;  // mlock succeeded
 } accel_dma_staging_t;
 
+// An object (buffer, semaphore) a submit uses, held until the home ring's
+// head passes |position| (the submit's last descriptor). The submitting side
+// takes and drops these references, never the engines, so that reference
+// counts stay in the submitter's cache.
+typedef struct accel_dma_held {
+  uint64_t position;
+  accel_object_t *object;
+} accel_dma_held_t;
+
 struct accel_dma_queue {
   accel_device_t *device;
   char name[64];
@@ -66,8 +75,15 @@ struct accel_dma_queue {
   pthread_mutex_t submit_lock;
   uint64_t submit_count;
   accel_dma_staging_t staging;
-  // Home-fence ticket of the last submit (synchronize waits for it).
-  _Atomic uint64_t last_ticket;
+  // Held references: a FIFO ring of |held_capacity| (a power of two)
+  // entries, guarded by the submit lock; retired at submits (past a
+  // threshold), synchronize, query and destroy.
+  accel_dma_held_t *held;
+  uint64_t held_front;
+  uint64_t held_count;
+  uint64_t held_capacity;
+  // Home-ring tail after the last submit (synchronize waits for the head).
+  _Atomic uint64_t last_tail;
   // Counters (relaxed: statistics only).
   _Atomic uint64_t submits;
   _Atomic uint64_t descriptors;
@@ -76,6 +92,22 @@ struct accel_dma_queue {
   _Atomic uint64_t stalls;
   _Atomic uint64_t not_ready;
 };
+
+// Returns ACCEL_OK, or the stored error of a failed ring (its fence's code
+// and message) if the queue failed.
+accel_status_t accel_dma_queue_check_failed(accel_dma_queue_t *queue);
+
+// Makes room for |extra| more held references; needs the submit lock.
+accel_status_t accel_dma_queue_reserve_held_locked(accel_dma_queue_t *queue,
+                                                  uint64_t extra);
+// Retains |object| and holds it (room reserved before); needs the lock.
+void accel_dma_queue_hold_locked(accel_dma_queue_t *queue,
+                                 accel_object_t *object);
+// Sets the retire position of the last |count| held references.
+void accel_dma_queue_seal_held_locked(accel_dma_queue_t *queue, uint64_t count,
+                                      uint64_t position);
+// Drops the held references whose position the home head reached.
+void accel_dma_queue_retire_locked(accel_dma_queue_t *queue, uint64_t head);
 
 // Allocates the bounce buffers if not yet done; needs the submit lock.
 accel_status_t accel_dma_staging_ensure_locked(accel_dma_queue_t *queue);

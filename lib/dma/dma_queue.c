@@ -135,44 +135,125 @@ void accel_dma_queue_destroy(accel_dma_queue_t *queue) {
     return;
   }
   destroy_rings(queue, queue->ring_count);
+  accel_dma_queue_retire_locked(queue, UINT64_MAX);
+  free(queue->held);
   accel_dma_staging_free(&queue->staging);
   pthread_mutex_destroy(&queue->submit_lock);
   free(queue->rings);
   free(queue);
 }
 
+accel_status_t accel_dma_queue_reserve_held_locked(accel_dma_queue_t *q,
+                                                  uint64_t extra) {
+  if (q->held_count + extra <= q->held_capacity) {
+    return ACCEL_OK;
+  }
+  uint64_t cap = q->held_capacity ? q->held_capacity : 64;
+  while (cap < q->held_count + extra) {
+    cap *= 2;
+  }
+  accel_dma_held_t *n = malloc(cap * sizeof(*n));
+  if (n == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "dma queue \"%s\": cannot hold %llu references",
+                       q->name, (unsigned long long)cap);
+  }
+  for (uint64_t i = 0; i < q->held_count; ++i) {
+    n[i] = q->held[(q->held_front + i) & (q->held_capacity - 1)];
+  }
+  free(q->held);
+  q->held = n;
+  q->held_front = 0;
+  q->held_capacity = cap;
+  return ACCEL_OK;
+}
+
+void accel_dma_queue_hold_locked(accel_dma_queue_t *q,
+                                 accel_object_t *object) {
+  accel_object_retain(object);
+  uint64_t i = (q->held_front + q->held_count++) & (q->held_capacity - 1);
+  q->held[i] = (accel_dma_held_t){.position = UINT64_MAX, .object = object};
+}
+
+void accel_dma_queue_seal_held_locked(accel_dma_queue_t *q, uint64_t count,
+                                      uint64_t position) {
+  for (uint64_t k = q->held_count - count; k < q->held_count; ++k) {
+    q->held[(q->held_front + k) & (q->held_capacity - 1)].position = position;
+  }
+}
+
+void accel_dma_queue_retire_locked(accel_dma_queue_t *q, uint64_t head) {
+  while (q->held_count > 0) {
+    accel_dma_held_t *h = &q->held[q->held_front & (q->held_capacity - 1)];
+    if (h->position > head) {
+      break;
+    }
+    accel_object_release(h->object);
+    q->held_front++;
+    q->held_count--;
+  }
+}
+
+// Drops what completed work held, unless a submit holds the lock (it
+// retires on its own).
+static void retire_try(accel_dma_queue_t *q) {
+  if (pthread_mutex_trylock(&q->submit_lock) == 0) {
+    // Acquire: the engine finished with what it retired.
+    accel_dma_queue_retire_locked(
+        q, atomic_load_explicit(q->rings[0].mem.head, memory_order_acquire));
+    pthread_mutex_unlock(&q->submit_lock);
+  }
+}
+
+accel_status_t accel_dma_queue_check_failed(accel_dma_queue_t *queue) {
+  for (uint32_t i = 0; i < queue->ring_count; ++i) {
+    accel_dma_ring_state_t *r = &queue->rings[i];
+    // Acquire: pairs with the engine's release after failing the fence.
+    if (atomic_load_explicit(r->mem.failed, memory_order_acquire) != 0) {
+      uint64_t value = 0;
+      accel_status_t st =
+          queue->device->driver->semaphore_query(r->fence->drv, &value);
+      if (st != ACCEL_OK) {
+        return st;
+      }
+    }
+  }
+  return ACCEL_OK;
+}
+
 accel_status_t accel_dma_queue_synchronize(accel_dma_queue_t *queue,
                                            uint64_t timeout_ns) {
   ACCEL_CHECK_ARG(queue != NULL, "queue (NULL)");
-  // Acquire: pairs with the submit's release so that the ticket's submit is
-  // in the ring.
+  // Acquire: pairs with the submit's release (the descriptors are written).
   uint64_t target =
-      atomic_load_explicit(&queue->last_ticket, memory_order_acquire);
-  accel_semaphore_t *home = queue->rings[0].fence;
-  accel_status_t st = queue->device->driver->semaphore_wait(
-      1, &home->drv, &target, ACCEL_WAIT_ALL, timeout_ns, NULL);
+      atomic_load_explicit(&queue->last_tail, memory_order_acquire);
+  accel_status_t st = queue->device->driver->dma_ring_wait(
+      queue->rings[0].drv, target, timeout_ns);
   if (st == ACCEL_ERROR_TIMEOUT) {
     return accel_error(ACCEL_ERROR_TIMEOUT,
-                       "dma queue \"%s\": submit not complete after %llu ns",
+                       "dma queue \"%s\": work not complete after %llu ns",
                        queue->name, (unsigned long long)timeout_ns);
   }
-  return st;
+  if (st != ACCEL_OK) {
+    return st;
+  }
+  retire_try(queue);
+  return accel_dma_queue_check_failed(queue);
 }
 
 accel_status_t accel_dma_queue_query(accel_dma_queue_t *queue) {
   ACCEL_CHECK_ARG(queue != NULL, "queue (NULL)");
   uint64_t target =
-      atomic_load_explicit(&queue->last_ticket, memory_order_acquire);
-  uint64_t value = 0;
-  ACCEL_RETURN_IF_ERROR(queue->device->driver->semaphore_query(
-      queue->rings[0].fence->drv, &value));
-  if (value < target) {
+      atomic_load_explicit(&queue->last_tail, memory_order_acquire);
+  ACCEL_RETURN_IF_ERROR(accel_dma_queue_check_failed(queue));
+  uint64_t head =
+      atomic_load_explicit(queue->rings[0].mem.head, memory_order_acquire);
+  if (head < target) {
     return accel_error(ACCEL_ERROR_NOT_READY,
-                       "dma queue \"%s\": work pending (home ring at ticket "
-                       "%llu of %llu)",
-                       queue->name, (unsigned long long)value,
-                       (unsigned long long)target);
+                       "dma queue \"%s\": %llu ring descriptors pending",
+                       queue->name, (unsigned long long)(target - head));
   }
+  retire_try(queue);
   return ACCEL_OK;
 }
 

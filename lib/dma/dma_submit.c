@@ -331,6 +331,7 @@ typedef struct plan {
   uint8_t user_op;
   uint8_t direction;
   uint64_t written;
+  uint64_t holds;  // references the submit holds
 } plan_t;
 
 // Publishes every ring's written descriptors to its engine.
@@ -371,8 +372,15 @@ static void emit(plan_t *p, uint32_t ring, const accel_dma_hw_desc_t *src) {
     r->head_cached = atomic_load_explicit(r->mem.head, memory_order_acquire);
   }
   accel_dma_hw_desc_t *slot = &r->mem.slots[r->tail & (slots - 1)];
-  *slot = *src;
+  // Everything but the ownership word, which is written last: the engine may
+  // be polling it.
+  const size_t own = offsetof(accel_dma_hw_desc_t, position);
+  const size_t rest = offsetof(accel_dma_hw_desc_t, submit_id);
+  memcpy(slot, src, own);
+  memcpy((char *)slot + rest, (const char *)src + rest, sizeof(*slot) - rest);
   slot->submit_id = p->submit_id;
+  // Release: hands the descriptor over with its bytes.
+  __atomic_store_n(&slot->position, r->tail + 1, __ATOMIC_RELEASE);
   r->tail++;
   atomic_store_explicit(&r->tail_seen, r->tail, memory_order_relaxed);
   p->written++;
@@ -399,36 +407,21 @@ static accel_dma_dep_t fence_signal(plan_t *p, uint32_t ring) {
 }
 
 // Makes |ring| wait for |dep| unless the ring's order already implies it.
-// |refs| (may be NULL) are attached to the wait, which is then always
-// written.
-static void fence_wait(plan_t *p, uint32_t ring, accel_dma_dep_t dep,
-                       accel_object_t *const *refs) {
+static void fence_wait(plan_t *p, uint32_t ring, accel_dma_dep_t dep) {
   uint64_t *waited = &p->waited[ring * p->ring_count + dep.ring];
-  bool needed = dep.ticket != 0 && dep.ring != ring && *waited < dep.ticket;
-  if (!needed && refs == NULL) {
+  if (dep.ticket == 0 || dep.ring == ring || *waited >= dep.ticket) {
     return;
   }
-  accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_WAIT, refs == NULL);
-  if (needed) {
-    d.sem.semaphore = p->q->rings[dep.ring].fence->drv;
-    d.sem.value = dep.ticket;
-    *waited = dep.ticket;
-  } else {
-    // A wait that is already satisfied, only to carry the references.
-    d.sem.semaphore = p->q->rings[ring].fence->drv;
-    d.sem.value = 0;
-  }
-  if (refs != NULL) {
-    d.refs[0] = refs[0];
-    d.refs[1] = refs[1];
-  }
+  accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_WAIT, true);
+  d.sem.semaphore = p->q->rings[dep.ring].fence->drv;
+  d.sem.value = dep.ticket;
+  *waited = dep.ticket;
   emit(p, ring, &d);
 }
 
 static void emit_copy(plan_t *p, uint32_t ring, uint64_t dst, uint64_t src,
                       uint64_t width, uint64_t height, uint64_t depth,
-                      const box_t *b, accel_object_t *const *refs,
-                      uint8_t direction) {
+                      const box_t *b, uint8_t direction) {
   accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_COPY, false);
   d.direction = direction;
   d.copy.dst = dst;
@@ -440,18 +433,14 @@ static void emit_copy(plan_t *p, uint32_t ring, uint64_t dst, uint64_t src,
   d.copy.src_pitch = b->src_pitch;
   d.copy.dst_slice_pitch = b->dst_slice_pitch;
   d.copy.src_slice_pitch = b->src_slice_pitch;
-  if (refs != NULL) {
-    d.refs[0] = refs[0];
-    d.refs[1] = refs[1];
-  }
   emit(p, ring, &d);
 }
 
 // A 2D copy with descriptor hints (the second leg of a staged chunk).
 static void emit_copy_flags(plan_t *p, uint32_t ring, uint64_t dst,
                             uint64_t src, uint64_t width, uint64_t height,
-                            const box_t *b, accel_object_t *const *refs,
-                            uint8_t direction, uint8_t flags) {
+                            const box_t *b, uint8_t direction,
+                            uint8_t flags) {
   accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_COPY, false);
   d.direction = direction;
   d.flags = flags;
@@ -462,10 +451,6 @@ static void emit_copy_flags(plan_t *p, uint32_t ring, uint64_t dst,
   d.copy.depth = 1;
   d.copy.dst_pitch = b->dst_pitch;
   d.copy.src_pitch = b->src_pitch;
-  if (refs != NULL) {
-    d.refs[0] = refs[0];
-    d.refs[1] = refs[1];
-  }
   emit(p, ring, &d);
 }
 
@@ -481,17 +466,16 @@ static uint32_t piece_count(const plan_t *p, uint64_t bytes) {
 // Emits piece |j| of |k| of a direct copy on |ring|: split by slices, rows or
 // bytes, whichever dimension has at least |k| elements.
 static void emit_piece(plan_t *p, uint32_t ring, uint64_t dst, uint64_t src,
-                       const box_t *b, uint32_t j, uint32_t k,
-                       accel_object_t *const *refs) {
+                       const box_t *b, uint32_t j, uint32_t k) {
   if (b->depth >= k) {
     uint64_t lo = b->depth * j / k, hi = b->depth * (j + 1) / k;
     emit_copy(p, ring, dst + lo * b->dst_slice_pitch,
               src + lo * b->src_slice_pitch, b->width, b->height, hi - lo, b,
-              refs, p->direction);
+              p->direction);
   } else if (b->depth == 1 && b->height >= k) {
     uint64_t lo = b->height * j / k, hi = b->height * (j + 1) / k;
     emit_copy(p, ring, dst + lo * b->dst_pitch, src + lo * b->src_pitch,
-              b->width, hi - lo, 1, b, refs, p->direction);
+              b->width, hi - lo, 1, b, p->direction);
   } else {
     // One row (piece_count only splits boxes that fit one of the cases):
     // 4 KiB-aligned pieces.
@@ -499,8 +483,7 @@ static void emit_piece(plan_t *p, uint32_t ring, uint64_t dst, uint64_t src,
     uint64_t lo = step * j < b->width ? step * j : b->width;
     uint64_t hi = j + 1 == k || step * (j + 1) > b->width ? b->width
                                                            : step * (j + 1);
-    emit_copy(p, ring, dst + lo, src + lo, hi - lo, 1, 1, b, refs,
-              p->direction);
+    emit_copy(p, ring, dst + lo, src + lo, hi - lo, 1, 1, b, p->direction);
   }
 }
 
@@ -510,31 +493,29 @@ static bool splittable(const box_t *b, uint32_t k) {
 }
 
 // A copy between two buffers, split over the rings when large.
-static void plan_direct(plan_t *p, uint64_t dst, uint64_t src, const box_t *b,
-                        accel_object_t *const *refs) {
+static void plan_direct(plan_t *p, uint64_t dst, uint64_t src,
+                        const box_t *b) {
   uint64_t bytes = b->width * b->height * b->depth;
   uint32_t k = piece_count(p, bytes);
   if (k < 2 || !splittable(b, k)) {
-    emit_copy(p, 0, dst, src, b->width, b->height, b->depth, b, refs,
-              p->direction);
+    emit_copy(p, 0, dst, src, b->width, b->height, b->depth, b, p->direction);
     return;
   }
   accel_dma_dep_t fork = fence_signal(p, 0);
   accel_dma_dep_t done[ACCEL_DMA_MAX_RINGS];
   for (uint32_t j = 1; j < k; ++j) {
-    fence_wait(p, j, fork, NULL);
-    emit_piece(p, j, dst, src, b, j, k, NULL);
+    fence_wait(p, j, fork);
+    emit_piece(p, j, dst, src, b, j, k);
     done[j] = fence_signal(p, j);
   }
-  emit_piece(p, 0, dst, src, b, 0, k, NULL);
+  emit_piece(p, 0, dst, src, b, 0, k);
   for (uint32_t j = 1; j < k; ++j) {
-    fence_wait(p, 0, done[j], j + 1 == k ? refs : NULL);
+    fence_wait(p, 0, done[j]);
   }
 }
 
 static void plan_fill(plan_t *p, uint64_t dst, uint64_t size,
-                      uint64_t pattern, uint32_t pattern_size,
-                      accel_object_t *const *refs) {
+                      uint64_t pattern, uint32_t pattern_size) {
   uint32_t k = piece_count(p, size);
   accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_FILL, false);
   d.fill.pattern = pattern;
@@ -542,10 +523,6 @@ static void plan_fill(plan_t *p, uint64_t dst, uint64_t size,
   if (k < 2) {
     d.fill.dst = dst;
     d.fill.size_bytes = size;
-    if (refs != NULL) {
-      d.refs[0] = refs[0];
-      d.refs[1] = refs[1];
-    }
     emit(p, 0, &d);
     return;
   }
@@ -559,7 +536,7 @@ static void plan_fill(plan_t *p, uint64_t dst, uint64_t size,
     d.fill.dst = dst + lo;
     d.fill.size_bytes = hi - lo;
     if (j > 0) {
-      fence_wait(p, j, fork, NULL);
+      fence_wait(p, j, fork);
       emit(p, j, &d);
       done[j] = fence_signal(p, j);
     }
@@ -568,7 +545,7 @@ static void plan_fill(plan_t *p, uint64_t dst, uint64_t size,
   d.fill.size_bytes = step < size ? step : size;
   emit(p, 0, &d);
   for (uint32_t j = 1; j < k; ++j) {
-    fence_wait(p, 0, done[j], j + 1 == k ? refs : NULL);
+    fence_wait(p, 0, done[j]);
   }
 }
 
@@ -582,7 +559,7 @@ static void plan_fill(plan_t *p, uint64_t dst, uint64_t size,
 // (a staging agent beside a hardware engine) overlaps them too. The ring's
 // order makes a slot free again before its next use.
 static void plan_staged(plan_t *p, uint64_t dst, uint64_t src, const box_t *b,
-                        bool to_device, accel_object_t *const *refs) {
+                        bool to_device) {
   const uint64_t slot_bytes = ACCEL_DMA_STAGING_SLOT_BYTES;
   uint64_t rows_per_chunk = b->width <= slot_bytes ? slot_bytes / b->width : 1;
   uint64_t x_chunks =
@@ -613,15 +590,13 @@ static void plan_staged(plan_t *p, uint64_t dst, uint64_t src, const box_t *b,
                         (uint64_t)s * slot_bytes;
         uint64_t doff = z * b->dst_slice_pitch + y * b->dst_pitch + x;
         uint64_t soff = z * b->src_slice_pitch + y * b->src_pitch + x;
-        bool final = k == 1 && c + 1 == chunks;
         // The chunk packed in the slot: rows of nx bytes.
         box_t in = {.dst_pitch = nx, .src_pitch = b->src_pitch};
         box_t out = {.dst_pitch = b->dst_pitch, .src_pitch = nx};
-        fence_wait(p, r, fork, NULL);
-        emit_copy(p, r, slot, src + soff, nx, ny, 1, &in, NULL,
+        fence_wait(p, r, fork);
+        emit_copy(p, r, slot, src + soff, nx, ny, 1, &in,
                   to_device ? ACCEL_DMA_DIR_STAGING : p->direction);
         emit_copy_flags(p, r, dst + doff, slot, nx, ny, &out,
-                        final ? refs : NULL,
                         to_device ? p->direction : ACCEL_DMA_DIR_STAGING,
                         ACCEL_DMA_HW_FLAG_STREAM_DST);
         x += nx;
@@ -635,7 +610,7 @@ static void plan_staged(plan_t *p, uint64_t dst, uint64_t src, const box_t *b,
       done[r] = fence_signal(p, r);
     }
     for (uint32_t r = 1; r < k; ++r) {
-      fence_wait(p, 0, done[r], r + 1 == k ? refs : NULL);
+      fence_wait(p, 0, done[r]);
     }
   }
 }
@@ -664,85 +639,70 @@ static uint64_t ref_address(const accel_dma_ref_t *r) {
 
 // Plans one copy box (a whole 1D/2D/3D copy or one SG segment).
 static void plan_box(plan_t *p, const accel_dma_desc_t *d, uint64_t dst,
-                     uint64_t src, const box_t *b,
-                     accel_object_t *const *refs) {
+                     uint64_t src, const box_t *b) {
   if (b->width == 0) {
     return;
   }
   if (d->src.host != NULL) {
-    plan_staged(p, dst, src, b, true, refs);
+    plan_staged(p, dst, src, b, true);
   } else if (d->dst.host != NULL) {
-    plan_staged(p, dst, src, b, false, refs);
+    plan_staged(p, dst, src, b, false);
   } else {
-    plan_direct(p, dst, src, b, refs);
+    plan_direct(p, dst, src, b);
   }
 }
 
-// Plans descriptor |d|. In the write pass, retains its buffers for the ring
-// descriptor that retires last on the home ring.
+// Keeps a reference to |object| until the submit retires (write pass only).
+static void hold(plan_t *p, accel_object_t *object) {
+  if (p->write) {
+    accel_dma_queue_hold_locked(p->q, object);
+  }
+  p->holds++;
+}
+
+// Plans descriptor |d|, holding its buffers until the submit retires.
 static void plan_desc(plan_t *p, const accel_dma_desc_t *d, const box_t *b) {
-  accel_object_t *refs_store[2] = {NULL, NULL};
-  accel_object_t *const *refs = NULL;
   p->user_op = (uint8_t)d->op;
   p->direction = direction_of(d);
   uint64_t dst = ref_address(&d->dst);
   if (d->op == ACCEL_DMA_OP_FILL) {
-    if (d->width_bytes == 0) {
-      return;
+    if (d->width_bytes > 0) {
+      hold(p, &d->dst.buffer->object);
+      plan_fill(p, dst, d->width_bytes, d->pattern, d->pattern_size);
     }
-    // Both passes pass |refs| (empty in the count pass) so that they write
-    // the same descriptors.
-    refs = refs_store;
-    if (p->write) {
-      accel_object_retain(&d->dst.buffer->object);
-      refs_store[0] = &d->dst.buffer->object;
-    }
-    plan_fill(p, dst, d->width_bytes, d->pattern, d->pattern_size, refs);
     return;
   }
   uint64_t src = ref_address(&d->src);
-  // The last non-empty piece of work carries the references.
-  uint32_t last_segment = 0;
-  bool any = false;
+  bool any = b->width > 0;
   if (d->op == ACCEL_DMA_OP_COPY_SG) {
-    for (uint32_t s = 0; s < d->segment_count; ++s) {
-      if (d->segments[s].size_bytes > 0) {
-        last_segment = s;
-        any = true;
-      }
+    any = false;
+    for (uint32_t s = 0; s < d->segment_count && !any; ++s) {
+      any = d->segments[s].size_bytes > 0;
     }
-  } else {
-    any = b->width > 0;
   }
   if (!any) {
     return;
   }
-  refs = refs_store;
-  if (p->write) {
-    int n = 0;
-    if (d->dst.buffer != NULL) {
-      accel_object_retain(&d->dst.buffer->object);
-      refs_store[n++] = &d->dst.buffer->object;
-    }
-    if (d->src.buffer != NULL) {
-      accel_object_retain(&d->src.buffer->object);
-      refs_store[n++] = &d->src.buffer->object;
-    }
+  if (d->dst.buffer != NULL) {
+    hold(p, &d->dst.buffer->object);
+  }
+  if (d->src.buffer != NULL) {
+    hold(p, &d->src.buffer->object);
   }
   if (d->op != ACCEL_DMA_OP_COPY_SG) {
-    plan_box(p, d, dst, src, b, refs);
+    plan_box(p, d, dst, src, b);
     return;
   }
-  for (uint32_t s = 0; s <= last_segment; ++s) {
+  for (uint32_t s = 0; s < d->segment_count; ++s) {
     const accel_dma_segment_t *g = &d->segments[s];
     box_t sb = {.width = g->size_bytes, .height = 1, .depth = 1};
-    plan_box(p, d, dst + g->dst_offset, src + g->src_offset, &sb,
-             s == last_segment ? refs : NULL);
+    plan_box(p, d, dst + g->dst_offset, src + g->src_offset, &sb);
   }
 }
 
-// Plans the whole submit. Returns the home fence ticket it ends with.
-static uint64_t plan_submit(plan_t *p, const accel_dma_desc_t *descs,
+// Plans the whole submit. The home ring's head passing its last descriptor
+// means the submit completed (every other ring joins the home ring).
+static void plan_submit(plan_t *p, const accel_dma_desc_t *descs,
                             uint32_t stride, const box_t *boxes,
                             uint32_t desc_count, uint32_t wait_count,
                             accel_semaphore_t *const *wait_sems,
@@ -757,6 +717,7 @@ static uint64_t plan_submit(plan_t *p, const accel_dma_desc_t *descs,
   memset(p->waited, 0,
          sizeof(*p->waited) * (size_t)q->ring_count * q->ring_count);
   p->written = 0;
+  p->holds = 0;
   p->index = UINT32_MAX;
   p->user_op = 0;
   p->direction = 0;
@@ -764,10 +725,7 @@ static uint64_t plan_submit(plan_t *p, const accel_dma_desc_t *descs,
     accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_WAIT, true);
     d.sem.semaphore = wait_sems[i]->drv;
     d.sem.value = wait_values[i];
-    if (p->write) {
-      accel_object_retain(&wait_sems[i]->object);
-      d.refs[0] = &wait_sems[i]->object;
-    }
+    hold(p, &wait_sems[i]->object);
     emit(p, 0, &d);
   }
   for (uint32_t i = 0; i < desc_count; ++i) {
@@ -777,20 +735,13 @@ static uint64_t plan_submit(plan_t *p, const accel_dma_desc_t *descs,
     plan_desc(p, &d, &boxes[i]);
   }
   p->index = UINT32_MAX;
-  // The queue's own completion first, so that a thread woken by one of the
-  // submit's semaphores finds the queue complete.
-  uint64_t ticket = fence_signal(p, 0).ticket;
   for (uint32_t i = 0; i < signal_count; ++i) {
     accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_SIGNAL, true);
     d.sem.semaphore = signal_sems[i]->drv;
     d.sem.value = signal_values[i];
-    if (p->write) {
-      accel_object_retain(&signal_sems[i]->object);
-      d.refs[0] = &signal_sems[i]->object;
-    }
+    hold(p, &signal_sems[i]->object);
     emit(p, 0, &d);
   }
-  return ticket;
 }
 
 accel_status_t accel_dma_submit(
@@ -866,10 +817,8 @@ accel_status_t accel_dma_submit(
   };
 
   pthread_mutex_lock(&q->submit_lock);
-  // A failed queue stays failed: report its stored error. The home fence
-  // carries every ring's failure once the home ring reaches the join.
-  uint64_t value = 0;
-  st = q->device->driver->semaphore_query(q->rings[0].fence->drv, &value);
+  // A failed queue stays failed: report its stored error.
+  st = accel_dma_queue_check_failed(q);
   if (st != ACCEL_OK) {
     goto out_unlock;
   }
@@ -879,12 +828,22 @@ accel_status_t accel_dma_submit(
       goto out_unlock;
     }
   }
+  // Drop what earlier submits held, now and then (reading the engine's
+  // head moves its cache line).
+  if (q->held_count >= 64) {
+    // Acquire: the engine finished with what it retired.
+    accel_dma_queue_retire_locked(
+        q, atomic_load_explicit(q->rings[0].mem.head, memory_order_acquire));
+  }
   p.submit_id = q->submit_count + 1;
-  // Count pass.
-  plan_submit(&p, descs, stride, boxes, desc_count, wait_count,
-              wait_semaphores, wait_values, signal_count, signal_semaphores,
-              signal_values);
+  // Count pass, for non-blocking queues (which must know that everything
+  // fits before writing); blocking queues reserve for the most references
+  // a submit can hold and stream into the rings.
+  p.holds = (uint64_t)wait_count + signal_count + 2ull * desc_count;
   if ((q->flags & ACCEL_DMA_QUEUE_FLAG_NON_BLOCKING) != 0) {
+    plan_submit(&p, descs, stride, boxes, desc_count, wait_count,
+                wait_semaphores, wait_values, signal_count, signal_semaphores,
+                signal_values);
     for (uint32_t i = 0; i < n; ++i) {
       accel_dma_ring_state_t *r = &q->rings[i];
       uint64_t head = r->head_cached;
@@ -914,13 +873,17 @@ accel_status_t accel_dma_submit(
       }
     }
   }
+  st = accel_dma_queue_reserve_held_locked(q, p.holds);
+  if (st != ACCEL_OK) {
+    goto out_unlock;
+  }
   // Write pass: from here on nothing fails.
   p.write = true;
-  uint64_t ticket = plan_submit(&p, descs, stride, boxes, desc_count,
-                                wait_count, wait_semaphores, wait_values,
-                                signal_count, signal_semaphores,
-                                signal_values);
+  plan_submit(&p, descs, stride, boxes, desc_count, wait_count,
+              wait_semaphores, wait_values, signal_count, signal_semaphores,
+              signal_values);
   doorbell_all(&p);
+  accel_dma_queue_seal_held_locked(q, p.holds, q->rings[0].tail);
   q->submit_count = p.submit_id;
   uint64_t occupancy = 0;
   for (uint32_t i = 0; i < n; ++i) {
@@ -928,8 +891,9 @@ accel_status_t accel_dma_submit(
     r->fence_next = p.fence_next[i];
     occupancy += r->tail - r->head_cached;  // an upper bound: cheap
   }
-  // Release: synchronize acquires it and then waits for the ticket.
-  atomic_store_explicit(&q->last_ticket, ticket, memory_order_release);
+  // Release: synchronize acquires it, then waits for the home head.
+  atomic_store_explicit(&q->last_tail, q->rings[0].tail,
+                        memory_order_release);
   if (occupancy >
       atomic_load_explicit(&q->occupancy_peak, memory_order_relaxed)) {
     atomic_store_explicit(&q->occupancy_peak, occupancy,

@@ -37,10 +37,12 @@ struct accel_drv_dma_ring {
   _Atomic uint32_t space_waiters;  // host threads in dma_ring_wait
   _Atomic uint64_t bytes[ACCEL_DMA_DIR_COUNT];
   _Atomic int inject_status;  // test hook: fail the next COPY/FILL
+  _Alignas(64) _Atomic uint32_t failed;  // set once poisoned
 
   // Engine side (its thread only).
   _Alignas(64) uint64_t consumed;
   uint64_t tail_scanned;  // tail at the last service()
+  bool stalled;           // the last service() stopped at a WAIT
   bool poisoned;
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
@@ -211,13 +213,35 @@ static void poison(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d,
              hw_op_name(d), why);
   }
   accel_host_semaphore_fail(r->fence, st, r->poison_message);
+  // Release: a host that sees the flag finds the fence failed.
+  atomic_store_explicit(&r->failed, 1, memory_order_release);
 }
 
-static void release_refs(accel_dma_hw_desc_t *d) {
-  accel_object_release(d->refs[0]);
-  accel_object_release(d->refs[1]);
-  d->refs[0] = NULL;
-  d->refs[1] = NULL;
+// References of retired descriptors, dropped after the pass over a ring so
+// that the reference counts (shared with the submitting thread) are touched
+// after the pass's semaphore signals, not before them.
+typedef struct ref_list {
+  uint32_t count;
+  accel_object_t *refs[64];
+} ref_list_t;
+
+static void refs_flush(ref_list_t *l) {
+  for (uint32_t i = 0; i < l->count; ++i) {
+    accel_object_release(l->refs[i]);
+  }
+  l->count = 0;
+}
+
+static void refs_take(ref_list_t *l, const accel_dma_hw_desc_t *d) {
+  if (l->count + 2 > sizeof(l->refs) / sizeof(l->refs[0])) {
+    refs_flush(l);
+  }
+  if (d->refs[0] != NULL) {
+    l->refs[l->count++] = d->refs[0];
+  }
+  if (d->refs[1] != NULL) {
+    l->refs[l->count++] = d->refs[1];
+  }
 }
 
 // Executes one descriptor. Returns false (nothing done) if it is a WAIT whose
@@ -282,31 +306,43 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
   }
 }
 
+// Whether the descriptor at |pos| has been handed over (its ownership word
+// is written last, with release, by the host).
+static inline bool slot_ready(const accel_drv_dma_ring_t *r, uint64_t pos,
+                              int order) {
+  return __atomic_load_n(&r->slots[pos & r->mask].position, order) == pos + 1;
+}
+
 // Runs |r| until it is empty or stalls. Returns true if it retired anything;
 // a stall is reported in |*out_stall|.
 static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
-  // Acquire: pairs with the doorbell's release so that the descriptor bytes
-  // written before it are visible.
-  uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-  r->tail_scanned = tail;
+  r->tail_scanned = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  r->stalled = false;
   bool progress = false;
-  while (r->consumed < tail) {
+  ref_list_t refs;
+  refs.count = 0;
+  // Acquire: pairs with the host's release of the ownership word, so that
+  // the descriptor bytes written before it are visible.
+  while (slot_ready(r, r->consumed, __ATOMIC_ACQUIRE)) {
     accel_dma_hw_desc_t *d = &r->slots[r->consumed & r->mask];
     if (!execute(r, d, out_stall)) {
+      r->stalled = true;
       break;
     }
-    release_refs(d);
+    refs_take(&refs, d);
     r->consumed++;
     progress = true;
     // Seq_cst: the head store must precede the |space_waiters| load (Dekker
     // with dma_ring_wait's increment then head load). Release at least: the
-    // host reuses the slot only after seeing this.
+    // host reuses the slot only after seeing this (the references were
+    // copied out above).
     atomic_store_explicit(&r->head, r->consumed, memory_order_seq_cst);
     if (atomic_load_explicit(&r->space_waiters, memory_order_seq_cst) != 0) {
       atomic_fetch_add_explicit(&r->head_word, 1, memory_order_release);
       accel_host_futex_wake_all(&r->head_word);
     }
   }
+  refs_flush(&refs);
   return progress;
 }
 
@@ -358,9 +394,16 @@ static void pin_to_node(int32_t node) {
   }
 }
 
-// Whether |r| has descriptors the engine has not looked at yet.
+// Whether |r| has descriptors the engine has not looked at yet: a handed
+// over slot, or a doorbell since the last pass.
 static bool ring_has_new(accel_drv_dma_ring_t *r, memory_order order) {
-  return atomic_load_explicit(&r->tail, order) != r->tail_scanned;
+  // A stalled ring's next slot is ready but waits: only a doorbell or its
+  // semaphore (checked by the caller) is news.
+  return (!r->stalled &&
+          slot_ready(r, r->consumed,
+                     order == memory_order_seq_cst ? __ATOMIC_SEQ_CST
+                                                   : __ATOMIC_RELAXED)) ||
+         atomic_load_explicit(&r->tail, order) != r->tail_scanned;
 }
 
 static bool stalled_moved(uint32_t stall_count,
@@ -700,6 +743,7 @@ accel_status_t accel_host_dma_ring_create(
       .slot_count = params->slot_count,
       .head = &r->head,
       .bytes = r->bytes,
+      .failed = &r->failed,
   };
   *out_ring = r;
   return ACCEL_OK;
