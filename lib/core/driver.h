@@ -129,7 +129,9 @@ typedef struct accel_drv_queue_params {
 // doorbell with the new tail; the engine executes them in order and writes
 // back its head (descriptors retired, executed or aborted). Descriptors carry
 // device addresses (virtual, so that physical pages may be remapped under
-// queued work) and references dropped once retired. Ordering between rings
+// queued work); the host keeps the objects they name alive until the ring's
+// head has passed them (the engine never touches reference counts, which
+// stay in the submitting thread's cache). Ordering between rings
 // (and with streams) is by semaphore acquire (WAIT) and release (SIGNAL)
 // descriptors, as on hardware copy engines.
 // ---------------------------------------------------------------------------
@@ -194,9 +196,7 @@ typedef struct accel_dma_hw_desc {
       uint64_t value;
     } sem;  // WAIT, SIGNAL
   };
-  // References dropped once the descriptor has retired.
-  accel_object_t *refs[2];
-  uint8_t pad1[24];
+  uint8_t pad1[40];
 } accel_dma_hw_desc_t;
 
 _Static_assert(sizeof(accel_dma_hw_desc_t) == 128,
@@ -315,8 +315,7 @@ struct accel_driver {
                                     const accel_drv_dma_ring_params_t *params,
                                     accel_drv_dma_ring_t **out_ring,
                                     accel_dma_ring_mem_t *out_mem);
-  // Destroys a ring whose descriptors have all retired (head == tail) and
-  // whose references the engine has dropped.
+  // Destroys a ring whose descriptors have all retired (head == tail).
   void (*dma_ring_destroy)(accel_drv_dma_ring_t *ring);
   // Publishes the descriptors written up to |tail| (absolute count, never
   // lower than before) to the engine and wakes it.

@@ -217,33 +217,6 @@ static void poison(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d,
   atomic_store_explicit(&r->failed, 1, memory_order_release);
 }
 
-// References of retired descriptors, dropped after the pass over a ring so
-// that the reference counts (shared with the submitting thread) are touched
-// after the pass's semaphore signals, not before them.
-typedef struct ref_list {
-  uint32_t count;
-  accel_object_t *refs[64];
-} ref_list_t;
-
-static void refs_flush(ref_list_t *l) {
-  for (uint32_t i = 0; i < l->count; ++i) {
-    accel_object_release(l->refs[i]);
-  }
-  l->count = 0;
-}
-
-static void refs_take(ref_list_t *l, const accel_dma_hw_desc_t *d) {
-  if (l->count + 2 > sizeof(l->refs) / sizeof(l->refs[0])) {
-    refs_flush(l);
-  }
-  if (d->refs[0] != NULL) {
-    l->refs[l->count++] = d->refs[0];
-  }
-  if (d->refs[1] != NULL) {
-    l->refs[l->count++] = d->refs[1];
-  }
-}
-
 // Executes one descriptor. Returns false (nothing done) if it is a WAIT whose
 // value is not reached yet, with the semaphore and value in |*out_stall|.
 static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
@@ -319,8 +292,6 @@ static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
   r->tail_scanned = atomic_load_explicit(&r->tail, memory_order_relaxed);
   r->stalled = false;
   bool progress = false;
-  ref_list_t refs;
-  refs.count = 0;
   // Acquire: pairs with the host's release of the ownership word, so that
   // the descriptor bytes written before it are visible.
   while (slot_ready(r, r->consumed, __ATOMIC_ACQUIRE)) {
@@ -329,20 +300,18 @@ static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
       r->stalled = true;
       break;
     }
-    refs_take(&refs, d);
     r->consumed++;
     progress = true;
     // Seq_cst: the head store must precede the |space_waiters| load (Dekker
     // with dma_ring_wait's increment then head load). Release at least: the
-    // host reuses the slot only after seeing this (the references were
-    // copied out above).
+    // host reuses the slot, and drops what the descriptor named, only after
+    // seeing this.
     atomic_store_explicit(&r->head, r->consumed, memory_order_seq_cst);
     if (atomic_load_explicit(&r->space_waiters, memory_order_seq_cst) != 0) {
       atomic_fetch_add_explicit(&r->head_word, 1, memory_order_release);
       accel_host_futex_wake_all(&r->head_word);
     }
   }
-  refs_flush(&refs);
   return progress;
 }
 
