@@ -629,6 +629,19 @@ accel_status_t accel_topo_load_hwloc(const accel_topology_options_t *opts,
   if (!no_io) {
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   }
+  // hwloc's OpenCL and GL plugins initialize vendor runtimes (an OpenCL ICD
+  // may start the GPU driver; GL opens X displays), and its libpciaccess
+  // plugin leaks what it allocates: too heavy and too intrusive for a
+  // runtime's discovery. hwloc's Linux backend still finds the PCI tree in
+  // sysfs, and GPUs are named by their DRM, NVML or CUDA OS devices.
+  static const char *const k_skipped_components[] = {"opencl", "gl", "pci"};
+  for (size_t i = 0; i < sizeof(k_skipped_components) /
+                             sizeof(k_skipped_components[0]);
+       ++i) {
+    hwloc_topology_set_components(topo,
+                                  HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+                                  k_skipped_components[i]);
+  }
   if (xml_path != NULL) {
     if (hwloc_topology_set_xml(topo, xml_path) != 0) {
       st = accel_error(ACCEL_ERROR_FORMAT,
