@@ -130,7 +130,9 @@ typedef struct accel_topology_device_info {
   uint32_t reserved0;
   // Model name from the PCI database ("" if unknown).
   char model[128];
-  // CPUs local to the device, as a list ("0-7,16-23"; "" if unknown).
+  // CPUs local to the device, as a list ("0-7,16-23"; "" if unknown; cut
+  // after the last whole entry that fits; accel_topology_numa_cpus has them
+  // all).
   char cpus[256];
   // DRM primary node ("/dev/dri/card1"), render node ("/dev/dri/renderD128")
   // and accel node ("/dev/accel/accel0"); "" when the device has none or when

@@ -101,14 +101,26 @@ void accel_topo_write_json(const accel_topology_t *t, accel_topo_buf_t *b) {
                         s->pu_count, (unsigned long long)s->memory_bytes);
   accel_topo_buf_printf(b, "  \"numa_nodes\": [");
   for (uint32_t i = 0; i < t->numa_count; ++i) {
-    char cpus[4096];
-    accel_topo_format_cpu_list(t->numa[i].cpus, t->numa[i].cpu_count, cpus,
-                               sizeof(cpus));
     accel_topo_buf_printf(b,
                           "%s\n    {\"os_index\": %d, \"memory_bytes\": %llu, "
-                          "\"cpus\": \"%s\"}",
+                          "\"cpus\": \"",
                           i ? "," : "", t->numa[i].os_index,
-                          (unsigned long long)t->numa[i].memory_bytes, cpus);
+                          (unsigned long long)t->numa[i].memory_bytes);
+    // Written range by range: a node's list has no length limit here.
+    const uint32_t *cpus = t->numa[i].cpus;
+    uint32_t n = t->numa[i].cpu_count;
+    for (uint32_t j = 0; j < n;) {
+      uint32_t k = j;
+      while (k + 1 < n && cpus[k + 1] == cpus[k] + 1) {
+        ++k;
+      }
+      accel_topo_buf_printf(b, "%s%u", j ? "," : "", cpus[j]);
+      if (k > j) {
+        accel_topo_buf_printf(b, "-%u", cpus[k]);
+      }
+      j = k + 1;
+    }
+    accel_topo_buf_printf(b, "\"}");
   }
   accel_topo_buf_printf(b, "%s],\n", t->numa_count ? "\n  " : "");
   accel_topo_buf_printf(b, "  \"numa_distances\": {\"measured\": %s, "

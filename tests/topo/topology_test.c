@@ -492,6 +492,67 @@ static void test_synthetic_and_env_override(void **state) {
   assert_int_equal(unsetenv("ACCEL_TOPOLOGY_XML"), 0);
 }
 
+// Random synthetic machines: counts, each NUMA node's CPUs (synthetic
+// numbering is sequential) and the assumed distances follow from the
+// description; the JSON form reads back to the same answers.
+static void test_random_synthetic_machines(void **state) {
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  for (int iter = 0; iter < 20; ++iter) {
+    uint32_t packs = (uint32_t)test_rng_range(&rng, 1, 4);
+    uint32_t cores = (uint32_t)test_rng_range(&rng, 1, 8);
+    uint32_t pus = (uint32_t)test_rng_range(&rng, 1, 4);
+    char desc[96];
+    snprintf(desc, sizeof(desc), "pack:%u [numa] core:%u pu:%u", packs, cores,
+             pus);
+    accel_topology_options_t opts;
+    accel_topology_options_init(&opts);
+    opts.synthetic = desc;
+    opts.flags = ACCEL_TOPOLOGY_LOAD_IGNORE_ENV;
+    accel_topology_t *t = NULL;
+    assert_accel_ok(accel_topology_load(&opts, &t));
+    accel_topology_summary_t s;
+    summary_of(t, &s);
+    assert_int_equal(s.package_count, packs);
+    assert_int_equal(s.numa_node_count, packs);
+    assert_int_equal(s.core_count, packs * cores);
+    assert_int_equal(s.pu_count, packs * cores * pus);
+    uint32_t per_node = cores * pus;
+    for (uint32_t n = 0; n < packs; ++n) {
+      uint32_t cpus[32], count = 0;
+      assert_accel_ok(
+          accel_topology_numa_cpus(t, (int32_t)n, 32, cpus, &count));
+      assert_int_equal(count, per_node);
+      for (uint32_t i = 0; i < count; ++i) {
+        assert_int_equal(cpus[i], n * per_node + i);
+      }
+      uint32_t d = 0;
+      bool measured = true;
+      assert_accel_ok(accel_topology_numa_distance(
+          t, (int32_t)n, (int32_t)((n + 1) % packs), &d, &measured));
+      assert_int_equal(d, packs == 1 ? 10 : 20);
+      assert_false(measured);
+    }
+#if ACCEL_HAVE_JSON_C
+    char *json = format_of(t, ACCEL_TOPOLOGY_FORMAT_JSON);
+    accel_topology_t *back = NULL;
+    assert_accel_ok(accel_topology_deserialize(json, strlen(json), &back));
+    accel_topology_summary_t sb;
+    summary_of(back, &sb);
+    assert_int_equal(sb.pu_count, s.pu_count);
+    assert_int_equal(sb.numa_node_count, s.numa_node_count);
+    char *m1 = format_of(t, ACCEL_TOPOLOGY_FORMAT_MATRIX);
+    char *m2 = format_of(back, ACCEL_TOPOLOGY_FORMAT_MATRIX);
+    assert_string_equal(m1, m2);
+    free(m1);
+    free(m2);
+    free(json);
+    accel_topology_destroy(back);
+#endif
+    accel_topology_destroy(t);
+  }
+}
+
 // The live machine loads; libibverbs, libdrm and /dev/accel each either find
 // devices or say in a note that there are none (here: ENOSYS, no /dev/dri,
 // no /dev/accel), and loading carries on.
@@ -971,6 +1032,7 @@ int main(void) {
       cmocka_unit_test(test_no_pci_has_numa_but_no_endpoints),
       cmocka_unit_test(test_this_machine_fixture),
       cmocka_unit_test(test_synthetic_and_env_override),
+      cmocka_unit_test(test_random_synthetic_machines),
       cmocka_unit_test(test_live_load_degrades_cleanly),
       cmocka_unit_test(test_load_errors_name_the_problem),
       cmocka_unit_test(test_queries_validate_arguments),
