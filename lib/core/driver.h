@@ -114,6 +114,9 @@ typedef struct accel_drv_queue_params {
   // Signalled to each command's seq after it completes; failed with the
   // command's error when one fails (that poisons the queue). Not owned.
   accel_drv_semaphore_t *completion;
+  // If not NULL, set (under the queue's submit ordering) to the seq of the
+  // last command accepted, so that waits know their target without a CAS.
+  _Atomic uint64_t *submitted_seq;
   const char *name;
 } accel_drv_queue_params_t;
 
