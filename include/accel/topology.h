@@ -262,9 +262,10 @@ ACCEL_API void accel_topology_destroy(accel_topology_t *topology);
 ACCEL_API accel_status_t accel_topology_summary(
     const accel_topology_t *topology, accel_topology_summary_t *out_summary);
 
-// Returns in |*out_note| note |index| (a static-lifetime-of-|topology|
-// string): what was absent or could not be queried, e.g. "libibverbs: no RDMA
-// devices (ibv_get_device_list: Function not implemented)".
+// Returns in |*out_note| note |index|: what was absent or could not be
+// queried, e.g. "libibverbs: no RDMA devices (ibv_get_device_list: Function
+// not implemented)". The string belongs to |topology| and lives until
+// accel_topology_destroy.
 // ACCEL_ERROR_INVALID_ARGUMENT: NULL argument or |index| >= note_count.
 // Thread-safe.
 ACCEL_API accel_status_t accel_topology_note(const accel_topology_t *topology,

@@ -13,6 +13,7 @@
 #include "accel_config.h"
 #include "test_support.h"
 #include "core/driver.h"
+#include "core/runtime_impl.h"
 #include "topo/topology_impl.h"
 
 #ifndef ACCEL_HAVE_JSON_C
@@ -1020,6 +1021,74 @@ static void test_host_workers_are_bound_to_their_numa_node(void **state) {
   assert_int_equal(unsetenv("ACCEL_AFFINITY"), 0);
 }
 
+// A backend whose device sits at a PCI bus id of this machine: the host
+// driver with device_info and device_set_affinity replaced.
+static char g_pci_bus_id[32];
+static cpu_set_t g_pci_cpus;
+static int g_pci_affinity_calls;
+
+static void pci_device_info(accel_drv_device_t *device,
+                            accel_device_info_t *info) {
+  accel_host_driver.device_info(device, info);
+  snprintf(info->pci_bus_id, sizeof(info->pci_bus_id), "%s", g_pci_bus_id);
+  info->numa_node = -1;  // the backend does not know; the topology does
+}
+
+static void pci_device_set_affinity(accel_drv_device_t *device,
+                                    const cpu_set_t *cpus) {
+  g_pci_cpus = *cpus;
+  g_pci_affinity_calls++;
+}
+
+// A device with a PCI bus id is placed on the NUMA node the live topology
+// gives that bus id, and handed that node's CPUs.
+static void test_runtime_places_pci_devices_by_bus_id(void **state) {
+  accel_topology_options_t opts;
+  accel_topology_options_init(&opts);
+  opts.flags = ACCEL_TOPOLOGY_LOAD_IGNORE_ENV | ACCEL_TOPOLOGY_LOAD_NO_VERBS |
+               ACCEL_TOPOLOGY_LOAD_NO_DRM;
+  accel_topology_t *topo = NULL;
+  assert_accel_ok(accel_topology_load(&opts, &topo));
+  accel_topology_summary_t s;
+  summary_of(topo, &s);
+  // Any PCI endpoint of this machine with a known node will do.
+  int32_t node = -1;
+  for (uint32_t i = 0; i < s.device_count + s.nic_count && node < 0; ++i) {
+    const char *bus = i < s.device_count
+                          ? device_of(topo, i).pci_bus_id
+                          : nic_of(topo, i - s.device_count).pci_bus_id;
+    snprintf(g_pci_bus_id, sizeof(g_pci_bus_id), "%s", bus);
+    assert_accel_ok(accel_topology_pci_numa_node(topo, bus, &node));
+  }
+  if (node < 0) {
+    accel_topology_destroy(topo);
+    skip();  // no placeable PCI device or NIC here
+  }
+  cpu_set_t expected, allowed;
+  assert_accel_ok(accel_topo_numa_cpuset(topo, node, &expected));
+  accel_topology_destroy(topo);
+  assert_int_equal(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  CPU_AND(&expected, &expected, &allowed);
+
+  accel_driver_t driver = accel_host_driver;
+  driver.name = "pcitest";
+  driver.device_info = pci_device_info;
+  driver.device_set_affinity = pci_device_set_affinity;
+  const accel_driver_t *drivers[] = {&driver};
+  g_pci_affinity_calls = 0;
+  accel_runtime_t *rt = NULL;
+  assert_accel_ok(accel_runtime_create_with_drivers(NULL, drivers, 1, &rt));
+  accel_device_t *dev = NULL;
+  assert_accel_ok(accel_device_get(rt, 0, &dev));
+  accel_device_info_t info = {.struct_size = sizeof(info)};
+  assert_accel_ok(accel_device_info(dev, &info));
+  assert_string_equal(info.pci_bus_id, g_pci_bus_id);
+  assert_int_equal(info.numa_node, node);
+  assert_int_equal(g_pci_affinity_calls, 1);
+  assert_true(CPU_EQUAL(&g_pci_cpus, &expected));
+  accel_runtime_destroy(rt);
+}
+
 int main(void) {
   unsetenv("ACCEL_TOPOLOGY_XML");
   const struct CMUnitTest tests[] = {
@@ -1042,6 +1111,7 @@ int main(void) {
       cmocka_unit_test(test_deserialize_rejects_bad_documents),
 #endif
       cmocka_unit_test(test_host_workers_are_bound_to_their_numa_node),
+      cmocka_unit_test(test_runtime_places_pci_devices_by_bus_id),
   };
   if (!ACCEL_HAVE_HWLOC) {
     // Every test loads a topology with hwloc.
