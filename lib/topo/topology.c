@@ -193,7 +193,7 @@ bool accel_topo_parse_bus_id(const char *text, uint32_t *out_domain,
   } else {
     return false;
   }
-  if (domain > 0xffff || bus > 0xff || dev > 0x1f || func > 7) {
+  if (bus > 0xff || dev > 0x1f || func > 7) {
     return false;
   }
   *out_domain = domain;

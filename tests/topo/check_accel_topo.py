@@ -4,8 +4,10 @@ and JSON against the fixture's layout (tests/data/topo/make_fixtures.py):
 GPU g on switch g//2, NIC k on switch k, switches 0-1 on socket 0 (NUMA 0)
 and 2-3 on socket 1 (NUMA 1). Exit 77 (skip) when accel lacks hwloc."""
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 tool, fixture = sys.argv[1], sys.argv[2]
 GPUS = ["cuda%d" % g for g in range(8)]
@@ -84,8 +86,6 @@ for name in GPUS:
     check("= device %s\n" % name in tree, "tree lacks " + name)
 
 # The serialized form reads back to the same matrix.
-import os
-import tempfile
 with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
     f.write(json.dumps(doc))
     path = f.name
