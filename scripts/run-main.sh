@@ -8,5 +8,8 @@ dir=$(scripts/build.sh release)
 echo "== accel-info"
 "$dir/tools/accel-info/accel-info"
 echo
+echo "== accel-topo"
+"$dir/tools/accel-topo/accel-topo"
+echo
 echo "== example-streams"
 "$dir/examples/example-streams"

@@ -12,6 +12,7 @@
 #ifndef ACCEL_CORE_DRIVER_H_
 #define ACCEL_CORE_DRIVER_H_
 
+#include <sched.h>
 #include <stdbool.h>
 
 #include "accel/device.h"
@@ -305,6 +306,13 @@ struct accel_driver {
   accel_status_t (*queue_submit)(accel_drv_queue_t *queue,
                                  const accel_cmd_t *commands, uint32_t count,
                                  uint64_t *out_last_seq);
+
+  // Optional (NULL: threads are not bound). Hands the device the CPUs its
+  // threads should run on (its NUMA node's cores, from lib/topo). Called by
+  // the runtime after device_open and before any queue_create; the backend
+  // copies |cpus| and applies it to the threads it starts later.
+  void (*device_set_affinity)(accel_drv_device_t *device,
+                              const cpu_set_t *cpus);
 
   // Copy engines and their DMA rings (optional: NULL means the backend has
   // no copy engines and lib/dma reports UNSUPPORTED).

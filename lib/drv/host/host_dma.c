@@ -5,7 +5,8 @@
 // so that one stalled ring never blocks the others. Idle engines spin for a
 // bounded time, then park on a futex (or on the semaphores their stalled
 // rings wait for); the doorbell wakes them. Engines start with the first ring
-// created on the device and are pinned to the cores of its NUMA node.
+// created on the device and run on the device's CPUs (its NUMA node's cores,
+// set through device_set_affinity when the topology is known).
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -319,50 +320,6 @@ static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
 // Engine threads.
 // ---------------------------------------------------------------------------
 
-// Pins the calling thread to the CPUs of NUMA node |node| (from sysfs); does
-// nothing when the node's CPU list is unknown.
-static void pin_to_node(int32_t node) {
-  char path[96];
-  snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist",
-           node);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) {
-    return;
-  }
-  char text[1024];
-  bool ok = fgets(text, sizeof(text), f) != NULL;
-  fclose(f);
-  if (!ok) {
-    return;
-  }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int count = 0;
-  for (char *p = text; *p != '\0' && *p != '\n';) {
-    char *end = NULL;
-    long lo = strtol(p, &end, 10);
-    if (end == p) {
-      return;
-    }
-    long hi = lo;
-    p = end;
-    if (*p == '-') {
-      hi = strtol(p + 1, &end, 10);
-      p = end;
-    }
-    for (long c = lo; c <= hi && c < CPU_SETSIZE; ++c) {
-      CPU_SET((int)c, &set);
-      count++;
-    }
-    if (*p == ',') {
-      p++;
-    }
-  }
-  if (count > 0) {
-    (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-  }
-}
-
 // Whether |r| has descriptors the engine has not looked at yet: a handed
 // over slot, or a doorbell since the last pass.
 static bool ring_has_new(accel_drv_dma_ring_t *r, memory_order order) {
@@ -437,7 +394,12 @@ static void wake_engine(host_engine_t *e) {
 
 static void *engine_main(void *arg) {
   host_engine_t *e = arg;
-  pin_to_node(e->device->numa_node);
+  if (e->device->has_affinity) {
+    // The cores of the device's NUMA node, from lib/topo (best effort: the
+    // engine runs unbound if the set is refused).
+    (void)pthread_setaffinity_np(pthread_self(), sizeof(e->device->affinity),
+                                 &e->device->affinity);
+  }
   uint64_t spin_ns = e->device->spin_ns;
   accel_drv_dma_ring_t **snap = NULL;
   uint32_t snap_count = 0;

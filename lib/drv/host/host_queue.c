@@ -262,6 +262,11 @@ static accel_cmd_t *next_ready(accel_drv_queue_t *q) {
 
 static void *worker_main(void *arg) {
   accel_drv_queue_t *q = arg;
+  if (q->device->has_affinity) {
+    // Best effort: a failure leaves the thread where the scheduler puts it.
+    pthread_setaffinity_np(pthread_self(), sizeof(q->device->affinity),
+                           &q->device->affinity);
+  }
   set_priority(q->priority);
   uint64_t spin_ns = q->device->spin_ns;
   for (;;) {
