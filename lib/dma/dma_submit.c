@@ -334,6 +334,12 @@ typedef struct plan {
   uint64_t holds;  // references the submit holds
 } plan_t;
 
+// Adds to a counter that only lock holders write.
+static inline void counter_add(_Atomic uint64_t *c, uint64_t n) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                        memory_order_relaxed);
+}
+
 // Publishes every ring's written descriptors to its engine.
 static void doorbell_all(plan_t *p) {
   accel_dma_queue_t *q = p->q;
@@ -363,7 +369,7 @@ static void emit(plan_t *p, uint32_t ring, const accel_dma_hw_desc_t *src) {
   if (r->tail - r->head_cached >= slots) {
     // Back-pressure: publish what is written (the engines may need it to
     // make room: every wait refers to a signal written earlier), then block.
-    atomic_fetch_add_explicit(&q->stalls, 1, memory_order_relaxed);
+    counter_add(&q->stalls, 1);
     doorbell_all(p);
     while (q->device->driver->dma_ring_wait(r->drv, r->tail - slots + 1,
                                             ACCEL_TIMEOUT_INFINITE) !=
@@ -861,7 +867,7 @@ accel_status_t accel_dma_submit(
         goto out_unlock;
       }
       if (r->tail - head + p.need[i] > r->mem.slot_count) {
-        atomic_fetch_add_explicit(&q->not_ready, 1, memory_order_relaxed);
+        counter_add(&q->not_ready, 1);
         st = accel_error(ACCEL_ERROR_NOT_READY,
                          "dma submit to \"%s\": ring %u has %llu of %u "
                          "descriptors free, the submit needs %llu",
@@ -899,11 +905,11 @@ accel_status_t accel_dma_submit(
     atomic_store_explicit(&q->occupancy_peak, occupancy,
                           memory_order_relaxed);
   }
-  atomic_fetch_add_explicit(&q->submits, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&q->descriptors, desc_count,
-                            memory_order_relaxed);
-  atomic_fetch_add_explicit(&q->ring_descriptors, p.written,
-                            memory_order_relaxed);
+  // Plain load and store: only submitters (serialized by the lock) write
+  // these; readers take a relaxed snapshot.
+  counter_add(&q->submits, 1);
+  counter_add(&q->descriptors, desc_count);
+  counter_add(&q->ring_descriptors, p.written);
 
 out_unlock:
   pthread_mutex_unlock(&q->submit_lock);
