@@ -34,15 +34,16 @@ struct accel_drv_dma_ring {
   _Alignas(64) _Atomic uint64_t tail;
   // Write-back: descriptors retired by the engine.
   _Alignas(64) _Atomic uint64_t head;
-  _Atomic uint32_t head_word;      // futex bumped when space waiters exist
-  _Atomic uint32_t space_waiters;  // host threads in dma_ring_wait
+  // Lowest head a parked dma_ring_wait needs (UINT64_MAX: none); the engine
+  // bumps |head_word| and wakes the waiters when its head reaches it.
+  _Atomic uint64_t wake_at;
+  _Atomic uint32_t head_word;
   _Atomic uint64_t bytes[ACCEL_DMA_DIR_COUNT];
   _Atomic int inject_status;  // test hook: fail the next COPY/FILL
   _Alignas(64) _Atomic uint32_t failed;  // set once poisoned
 
   // Engine side (its thread only).
   _Alignas(64) uint64_t consumed;
-  uint64_t tail_scanned;  // tail at the last service()
   bool stalled;           // the last service() stopped at a WAIT
   bool poisoned;
   accel_status_t poison_status;
@@ -290,7 +291,6 @@ static inline bool slot_ready(const accel_drv_dma_ring_t *r, uint64_t pos,
 // Runs |r| until it is empty or stalls. Returns true if it retired anything;
 // a stall is reported in |*out_stall|.
 static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
-  r->tail_scanned = atomic_load_explicit(&r->tail, memory_order_relaxed);
   r->stalled = false;
   bool progress = false;
   // Acquire: pairs with the host's release of the ownership word, so that
@@ -303,12 +303,16 @@ static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
     }
     r->consumed++;
     progress = true;
-    // Seq_cst: the head store must precede the |space_waiters| load (Dekker
-    // with dma_ring_wait's increment then head load). Release at least: the
+    // Seq_cst: the head store must precede the |wake_at| load (Dekker with
+    // dma_ring_wait's publication then head load). Release at least: the
     // host reuses the slot, and drops what the descriptor named, only after
     // seeing this.
     atomic_store_explicit(&r->head, r->consumed, memory_order_seq_cst);
-    if (atomic_load_explicit(&r->space_waiters, memory_order_seq_cst) != 0) {
+    if (r->consumed >=
+        atomic_load_explicit(&r->wake_at, memory_order_seq_cst)) {
+      // Reset, then bump the word: a waiter whose target this reset erased
+      // read the word before and wakes to publish it again.
+      atomic_store_explicit(&r->wake_at, UINT64_MAX, memory_order_relaxed);
       atomic_fetch_add_explicit(&r->head_word, 1, memory_order_release);
       accel_host_futex_wake_all(&r->head_word);
     }
@@ -320,16 +324,22 @@ static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
 // Engine threads.
 // ---------------------------------------------------------------------------
 
-// Whether |r| has descriptors the engine has not looked at yet: a handed
-// over slot, or a doorbell since the last pass.
-static bool ring_has_new(accel_drv_dma_ring_t *r, memory_order order) {
-  // A stalled ring's next slot is ready but waits: only a doorbell or its
-  // semaphore (checked by the caller) is news.
-  return (!r->stalled &&
-          slot_ready(r, r->consumed,
-                     order == memory_order_seq_cst ? __ATOMIC_SEQ_CST
-                                                   : __ATOMIC_RELAXED)) ||
-         atomic_load_explicit(&r->tail, order) != r->tail_scanned;
+// Whether |r| has a descriptor for the engine: its next slot was handed
+// over. A stalled ring's next slot is its WAIT: only the semaphore (checked
+// by the caller) is news, since what follows runs after the WAIT anyway.
+// Polling the slot, not the tail, keeps the engine to one cache line per ring
+// that the host writes.
+static bool ring_has_new(const accel_drv_dma_ring_t *r) {
+  return !r->stalled && slot_ready(r, r->consumed, __ATOMIC_RELAXED);
+}
+
+// The same check before parking. Seq_cst on the tail: either this load sees
+// the doorbell's tail (and then, through it, the ownership word), or the
+// doorbell's |parked| load that follows its tail store sees the engine parked
+// (see engine_park).
+static bool ring_has_new_parking(const accel_drv_dma_ring_t *r) {
+  (void)atomic_load_explicit(&r->tail, memory_order_seq_cst);
+  return !r->stalled && slot_ready(r, r->consumed, __ATOMIC_ACQUIRE);
 }
 
 static bool stalled_moved(uint32_t stall_count,
@@ -364,7 +374,7 @@ static void engine_park(host_engine_t *e, accel_drv_dma_ring_t *const *rings,
           seen_gen &&
       !atomic_load_explicit(&e->stopping, memory_order_seq_cst);
   for (uint32_t i = 0; i < ring_count && idle; ++i) {
-    idle = !ring_has_new(rings[i], memory_order_seq_cst);
+    idle = !ring_has_new_parking(rings[i]);
   }
   if (idle) {
     if (stall_count == 0) {
@@ -468,7 +478,7 @@ static void *engine_main(void *arg) {
     for (uint32_t iter = 1;; ++iter) {
       accel_host_cpu_relax();
       for (uint32_t i = 0; i < snap_count && !found; ++i) {
-        found = ring_has_new(snap[i], memory_order_relaxed);
+        found = ring_has_new(snap[i]);
       }
       found = found ||
               stalled_moved(stall_count, stall_sems, stall_values) ||
@@ -636,6 +646,7 @@ accel_status_t accel_host_dma_ring_create(
   memset(r->slots, 0, slots_bytes);
   r->engine = e;
   r->fence = params->fence;
+  atomic_init(&r->wake_at, UINT64_MAX);
   r->mask = params->slot_count - 1;
   snprintf(r->name, sizeof(r->name), "%s",
            params->name != NULL ? params->name : "ring");
@@ -730,11 +741,18 @@ accel_status_t accel_host_dma_ring_wait(accel_drv_dma_ring_t *r, uint64_t head,
       return ACCEL_OK;
     }
   }
-  atomic_fetch_add_explicit(&r->space_waiters, 1, memory_order_seq_cst);
   accel_status_t st = ACCEL_OK;
   for (;;) {
     uint32_t word = atomic_load_explicit(&r->head_word, memory_order_seq_cst);
-    // Seq_cst: Dekker with the engine's head store then waiters load.
+    // Publish the target (the lowest of all waiters') so that the engine
+    // wakes us only when it is reached. Seq_cst: Dekker with the engine's
+    // head store then |wake_at| load.
+    uint64_t at = atomic_load_explicit(&r->wake_at, memory_order_relaxed);
+    while (head < at &&
+           !atomic_compare_exchange_weak_explicit(&r->wake_at, &at, head,
+                                                  memory_order_seq_cst,
+                                                  memory_order_relaxed)) {
+    }
     if (atomic_load_explicit(&r->head, memory_order_seq_cst) >= head) {
       break;
     }
@@ -750,7 +768,6 @@ accel_status_t accel_host_dma_ring_wait(accel_drv_dma_ring_t *r, uint64_t head,
     }
     accel_host_futex_wait(&r->head_word, word, deadline);
   }
-  atomic_fetch_sub_explicit(&r->space_waiters, 1, memory_order_relaxed);
   return st;
 }
 
