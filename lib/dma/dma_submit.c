@@ -360,18 +360,21 @@ static void emit(plan_t *p, uint32_t ring, const accel_dma_hw_desc_t *src) {
   accel_dma_queue_t *q = p->q;
   accel_dma_ring_state_t *r = &q->rings[ring];
   uint64_t slots = r->mem.slot_count;
-  // Acquire: the engine retired the slot (and dropped its references)
-  // before publishing its head. The head is read only when the cached one
-  // says the ring is full, to keep its cache line with the engine.
+  // Acquire: the engine is done with the slot once its head passed it. The
+  // head is read only when the cached one says the ring is full, to keep its
+  // cache line with the engine.
   if (r->tail - r->head_cached >= slots) {
     r->head_cached = atomic_load_explicit(r->mem.head, memory_order_acquire);
   }
   if (r->tail - r->head_cached >= slots) {
     // Back-pressure: publish what is written (the engines may need it to
     // make room: every wait refers to a signal written earlier), then block.
+    // Wait for a quarter of the ring, not one slot, so that a producer that
+    // parked is woken once per batch rather than per descriptor.
     counter_add(&q->stalls, 1);
     doorbell_all(p);
-    while (q->device->driver->dma_ring_wait(r->drv, r->tail - slots + 1,
+    uint64_t want = r->tail - slots + slots / 4;
+    while (q->device->driver->dma_ring_wait(r->drv, want,
                                             ACCEL_TIMEOUT_INFINITE) !=
            ACCEL_OK) {
     }
@@ -427,9 +430,10 @@ static void fence_wait(plan_t *p, uint32_t ring, accel_dma_dep_t dep) {
 
 static void emit_copy(plan_t *p, uint32_t ring, uint64_t dst, uint64_t src,
                       uint64_t width, uint64_t height, uint64_t depth,
-                      const box_t *b, uint8_t direction) {
+                      const box_t *b, uint8_t direction, uint8_t flags) {
   accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_COPY, false);
   d.direction = direction;
+  d.flags = flags;
   d.copy.dst = dst;
   d.copy.src = src;
   d.copy.width = width;
@@ -439,24 +443,6 @@ static void emit_copy(plan_t *p, uint32_t ring, uint64_t dst, uint64_t src,
   d.copy.src_pitch = b->src_pitch;
   d.copy.dst_slice_pitch = b->dst_slice_pitch;
   d.copy.src_slice_pitch = b->src_slice_pitch;
-  emit(p, ring, &d);
-}
-
-// A 2D copy with descriptor hints (the second leg of a staged chunk).
-static void emit_copy_flags(plan_t *p, uint32_t ring, uint64_t dst,
-                            uint64_t src, uint64_t width, uint64_t height,
-                            const box_t *b, uint8_t direction,
-                            uint8_t flags) {
-  accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_COPY, false);
-  d.direction = direction;
-  d.flags = flags;
-  d.copy.dst = dst;
-  d.copy.src = src;
-  d.copy.width = width;
-  d.copy.height = (uint32_t)height;
-  d.copy.depth = 1;
-  d.copy.dst_pitch = b->dst_pitch;
-  d.copy.src_pitch = b->src_pitch;
   emit(p, ring, &d);
 }
 
@@ -477,11 +463,11 @@ static void emit_piece(plan_t *p, uint32_t ring, uint64_t dst, uint64_t src,
     uint64_t lo = b->depth * j / k, hi = b->depth * (j + 1) / k;
     emit_copy(p, ring, dst + lo * b->dst_slice_pitch,
               src + lo * b->src_slice_pitch, b->width, b->height, hi - lo, b,
-              p->direction);
+              p->direction, 0);
   } else if (b->depth == 1 && b->height >= k) {
     uint64_t lo = b->height * j / k, hi = b->height * (j + 1) / k;
     emit_copy(p, ring, dst + lo * b->dst_pitch, src + lo * b->src_pitch,
-              b->width, hi - lo, 1, b, p->direction);
+              b->width, hi - lo, 1, b, p->direction, 0);
   } else {
     // One row (piece_count only splits boxes that fit one of the cases):
     // 4 KiB-aligned pieces.
@@ -489,7 +475,8 @@ static void emit_piece(plan_t *p, uint32_t ring, uint64_t dst, uint64_t src,
     uint64_t lo = step * j < b->width ? step * j : b->width;
     uint64_t hi = j + 1 == k || step * (j + 1) > b->width ? b->width
                                                            : step * (j + 1);
-    emit_copy(p, ring, dst + lo, src + lo, hi - lo, 1, 1, b, p->direction);
+    emit_copy(p, ring, dst + lo, src + lo, hi - lo, 1, 1, b, p->direction,
+              0);
   }
 }
 
@@ -504,7 +491,8 @@ static void plan_direct(plan_t *p, uint64_t dst, uint64_t src,
   uint64_t bytes = b->width * b->height * b->depth;
   uint32_t k = piece_count(p, bytes);
   if (k < 2 || !splittable(b, k)) {
-    emit_copy(p, 0, dst, src, b->width, b->height, b->depth, b, p->direction);
+    emit_copy(p, 0, dst, src, b->width, b->height, b->depth, b, p->direction,
+              0);
     return;
   }
   accel_dma_dep_t fork = fence_signal(p, 0);
@@ -601,10 +589,10 @@ static void plan_staged(plan_t *p, uint64_t dst, uint64_t src, const box_t *b,
         box_t out = {.dst_pitch = b->dst_pitch, .src_pitch = nx};
         fence_wait(p, r, fork);
         emit_copy(p, r, slot, src + soff, nx, ny, 1, &in,
-                  to_device ? ACCEL_DMA_DIR_STAGING : p->direction);
-        emit_copy_flags(p, r, dst + doff, slot, nx, ny, &out,
-                        to_device ? p->direction : ACCEL_DMA_DIR_STAGING,
-                        ACCEL_DMA_HW_FLAG_STREAM_DST);
+                  to_device ? ACCEL_DMA_DIR_STAGING : p->direction, 0);
+        emit_copy(p, r, dst + doff, slot, nx, ny, 1, &out,
+                  to_device ? p->direction : ACCEL_DMA_DIR_STAGING,
+                  ACCEL_DMA_HW_FLAG_STREAM_DST);
         x += nx;
       }
       y += ny;
