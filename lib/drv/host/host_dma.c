@@ -30,7 +30,8 @@ struct accel_drv_dma_ring {
   accel_dma_hw_desc_t *slots;
   uint32_t mask;
 
-  // Doorbell: descriptors published by the host.
+  // Doorbell: descriptors published by the host (read by the engine only
+  // when it parks; a running engine polls the slots' ownership words).
   _Alignas(64) _Atomic uint64_t tail;
   // Write-back: descriptors retired by the engine.
   _Alignas(64) _Atomic uint64_t head;
@@ -67,9 +68,10 @@ struct host_engine {
   _Atomic uint32_t ack_word;  // futex bumped after an ack when waited for
   _Atomic uint32_t ack_waiters;
 
-  // Wake-up protocol (see engine_park): a running engine polls its rings'
-  // tails; a parked one sets |parked| and is woken through |waiter| with
-  // |kick| set, which also cancels its semaphore wait.
+  // Wake-up protocol (see engine_park): a running engine polls the next
+  // slot's ownership word of each ring; a parked one sets |parked| and is
+  // woken by a doorbell through |waiter| with |kick| set, which also cancels
+  // its semaphore wait.
   _Alignas(64) _Atomic uint32_t kick;
   _Atomic uint32_t parked;
   _Atomic uint32_t stopping;
