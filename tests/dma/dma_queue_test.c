@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "dma/dma_impl.h"
+#include "mem/buffer_impl.h"
 #include "fault_driver.h"
 #include "test_support.h"
 
@@ -411,6 +412,50 @@ static void test_dma_counters_report_bytes_by_direction(void **state) {
   accel_dma_queue_destroy(q);
 }
 
+// References a submit holds are dropped once the queue sees it complete.
+static void test_dma_held_references_dropped_after_completion(void **state) {
+  test_env_t *env = *state;
+  accel_dma_queue_t *q = make_queue(env, 0, 0, 0);
+  uint8_t *sp, *dp;
+  accel_buffer_t *src = alloc(env, 4u << 20, &sp);
+  accel_buffer_t *dst = alloc(env, 4u << 20, &dp);
+  accel_semaphore_t *sem = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &sem));
+  uint64_t one = 1;
+  accel_dma_desc_t d = copy_desc(dst, 0, src, 0, 4u << 20);
+  assert_accel_ok(accel_dma_submit(q, &d, 1, 0, NULL, NULL, 1, &sem, &one));
+  assert_true(atomic_load(&src->object.ref_count) >= 2);
+  assert_accel_ok(accel_dma_queue_synchronize(q, 10 * SECOND));
+  assert_int_equal(atomic_load(&src->object.ref_count), 1);
+  assert_int_equal(atomic_load(&dst->object.ref_count), 1);
+  assert_int_equal(atomic_load(&sem->object.ref_count), 1);
+  accel_dma_queue_destroy(q);
+  accel_semaphore_release(sem);
+  accel_buffer_release(src);
+  accel_buffer_release(dst);
+}
+
+// ACCEL_COPY_ENGINES sets the host device's engine count and is validated.
+static void test_dma_copy_engines_env(void **state) {
+  accel_runtime_t *rt = NULL;
+  setenv("ACCEL_COPY_ENGINES", "0", 1);
+  assert_accel_status(accel_runtime_create(NULL, &rt),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "ACCEL_COPY_ENGINES"));
+  setenv("ACCEL_COPY_ENGINES", "2x", 1);
+  assert_accel_status(accel_runtime_create(NULL, &rt),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  setenv("ACCEL_COPY_ENGINES", "5", 1);
+  assert_accel_ok(accel_runtime_create(NULL, &rt));
+  accel_device_t *dev = NULL;
+  assert_accel_ok(accel_device_get(rt, 0, &dev));
+  accel_device_info_t info = {.struct_size = sizeof(info)};
+  assert_accel_ok(accel_device_info(dev, &info));
+  assert_int_equal(info.copy_queue_count, 5);
+  accel_runtime_destroy(rt);
+  setenv("ACCEL_COPY_ENGINES", "3", 1);
+}
+
 // Queue creation validates its descriptor.
 static void test_dma_queue_create_rejects_bad_desc(void **state) {
   test_env_t *env = *state;
@@ -484,6 +529,8 @@ int main(void) {
       cmocka_unit_test(test_dma_failed_wait_semaphore_fails_queue),
       cmocka_unit_test(test_dma_queued_work_holds_buffer_references),
       cmocka_unit_test(test_dma_counters_report_bytes_by_direction),
+      cmocka_unit_test(test_dma_held_references_dropped_after_completion),
+      cmocka_unit_test(test_dma_copy_engines_env),
       cmocka_unit_test(test_dma_queue_create_rejects_bad_desc),
       cmocka_unit_test(test_dma_queue_create_backend_failures),
   };
