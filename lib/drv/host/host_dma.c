@@ -475,7 +475,9 @@ static void *engine_main(void *arg) {
     // Spin on the rings' tails (the doorbells), the stalled semaphores and
     // the ring list before parking: a parked engine takes tens of
     // microseconds to wake.
-    uint64_t spin_until = accel_host_now_ns() + spin_ns;
+    uint64_t spin_start = accel_host_now_ns();
+    uint64_t spin_until = spin_start + spin_ns;
+    uint64_t yield_at = spin_start + ACCEL_HOST_SPIN_YIELD_NS;
     bool found = false;
     for (uint32_t iter = 1;; ++iter) {
       accel_host_cpu_relax();
@@ -487,8 +489,18 @@ static void *engine_main(void *arg) {
               atomic_load_explicit(&e->generation, memory_order_relaxed) !=
                   seen ||
               atomic_load_explicit(&e->stopping, memory_order_relaxed);
-      if (found || ((iter & 63) == 0 && accel_host_now_ns() >= spin_until)) {
+      if (found) {
         break;
+      }
+      if ((iter & 63) == 0) {
+        uint64_t now = accel_host_now_ns();
+        if (now >= spin_until) {
+          break;
+        }
+        if (now >= yield_at) {
+          sched_yield();
+          yield_at = now + ACCEL_HOST_SPIN_YIELD_NS;
+        }
       }
     }
     if (!found) {

@@ -58,6 +58,11 @@ static inline void accel_host_cpu_relax(void) {
 #endif
 }
 
+// Spinning threads give their core away this often: when a spinner shares a
+// core with the thread it waits for (an oversubscribed machine), the other
+// thread runs within this time instead of after the spin or a time slice.
+#define ACCEL_HOST_SPIN_YIELD_NS 20000ull
+
 // Waits while *|word| == |expected|, at most until |deadline_ns| (absolute
 // CLOCK_MONOTONIC; UINT64_MAX for none). Spurious returns are allowed.
 static inline void accel_host_futex_wait(_Atomic uint32_t *word,

@@ -2,6 +2,7 @@
 // in a per-semaphore list only after spinning, so that a signal with nobody
 // parked costs one store and one load.
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,11 +232,19 @@ accel_status_t accel_host_semaphore_wait_ex(
   uint64_t deadline = accel_host_deadline(timeout_ns);
   // Spin first: a parked thread takes tens of microseconds to wake.
   uint64_t spin_until = start + (spin_ns < timeout_ns ? spin_ns : timeout_ns);
+  uint64_t yield_at = start + ACCEL_HOST_SPIN_YIELD_NS;
   uint32_t iter = 0;
   for (;;) {
     accel_host_cpu_relax();
-    if ((++iter & 15) == 0 && accel_host_now_ns() >= spin_until) {
-      break;
+    if ((++iter & 15) == 0) {
+      uint64_t now = accel_host_now_ns();
+      if (now >= spin_until) {
+        break;
+      }
+      if (now >= yield_at) {
+        sched_yield();
+        yield_at = now + ACCEL_HOST_SPIN_YIELD_NS;
+      }
     }
     st = check(count, sems, values, mode, out_index);
     if (st != ACCEL_ERROR_NOT_READY) {
