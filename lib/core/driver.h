@@ -197,7 +197,12 @@ typedef struct accel_dma_hw_desc {
       uint64_t value;
     } sem;  // WAIT, SIGNAL
   };
-  uint8_t pad1[40];
+  // COPY, FILL: if not NULL, raised to |signal_value| once the descriptor
+  // completed (a semaphore release folded into the descriptor, as hardware
+  // copy engines offer), or failed with the ring's error if it did not.
+  accel_drv_semaphore_t *signal_semaphore;
+  uint64_t signal_value;
+  uint8_t pad1[24];
 } accel_dma_hw_desc_t;
 
 _Static_assert(sizeof(accel_dma_hw_desc_t) == 128,

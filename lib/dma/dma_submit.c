@@ -332,6 +332,9 @@ typedef struct plan {
   uint8_t direction;
   uint64_t written;
   uint64_t holds;  // references the submit holds
+  // The home ring's last copy or fill, not written yet (see emit).
+  bool has_pending;
+  accel_dma_hw_desc_t pending;
 } plan_t;
 
 // Adds to a counter that only lock holders write.
@@ -340,8 +343,20 @@ static inline void counter_add(_Atomic uint64_t *c, uint64_t n) {
                         memory_order_relaxed);
 }
 
+static void emit_now(plan_t *p, uint32_t ring,
+                     const accel_dma_hw_desc_t *src);
+
+// Writes the home ring's held-back descriptor, if any.
+static void flush_pending(plan_t *p) {
+  if (p->has_pending) {
+    p->has_pending = false;
+    emit_now(p, 0, &p->pending);
+  }
+}
+
 // Publishes every ring's written descriptors to its engine.
 static void doorbell_all(plan_t *p) {
+  flush_pending(p);
   accel_dma_queue_t *q = p->q;
   for (uint32_t i = 0; i < q->ring_count; ++i) {
     accel_dma_ring_state_t *r = &q->rings[i];
@@ -352,7 +367,8 @@ static void doorbell_all(plan_t *p) {
   }
 }
 
-static void emit(plan_t *p, uint32_t ring, const accel_dma_hw_desc_t *src) {
+static void emit_now(plan_t *p, uint32_t ring,
+                     const accel_dma_hw_desc_t *src) {
   if (!p->write) {
     p->need[ring]++;
     return;
@@ -393,6 +409,23 @@ static void emit(plan_t *p, uint32_t ring, const accel_dma_hw_desc_t *src) {
   r->tail++;
   atomic_store_explicit(&r->tail_seen, r->tail, memory_order_relaxed);
   p->written++;
+}
+
+// Queues |d| on |ring|. The home ring holds its last copy or fill back, so
+// that the submit's first signal can be folded into it (one descriptor less
+// for the engine to fetch on the latency path).
+static void emit(plan_t *p, uint32_t ring, const accel_dma_hw_desc_t *d) {
+  if (ring != 0) {
+    emit_now(p, ring, d);
+    return;
+  }
+  flush_pending(p);
+  if (d->op == ACCEL_DMA_HW_COPY || d->op == ACCEL_DMA_HW_FILL) {
+    p->pending = *d;
+    p->has_pending = true;
+    return;
+  }
+  emit_now(p, 0, d);
 }
 
 static accel_dma_hw_desc_t hw_desc(plan_t *p, uint8_t op, bool internal) {
@@ -712,6 +745,7 @@ static void plan_submit(plan_t *p, const accel_dma_desc_t *descs,
          sizeof(*p->waited) * (size_t)q->ring_count * q->ring_count);
   p->written = 0;
   p->holds = 0;
+  p->has_pending = false;
   p->index = UINT32_MAX;
   p->user_op = 0;
   p->direction = 0;
@@ -729,7 +763,15 @@ static void plan_submit(plan_t *p, const accel_dma_desc_t *descs,
     plan_desc(p, &d, &boxes[i]);
   }
   p->index = UINT32_MAX;
-  for (uint32_t i = 0; i < signal_count; ++i) {
+  uint32_t first_signal = 0;
+  if (signal_count > 0 && p->has_pending) {
+    p->pending.signal_semaphore = signal_sems[0]->drv;
+    p->pending.signal_value = signal_values[0];
+    hold(p, &signal_sems[0]->object);
+    first_signal = 1;
+  }
+  flush_pending(p);
+  for (uint32_t i = first_signal; i < signal_count; ++i) {
     accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_SIGNAL, true);
     d.sem.semaphore = signal_sems[i]->drv;
     d.sem.value = signal_values[i];

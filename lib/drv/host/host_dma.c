@@ -221,6 +221,22 @@ static void poison(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d,
   atomic_store_explicit(&r->failed, 1, memory_order_release);
 }
 
+// The semaphore release folded into a COPY or FILL: raised when the ring is
+// healthy, failed with its error when the descriptor failed or was aborted.
+static void finish_signal(accel_drv_dma_ring_t *r,
+                          const accel_dma_hw_desc_t *d) {
+  if (d->signal_semaphore == NULL ||
+      (d->op != ACCEL_DMA_HW_COPY && d->op != ACCEL_DMA_HW_FILL)) {
+    return;
+  }
+  if (r->poisoned) {
+    accel_host_semaphore_fail(d->signal_semaphore, r->poison_status,
+                              r->poison_message);
+  } else {
+    accel_host_semaphore_signal_max(d->signal_semaphore, d->signal_value);
+  }
+}
+
 // Executes one descriptor. Returns false (nothing done) if it is a WAIT whose
 // value is not reached yet, with the semaphore and value in |*out_stall|.
 static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
@@ -230,6 +246,7 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
       accel_host_semaphore_fail(d->sem.semaphore, r->poison_status,
                                 r->poison_message);
     }
+    finish_signal(r, d);
     return true;
   }
   switch (d->op) {
@@ -244,6 +261,7 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
         snprintf(why, sizeof(why), "engine %u error: injected fault (%s)",
                  r->engine->index, accel_status_name(injected));
         poison(r, d, (accel_status_t)injected, why);
+        finish_signal(r, d);
         return true;
       }
       if (d->op == ACCEL_DMA_HW_COPY) {
@@ -253,6 +271,7 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
                      d->fill.pattern, d->fill.pattern_size);
       }
       count_bytes(r, d);
+      finish_signal(r, d);
       return true;
     }
     case ACCEL_DMA_HW_SIGNAL:
