@@ -145,8 +145,12 @@ static void pool_stop(pool_t *p) {
 
 // ---- bare spinning handoff (as in launch_bench.c) --------------------------
 
+typedef void (*work_fn_t)(void);
+static void empty_work(void) {}
+
 typedef struct handoff {
-  _Alignas(64) _Atomic uint64_t request;
+  _Alignas(64) _Atomic uint64_t request;  // sequence number of the request
+  work_fn_t fn;
   _Alignas(64) _Atomic uint64_t done;
   _Atomic int stop;
 } handoff_t;
@@ -163,6 +167,7 @@ static void *handoff_worker(void *arg) {
       return NULL;
     }
     seen++;
+    h->fn();
     atomic_store_explicit(&h->done, seen, memory_order_release);
   }
 }
@@ -171,6 +176,7 @@ static double handoff_sample(handoff_t *h, int iters, uint64_t *seq) {
   uint64_t t0 = bench_now_ns();
   for (int i = 0; i < iters; ++i) {
     uint64_t s = ++*seq;
+    h->fn = empty_work;
     atomic_store_explicit(&h->request, s, memory_order_release);
     while (atomic_load_explicit(&h->done, memory_order_acquire) != s) {
       cpu_relax();
