@@ -6,6 +6,8 @@
 #include "accel/base.h"
 #include "accel/device.h"
 #include "accel/event.h"
+#include "accel/executable.h"
+#include "accel/kernel_abi.h"
 #include "accel/memory.h"
 #include "accel/runtime.h"
 #include "accel/semaphore.h"

@@ -195,6 +195,18 @@ struct accel_driver {
   accel_status_t (*queue_submit)(accel_drv_queue_t *queue,
                                  const accel_cmd_t *commands, uint32_t count,
                                  uint64_t *out_last_seq);
+
+  // Optional (host-visible devices): runs fn(ctx, id) once for every id in
+  // the grid [0, group_count[0]) x [0, group_count[1]) x [0, group_count[2])
+  // on the device's threads, the calling thread included, and returns when
+  // all have run. Ids run concurrently and in any order; after the first
+  // failure the remaining ids are skipped and that failure (status and
+  // message) is returned. NULL: callers run the grid themselves.
+  accel_status_t (*host_dispatch)(accel_drv_device_t *device,
+                                  const uint32_t group_count[3],
+                                  accel_status_t (*fn)(void *ctx,
+                                                       const uint32_t id[3]),
+                                  void *ctx);
 };
 
 // The built-in backends, in probe order.

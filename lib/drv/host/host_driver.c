@@ -68,7 +68,11 @@ static accel_status_t host_device_open(accel_drv_backend_t *backend,
   return ACCEL_OK;
 }
 
-static void host_device_close(accel_drv_device_t *device) { free(device); }
+static void host_device_close(accel_drv_device_t *device) {
+  accel_host_pool_destroy(
+      atomic_load_explicit(&device->pool, memory_order_acquire));
+  free(device);
+}
 
 static void cpu_model(char *out, size_t size) {
   snprintf(out, size, "unknown cpu");
@@ -262,4 +266,5 @@ const accel_driver_t accel_host_driver = {
     .queue_create = accel_host_queue_create,
     .queue_destroy = accel_host_queue_destroy,
     .queue_submit = accel_host_queue_submit,
+    .host_dispatch = accel_host_dispatch,
 };

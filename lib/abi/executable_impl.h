@@ -1,0 +1,69 @@
+// Internal layout of executables and kernels (lib/abi).
+#ifndef ACCEL_ABI_EXECUTABLE_IMPL_H_
+#define ACCEL_ABI_EXECUTABLE_IMPL_H_
+
+#include "abi/axe_reader.h"
+#include "accel/executable.h"
+#include "core/object.h"
+#include "core/runtime_impl.h"
+
+// A loaded host code object (code_host.c).
+typedef struct accel_host_code {
+  int memfd;     // kept open while loaded: /proc/self/fd/N names the library
+  void *handle;  // dlopen handle
+  const accel_kernel_library_t *library;
+} accel_host_code_t;
+
+struct accel_kernel {
+  accel_object_t object;  // first; used by run-time kernels only
+  // What launches retain: the executable's object for executable kernels,
+  // |object| for run-time kernels.
+  accel_object_t *owner;
+  accel_device_t *device;
+  accel_kernel_fn_t fn;
+  uint32_t abi_version;
+  uint32_t binding_count;
+  uint32_t constants_size;
+  uint32_t workgroup_size[3];
+  accel_kernel_binding_decl_t *bindings;  // owned
+  char *name;                             // owned (run-time) or borrowed
+  bool owns_strings;
+  // The executable's workspace (NULL for run-time kernels).
+  void *workspace;
+  uint64_t workspace_size;
+};
+
+struct accel_executable {
+  accel_object_t object;  // first
+  accel_device_t *device;
+  axe_view_t view;
+  // The image: a read-only file mapping (|mapped|) or a borrowed buffer.
+  const void *image;
+  uint64_t image_size;
+  bool mapped;
+  accel_host_code_t code;  // handle NULL when no code was loaded
+  accel_kernel_t *kernels;  // view.kernel_count entries
+  accel_kernel_binding_decl_t *binding_decls;  // all kernels' declarations
+  accel_buffer_t *workspace_buffer;  // owned; NULL when none declared
+  void *workspace;                   // host pointer into it, or NULL
+  uint64_t workspace_size;
+  char target[32];
+};
+
+// Loads the host code object |data| (an ELF shared object), checks the ABI
+// version it declares, and runs its init. |what| names it in messages.
+accel_status_t accel_host_code_load(const void *data, uint64_t size,
+                                    const char *what, accel_host_code_t *out);
+
+// Runs fini and unloads.
+void accel_host_code_unload(accel_host_code_t *code);
+
+// Finds an export by name; NULL if absent.
+const accel_kernel_export_t *accel_host_code_find(const accel_host_code_t *code,
+                                                  const char *name);
+
+// True if |buffer| is a read-only weight view created by
+// accel_executable_weight_buffer.
+bool accel_executable_is_weight_buffer(const accel_buffer_t *buffer);
+
+#endif  // ACCEL_ABI_EXECUTABLE_IMPL_H_
