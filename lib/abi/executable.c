@@ -27,6 +27,10 @@ static void executable_destroy(accel_object_t *object) {
   accel_executable_t *exe = (accel_executable_t *)object;
   accel_host_code_unload(&exe->code);
   accel_buffer_release(exe->workspace_buffer);
+  for (uint32_t i = 0; exe->kernels != NULL && i < exe->view.kernel_count; ++i) {
+    free(atomic_load_explicit(&exe->kernels[i].record_cache,
+                              memory_order_acquire));
+  }
   if (exe->mapped) {
     munmap((void *)exe->image, exe->image_size);
   }
@@ -144,7 +148,10 @@ static accel_status_t build_kernels(accel_executable_t *exe) {
   if (v->kernel_count == 0) {
     return ACCEL_OK;
   }
-  exe->kernels = calloc(v->kernel_count, sizeof(*exe->kernels));
+  exe->kernels = aligned_alloc(64, v->kernel_count * sizeof(*exe->kernels));
+  if (exe->kernels != NULL) {
+    memset(exe->kernels, 0, v->kernel_count * sizeof(*exe->kernels));
+  }
   exe->binding_decls =
       calloc(v->binding_count ? v->binding_count : 1, sizeof(*exe->binding_decls));
   if (exe->kernels == NULL || exe->binding_decls == NULL) {
@@ -226,6 +233,7 @@ static accel_status_t load_image(accel_device_t *device, const void *image,
   for (uint32_t i = 0; st == ACCEL_OK && i < exe->view.kernel_count; ++i) {
     exe->kernels[i].workspace = exe->workspace;
     exe->kernels[i].workspace_size = exe->workspace_size;
+    accel_kernel_init_single_dispatch(&exe->kernels[i]);
   }
   if (st != ACCEL_OK) {
     // The image stays the caller's: undo everything else.

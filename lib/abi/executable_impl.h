@@ -2,6 +2,8 @@
 #ifndef ACCEL_ABI_EXECUTABLE_IMPL_H_
 #define ACCEL_ABI_EXECUTABLE_IMPL_H_
 
+#include <stdatomic.h>
+
 #include "abi/axe_reader.h"
 #include "accel/executable.h"
 #include "core/object.h"
@@ -15,10 +17,16 @@ typedef struct accel_host_code {
 } accel_host_code_t;
 
 struct accel_kernel {
+  // Written per launch (by the submitter and by the queue worker): kept on
+  // their own cache line, away from the read-mostly fields below.
   accel_object_t object;  // first; used by run-time kernels only
+  // One cached launch record (launch.c), freed with the kernel.
+  void *_Atomic record_cache;
+
+  // Read-mostly from here on.
   // What launches retain: the executable's object for executable kernels,
   // |object| for run-time kernels.
-  accel_object_t *owner;
+  _Alignas(64) accel_object_t *owner;
   accel_device_t *device;
   accel_kernel_fn_t fn;
   uint32_t abi_version;
@@ -31,7 +39,15 @@ struct accel_kernel {
   // The executable's workspace (NULL for run-time kernels).
   void *workspace;
   uint64_t workspace_size;
+  // The dispatch of a launch with one work-group, no bindings and no
+  // constants: such launches point the queue at this (immutable) record
+  // instead of building one.
+  accel_kernel_dispatch_t single_dispatch;
 };
+
+// Fills |kernel|->single_dispatch from the kernel's fields (call again when
+// the workspace changes).
+void accel_kernel_init_single_dispatch(accel_kernel_t *kernel);
 
 struct accel_executable {
   accel_object_t object;  // first

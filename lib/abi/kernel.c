@@ -14,6 +14,7 @@ static void kernel_destroy(accel_object_t *object) {
     }
     free(k->name);
   }
+  free(atomic_load_explicit(&k->record_cache, memory_order_acquire));
   free(k->bindings);
   free(k);
 }
@@ -71,7 +72,10 @@ accel_status_t accel_kernel_register(accel_device_t *device,
                        "kernel \"%s\": %s does not run host kernels",
                        desc->name, device->info.id);
   }
-  accel_kernel_t *k = calloc(1, sizeof(*k));
+  accel_kernel_t *k = aligned_alloc(64, sizeof(*k));
+  if (k != NULL) {
+    memset(k, 0, sizeof(*k));
+  }
   if (k == NULL) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "kernel \"%s\": cannot allocate", desc->name);
@@ -108,6 +112,7 @@ accel_status_t accel_kernel_register(accel_device_t *device,
     }
   }
   k->binding_count = desc->binding_count;
+  accel_kernel_init_single_dispatch(k);
   *out_kernel = k;
   return ACCEL_OK;
 

@@ -4,6 +4,7 @@
 // ACCEL_CMD_LAUNCH command. The queue worker runs launch_exec, which runs a
 // single work-group inline and spreads larger grids through the driver's
 // host_dispatch (a device thread pool) when the backend has one.
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,19 +16,42 @@
 
 #define MAX_GROUPS (1ull << 48)
 
+
+// The worker reads |fn|, |driver| and the dispatch's work-group count first:
+// they share the record's first cache line, so that a one-group launch of a
+// kernel that touches nothing else costs the worker one line beyond the
+// command itself.
 typedef struct launch {
-  accel_object_t object;  // first
-  const accel_kernel_t *kernel;  // its owner is held by the command's refs[1]
+  accel_kernel_fn_t fn;
   const accel_driver_t *driver;
-  uint32_t buffer_count;
-  accel_buffer_t **buffers;  // one reference each
+  accel_object_t object;
   accel_kernel_dispatch_t dispatch;
+  const accel_kernel_t *kernel;  // its owner is held by the command's refs[1]
+  uint32_t buffer_count;
+  uint32_t capacity;  // bytes allocated for the record (for the cache)
+  accel_buffer_t **buffers;  // one reference each
 } launch_t;
 
+// Launch records of up to this many bytes are cached per kernel (one slot)
+// instead of freed: the worker frees a record on its thread and the
+// submitter allocates the next on another, which glibc serves slowly.
+#define CACHED_RECORD_BYTES 512u
+
 static void launch_destroy(accel_object_t *object) {
-  launch_t *l = (launch_t *)object;
+  launch_t *l = (launch_t *)((uint8_t *)object - offsetof(launch_t, object));
   for (uint32_t i = 0; i < l->buffer_count; ++i) {
     accel_buffer_release(l->buffers[i]);
+  }
+  if (l->capacity == CACHED_RECORD_BYTES) {
+    accel_kernel_t *k = (accel_kernel_t *)l->kernel;
+    void *expected = NULL;
+    // Release: the next taker must see the record's last writes settled.
+    if (atomic_compare_exchange_strong_explicit(&k->record_cache, &expected,
+                                                (void *)l,
+                                                memory_order_release,
+                                                memory_order_relaxed)) {
+      return;
+    }
   }
   free(l);
 }
@@ -35,11 +59,38 @@ static void launch_destroy(accel_object_t *object) {
 static accel_status_t run_group(void *ctx, const uint32_t id[3]) {
   const launch_t *l = ctx;
   accel_kernel_workgroup_t wg = {.id = {id[0], id[1], id[2]}};
-  int32_t r = l->kernel->fn(&l->dispatch, &wg);
+  int32_t r = l->fn(&l->dispatch, &wg);
   if (r != 0) {
     return accel_error(ACCEL_ERROR_ABORTED,
                        "kernel \"%s\" work-group (%u, %u, %u) returned %d",
                        l->kernel->name, id[0], id[1], id[2], r);
+  }
+  return ACCEL_OK;
+}
+
+void accel_kernel_init_single_dispatch(accel_kernel_t *k) {
+  k->single_dispatch = (accel_kernel_dispatch_t){
+      .struct_size = sizeof(accel_kernel_dispatch_t),
+      .abi_version = ACCEL_KERNEL_ABI_VERSION,
+      .workgroup_count = {1, 1, 1},
+      .workgroup_size = {k->workgroup_size[0], k->workgroup_size[1],
+                         k->workgroup_size[2]},
+      .workspace = k->workspace,
+      .workspace_size = k->workspace_size,
+  };
+}
+
+// A one-group launch without bindings or constants: the payload is the
+// kernel itself (its owner is held by the command).
+static accel_status_t launch_exec_single(void *payload,
+                                         accel_drv_device_t *device) {
+  const accel_kernel_t *k = payload;
+  static const accel_kernel_workgroup_t wg = {.id = {0, 0, 0}};
+  int32_t r = k->fn(&k->single_dispatch, &wg);
+  if (r != 0) {
+    return accel_error(ACCEL_ERROR_ABORTED,
+                       "kernel \"%s\" work-group (0, 0, 0) returned %d",
+                       k->name, r);
   }
   return ACCEL_OK;
 }
@@ -184,6 +235,16 @@ accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
         check_binding(stream, k, i, &desc->bindings[i], &lengths[i]));
   }
 
+  accel_cmd_t cmd = {.kind = ACCEL_CMD_LAUNCH};
+  if (desc->binding_count == 0 && desc->constants_size == 0 && n[0] == 1 &&
+      n[1] == 1 && n[2] == 1) {
+    cmd.launch.exec = launch_exec_single;
+    cmd.launch.payload = kernel;
+    accel_object_retain(k->owner);
+    cmd.refs[1] = k->owner;
+    return accel_stream_submit(stream, &cmd);
+  }
+
   // One allocation: record, binding table, buffer references, constants.
   uint32_t nb = desc->binding_count;
   size_t bindings_at = (sizeof(launch_t) + 15) & ~(size_t)15;
@@ -191,7 +252,19 @@ accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
   size_t constants_at =
       (buffers_at + nb * sizeof(accel_buffer_t *) + 15) & ~(size_t)15;
   size_t total = constants_at + desc->constants_size;
-  uint8_t *mem = aligned_alloc(16, (total + 15) & ~(size_t)15);
+  uint32_t capacity = CACHED_RECORD_BYTES;
+  uint8_t *mem = NULL;
+  if (total <= CACHED_RECORD_BYTES) {
+    // Acquire: pairs with the release in launch_destroy.
+    mem = atomic_exchange_explicit(&kernel->record_cache, NULL,
+                                   memory_order_acquire);
+    if (mem == NULL) {
+      mem = aligned_alloc(64, CACHED_RECORD_BYTES);
+    }
+  } else {
+    capacity = (uint32_t)((total + 63) & ~(size_t)63);
+    mem = aligned_alloc(64, capacity);
+  }
   if (mem == NULL) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "launch of \"%s\": cannot allocate %zu bytes", k->name,
@@ -201,6 +274,8 @@ accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
   accel_kernel_binding_t *table = (accel_kernel_binding_t *)(mem + bindings_at);
   accel_object_init(&l->object, launch_destroy);
   l->kernel = k;
+  l->fn = k->fn;
+  l->capacity = capacity;
   l->driver = stream->device->driver;
   l->buffers = (accel_buffer_t **)(mem + buffers_at);
   l->buffer_count = nb;
@@ -229,7 +304,6 @@ accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
       .workspace = k->workspace,
       .workspace_size = k->workspace_size,
   };
-  accel_cmd_t cmd = {.kind = ACCEL_CMD_LAUNCH};
   cmd.launch.exec = launch_exec;
   cmd.launch.payload = l;
   cmd.refs[0] = &l->object;
