@@ -88,10 +88,17 @@ static void *handoff_worker(void *arg) {
   }
 }
 
-// Returns mean ns per round trip over |iters|.
+// Returns mean ns per round trip over |iters|. With the futex, each round
+// trip starts after an idle pause so that the worker really is parked, and
+// only the handoff itself is timed.
 static double handoff_run(handoff_t *h, int iters, uint64_t *seq) {
+  uint64_t total = 0;
   uint64_t t0 = bench_now_ns();
   for (int i = 0; i < iters; ++i) {
+    if (h->use_futex) {
+      usleep(300);
+      t0 = bench_now_ns();
+    }
     uint64_t s = ++*seq;
     h->fn = empty_work;
     if (h->use_futex) {
@@ -101,6 +108,7 @@ static double handoff_run(handoff_t *h, int iters, uint64_t *seq) {
       while ((v = atomic_load(&h->futex_done)) != (uint32_t)s) {
         futex_wait(&h->futex_done, v);
       }
+      total += bench_now_ns() - t0;
     } else {
       atomic_store_explicit(&h->request, s, memory_order_release);
       while (atomic_load_explicit(&h->done, memory_order_acquire) != s) {
@@ -108,7 +116,10 @@ static double handoff_run(handoff_t *h, int iters, uint64_t *seq) {
       }
     }
   }
-  return (double)(bench_now_ns() - t0) / iters;
+  if (!h->use_futex) {
+    total = bench_now_ns() - t0;
+  }
+  return (double)total / iters;
 }
 
 static double measure_handoff(int use_futex, int runs, int iters) {
@@ -224,7 +235,7 @@ int accel_bench_launch(const bench_args_t *args) {
   snprintf(report.device, sizeof(report.device), "%s", info.id);
 
   double spin = measure_handoff(0, runs, iters);
-  double parked = measure_handoff(1, runs, iters / 10 + 1);
+  double parked = measure_handoff(1, runs, args->quick ? 20 : 100);
 
   // Round trip: enqueue + synchronize, one at a time.
   for (int i = 0; i < iters / 10; ++i) {
@@ -244,6 +255,38 @@ int accel_bench_launch(const bench_args_t *args) {
   }
   double roundtrip = bench_median(rt_samples, runs);
 
+  // The same round trip when the worker parks at once (spin 1 ns): what a
+  // runtime that never spins pays, against the bare futex handoff.
+  double parked_rt = 0;
+  {
+    accel_runtime_options_t opts;
+    accel_runtime_options_init(&opts);
+    opts.spin_ns = 1;
+    accel_runtime_t *prt = NULL;
+    accel_device_t *pdev = NULL;
+    accel_stream_t *ps = NULL;
+    if (check(accel_runtime_create(&opts, &prt), "runtime (parked)") ||
+        check(accel_device_get(prt, 0, &pdev), "device (parked)") ||
+        check(accel_stream_create(pdev, NULL, &ps), "stream (parked)")) {
+      return 1;
+    }
+    int piters = args->quick ? 20 : 100;
+    double ps_samples[64];
+    for (int r = 0; r < runs; ++r) {
+      uint64_t total = 0;
+      for (int i = 0; i < piters; ++i) {
+        usleep(300);  // the worker is parked by now
+        uint64_t t0 = bench_now_ns();
+        accel_stream_host_call(ps, empty_host_fn, NULL);
+        accel_stream_synchronize(ps, ACCEL_TIMEOUT_INFINITE);
+        total += bench_now_ns() - t0;
+      }
+      ps_samples[r] = (double)total / piters;
+    }
+    parked_rt = bench_median(ps_samples, runs);
+    accel_stream_destroy(ps);
+    accel_runtime_destroy(prt);
+  }
   // Empty kernel: the same loop through accel_launch.
   accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
                             .abi_version = ACCEL_KERNEL_ABI_VERSION,
@@ -311,6 +354,8 @@ int accel_bench_launch(const bench_args_t *args) {
             "bare_spin_handoff", spin / 1000.0, "<= 1.5", runs);
   bench_add(&report, "bare_futex_handoff", parked / 1000.0, "us",
             "bare_spin_handoff", spin / 1000.0, NULL, runs);
+  bench_add(&report, "roundtrip_parked_worker", parked_rt / 1000.0, "us",
+            "bare_futex_handoff", parked / 1000.0, NULL, runs);
   bench_add(&report, "enqueue_ns_per_command", bench_median(enq, batch_runs),
             "ns", NULL, 0, "< 100", batch_runs);
   bench_add(&report, "completed_ns_per_command", bench_median(done, batch_runs),

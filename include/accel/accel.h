@@ -12,5 +12,6 @@
 #include "accel/runtime.h"
 #include "accel/semaphore.h"
 #include "accel/stream.h"
+#include "accel/topology.h"
 
 #endif  // ACCEL_ACCEL_H_

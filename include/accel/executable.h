@@ -527,7 +527,7 @@ ACCEL_API accel_status_t accel_exe_builder_add_raw_section(
 // Writes the .axe file to |path| (atomically: a temporary file renamed).
 // |progress| (may be NULL) is called as weight bytes are written.
 // ACCEL_ERROR_INVALID_ARGUMENT: NULL argument, a quantization companion that
-//   names no weight, a kernel without code for every target.
+//   names no weight.
 // ACCEL_ERROR_IO: the file cannot be written.
 // ACCEL_ERROR_OUT_OF_MEMORY.
 // Not thread-safe.

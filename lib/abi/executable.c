@@ -292,8 +292,13 @@ accel_status_t accel_executable_load_file(accel_runtime_t *runtime,
                        "needs %u",
                        path, AXE_HEADER_SIZE);
   }
+  // Prefault the whole mapping when every byte is about to be read anyway
+  // (hash checking) or when asked to make weights resident: one populate
+  // pass costs less than a fault per page range.
   int mflags = MAP_PRIVATE;
-  if ((flags & ACCEL_EXECUTABLE_LOAD_EAGER_WEIGHTS) != 0) {
+  if ((flags & (ACCEL_EXECUTABLE_LOAD_EAGER_WEIGHTS |
+                ACCEL_EXECUTABLE_LOAD_SKIP_HASHES)) !=
+      ACCEL_EXECUTABLE_LOAD_SKIP_HASHES) {
     mflags |= MAP_POPULATE;
   }
   void *p = mmap(NULL, size, PROT_READ, mflags, fd, 0);
@@ -302,10 +307,6 @@ accel_status_t accel_executable_load_file(accel_runtime_t *runtime,
   if (p == MAP_FAILED) {
     return accel_error(ACCEL_ERROR_IO, "cannot map %s (%llu bytes): %s", path,
                        (unsigned long long)size, strerror(e));
-  }
-  if ((flags & ACCEL_EXECUTABLE_LOAD_SKIP_HASHES) == 0) {
-    // Every byte is about to be hashed: read ahead.
-    madvise(p, size, MADV_SEQUENTIAL | MADV_WILLNEED);
   }
   accel_status_t st = load_image(device, p, size, true, flags, out_executable);
   if (st != ACCEL_OK) {

@@ -20,6 +20,7 @@
 #define MAX_HELPERS 64u
 
 struct accel_host_pool {
+  accel_drv_device_t *device;
   pthread_t threads[MAX_HELPERS];
   uint32_t thread_count;
   uint64_t spin_ns;
@@ -81,6 +82,11 @@ static void run_claims(accel_host_pool_t *p) {
 static void *helper_main(void *arg) {
   accel_host_pool_t *p = arg;
   uint32_t seen = 0;
+  if (p->device->has_affinity) {
+    // Same CPUs as the device's queue workers (its NUMA node); best effort.
+    pthread_setaffinity_np(pthread_self(), sizeof(p->device->affinity),
+                           &p->device->affinity);
+  }
   for (;;) {
     uint64_t spin_until = accel_host_now_ns() + p->spin_ns;
     uint32_t iter = 0;
@@ -139,7 +145,8 @@ void accel_host_pool_destroy(accel_host_pool_t *pool) {
 
 static accel_status_t pool_create(accel_drv_device_t *device,
                                   accel_host_pool_t **out) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  long cpus = device->has_affinity ? CPU_COUNT(&device->affinity)
+                                   : sysconf(_SC_NPROCESSORS_ONLN);
   uint32_t helpers = cpus > 1 ? (uint32_t)cpus - 1 : 1;
   if (helpers > MAX_HELPERS) {
     helpers = MAX_HELPERS;
@@ -152,6 +159,7 @@ static accel_status_t pool_create(accel_drv_device_t *device,
   memset(p, 0, sizeof(*p));
   atomic_flag_clear(&p->failure_taken);
   p->spin_ns = device->spin_ns;
+  p->device = device;
   pthread_mutex_init(&p->lock, NULL);
   for (uint32_t i = 0; i < helpers; ++i) {
     int e = pthread_create(&p->threads[i], NULL, helper_main, p);

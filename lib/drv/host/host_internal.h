@@ -28,6 +28,10 @@ struct accel_drv_device {
   uint64_t spin_ns;
   int32_t numa_node;
   uint64_t page_size;
+  // CPUs the device's worker threads run on (device_set_affinity); set
+  // before any queue exists, read-only afterwards.
+  bool has_affinity;
+  cpu_set_t affinity;
   // Work-group thread pool (host_dispatch.c), created on first use.
   accel_host_pool_t *_Atomic pool;
 };
