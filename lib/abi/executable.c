@@ -169,7 +169,7 @@ static accel_status_t build_kernels(accel_executable_t *exe) {
   for (uint32_t i = 0; i < v->kernel_count; ++i) {
     const axe_kernel_t *r = &v->kernels[i];
     accel_kernel_t *k = &exe->kernels[i];
-    k->owner = &exe->object;
+    k->owner = &exe->owner;
     k->device = exe->device;
     k->abi_version = r->abi_version;
     k->binding_count = r->binding_count;
@@ -207,12 +207,15 @@ static accel_status_t load_image(accel_device_t *device, const void *image,
                                  uint64_t size, bool mapped,
                                  accel_executable_load_flags_t flags,
                                  accel_executable_t **out) {
-  accel_executable_t *exe = calloc(1, sizeof(*exe));
+  accel_executable_t *exe = aligned_alloc(64, sizeof(*exe));
+  if (exe != NULL) {
+    memset(exe, 0, sizeof(*exe));
+  }
   if (exe == NULL) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "cannot allocate an executable");
   }
-  accel_object_init(&exe->object, executable_destroy);
+  accel_launch_owner_init(&exe->owner, executable_destroy);
   exe->device = device;
   exe->code.memfd = -1;
   accel_status_t st = axe_parse(image, size,
@@ -238,7 +241,7 @@ static accel_status_t load_image(accel_device_t *device, const void *image,
   if (st != ACCEL_OK) {
     // The image stays the caller's: undo everything else.
     exe->mapped = false;
-    executable_destroy(&exe->object);
+    executable_destroy(&exe->owner.object);
     return st;
   }
   exe->image = image;
@@ -364,13 +367,13 @@ accel_status_t accel_executable_verify(const void *data, uint64_t size_bytes,
 
 void accel_executable_retain(accel_executable_t *executable) {
   if (executable != NULL) {
-    accel_object_retain(&executable->object);
+    accel_launch_owner_retain(&executable->owner);
   }
 }
 
 void accel_executable_release(accel_executable_t *executable) {
   if (executable != NULL) {
-    accel_object_release(&executable->object);
+    accel_launch_owner_release(&executable->owner);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 
 #include "abi/axe_reader.h"
+#include "abi/launch_owner.h"
 #include "accel/executable.h"
 #include "core/object.h"
 #include "core/runtime_impl.h"
@@ -19,14 +20,16 @@ typedef struct accel_host_code {
 struct accel_kernel {
   // Written per launch (by the submitter and by the queue worker): kept on
   // their own cache line, away from the read-mostly fields below.
-  accel_object_t object;  // first; used by run-time kernels only
+  // Lifetime of a run-time kernel (unused for executable kernels); its
+  // |started| counter sits on a line of its own.
+  accel_launch_owner_t self;
   // One cached launch record (launch.c), freed with the kernel.
   void *_Atomic record_cache;
 
   // Read-mostly from here on.
-  // What launches retain: the executable's object for executable kernels,
-  // |object| for run-time kernels.
-  _Alignas(64) accel_object_t *owner;
+  // What launches hold: the executable's owner for executable kernels,
+  // |self| for run-time kernels.
+  _Alignas(64) accel_launch_owner_t *owner;
   accel_device_t *device;
   accel_kernel_fn_t fn;
   uint32_t abi_version;
@@ -50,7 +53,7 @@ struct accel_kernel {
 void accel_kernel_init_single_dispatch(accel_kernel_t *kernel);
 
 struct accel_executable {
-  accel_object_t object;  // first
+  accel_launch_owner_t owner;  // first
   accel_device_t *device;
   axe_view_t view;
   // The image: a read-only file mapping (|mapped|) or a borrowed buffer.

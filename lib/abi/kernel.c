@@ -80,8 +80,8 @@ accel_status_t accel_kernel_register(accel_device_t *device,
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "kernel \"%s\": cannot allocate", desc->name);
   }
-  accel_object_init(&k->object, kernel_destroy);
-  k->owner = &k->object;
+  accel_launch_owner_init(&k->self, kernel_destroy);
+  k->owner = &k->self;
   k->owns_strings = true;
   k->device = device;
   k->fn = desc->fn;
@@ -117,20 +117,20 @@ accel_status_t accel_kernel_register(accel_device_t *device,
   return ACCEL_OK;
 
 err_destroy:
-  kernel_destroy(&k->object);
+  kernel_destroy(&k->self.object);
   return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                      "kernel \"%s\": cannot copy its declaration", desc->name);
 }
 
 void accel_kernel_retain(accel_kernel_t *kernel) {
   if (kernel != NULL) {
-    accel_object_retain(kernel->owner);
+    accel_launch_owner_retain(kernel->owner);
   }
 }
 
 void accel_kernel_release(accel_kernel_t *kernel) {
   if (kernel != NULL) {
-    accel_object_release(kernel->owner);
+    accel_launch_owner_release(kernel->owner);
   }
 }
 

@@ -240,8 +240,7 @@ accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
       n[1] == 1 && n[2] == 1) {
     cmd.launch.exec = launch_exec_single;
     cmd.launch.payload = kernel;
-    accel_object_retain(k->owner);
-    cmd.refs[1] = k->owner;
+    cmd.refs[1] = accel_launch_owner_take(k->owner);
     return accel_stream_submit(stream, &cmd);
   }
 
@@ -307,7 +306,6 @@ accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
   cmd.launch.exec = launch_exec;
   cmd.launch.payload = l;
   cmd.refs[0] = &l->object;
-  accel_object_retain(k->owner);
-  cmd.refs[1] = k->owner;
+  cmd.refs[1] = accel_launch_owner_take(k->owner);
   return accel_stream_submit(stream, &cmd);
 }

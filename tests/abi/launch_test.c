@@ -5,6 +5,7 @@
 // stream; run-time kernels registered with accel_kernel_register.
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,61 @@ static void test_kernel_register_runs_with_same_abi_and_checks(void **state) {
                       ACCEL_ERROR_INVALID_ARGUMENT);
 }
 
+static _Atomic int g_gate;
+
+static accel_status_t wait_gate(void *user_data) {
+  (void)user_data;
+  while (!atomic_load(&g_gate)) {
+    usleep(100);
+  }
+  return ACCEL_OK;
+}
+
+// Launches in flight keep their executable (and its code object) alive after
+// the caller's last reference is gone, through thousands of launches.
+static void test_launch_keeps_executable_alive_until_complete(void **state) {
+  test_env_t *env = *state;
+  char path[256];
+  snprintf(path, sizeof(path), "%s/kernels.axe", g.dir);
+  accel_executable_t *exe;
+  assert_accel_ok(accel_executable_load_file(env->runtime, env->device, path,
+                                             0, &exe));
+  accel_kernel_t *empty, *add;
+  assert_accel_ok(accel_executable_kernel(exe, "empty", &empty));
+  assert_accel_ok(accel_executable_kernel(exe, "vector_add", &add));
+  accel_stream_t *s;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  atomic_store(&g_gate, 0);
+  assert_accel_ok(accel_stream_host_call(s, wait_gate, NULL));
+  accel_launch_desc_t d = {.struct_size = sizeof(d),
+                           .workgroup_count = {1, 1, 1}};
+  for (int i = 0; i < 3000; ++i) {
+    assert_accel_ok(accel_launch(s, empty, &d));
+  }
+  uint32_t n = 1000;
+  accel_buffer_t *a = alloc_buffer(n * 4), *out = alloc_buffer(n * 4);
+  float *pa = host(a), *po = host(out);
+  for (uint32_t i = 0; i < n; ++i) {
+    pa[i] = (float)i;
+  }
+  accel_launch_binding_t bind[3] = {{.buffer = a}, {.buffer = a},
+                                    {.buffer = out}};
+  accel_launch_desc_t ad = {.struct_size = sizeof(ad),
+                            .workgroup_count = {(n + 255) / 256, 1, 1},
+                            .binding_count = 3, .bindings = bind,
+                            .constants_size = 4, .constants = &n};
+  assert_accel_ok(accel_launch(s, add, &ad));
+  accel_executable_release(exe);  // launches still pending behind the gate
+  atomic_store(&g_gate, 1);
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  for (uint32_t i = 0; i < n; ++i) {
+    assert_true(po[i] == 2.0f * (float)i);
+  }
+  accel_buffer_release(a);
+  accel_buffer_release(out);
+  accel_stream_destroy(s);
+}
+
 typedef struct concurrent {
   accel_stream_t *stream;
   uint32_t n;
@@ -455,6 +511,7 @@ int main(void) {
       cmocka_unit_test(test_launch_kernel_failure_poisons_stream),
       cmocka_unit_test(test_kernel_register_runs_with_same_abi_and_checks),
       cmocka_unit_test(test_launch_concurrent_streams_share_the_pool),
+      cmocka_unit_test(test_launch_keeps_executable_alive_until_complete),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
