@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "test_support.h"
@@ -334,6 +337,51 @@ static void test_kernel_register_runs_with_same_abi_and_checks(void **state) {
                       ACCEL_ERROR_INVALID_ARGUMENT);
 }
 
+static int32_t record_thread(const accel_kernel_dispatch_t *d,
+                             const accel_kernel_workgroup_t *wg) {
+  pid_t *tids = d->bindings[0].data;
+  tids[wg->id[0]] = (pid_t)syscall(SYS_gettid);
+  usleep(1000);  // long enough for a parked pool thread to join in
+  return 0;
+}
+
+// A grid of many work-groups is spread over more than one thread when the
+// machine has more than one CPU (the device's pool joins the queue worker).
+static void test_launch_spreads_workgroups_over_threads(void **state) {
+  test_env_t *env = *state;
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    skip();
+  }
+  accel_kernel_binding_decl_t decl = {.access = ACCEL_KERNEL_ACCESS_WRITE,
+                                      .min_size_bytes = 64 * sizeof(pid_t)};
+  accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
+                            .abi_version = ACCEL_KERNEL_ABI_VERSION,
+                            .name = "record_thread", .fn = record_thread,
+                            .binding_count = 1, .bindings = &decl};
+  accel_kernel_t *k;
+  assert_accel_ok(accel_kernel_register(env->device, &kd, &k));
+  accel_buffer_t *tids = alloc_buffer(64 * sizeof(pid_t));
+  accel_launch_binding_t bind = {.buffer = tids};
+  accel_launch_desc_t d = {.struct_size = sizeof(d),
+                           .workgroup_count = {64, 1, 1}, .binding_count = 1,
+                           .bindings = &bind};
+  assert_accel_ok(accel_launch(g.stream, k, &d));
+  assert_accel_ok(accel_stream_synchronize(g.stream, ACCEL_TIMEOUT_INFINITE));
+  pid_t *t = host(tids);
+  int distinct = 0;
+  for (int i = 0; i < 64; ++i) {
+    assert_true(t[i] != 0);  // every work-group ran
+    bool seen = false;
+    for (int j = 0; j < i; ++j) {
+      seen |= t[j] == t[i];
+    }
+    distinct += !seen;
+  }
+  assert_true(distinct >= 2);
+  accel_buffer_release(tids);
+  accel_kernel_release(k);
+}
+
 static _Atomic int g_gate;
 
 static accel_status_t wait_gate(void *user_data) {
@@ -512,6 +560,7 @@ int main(void) {
       cmocka_unit_test(test_kernel_register_runs_with_same_abi_and_checks),
       cmocka_unit_test(test_launch_concurrent_streams_share_the_pool),
       cmocka_unit_test(test_launch_keeps_executable_alive_until_complete),
+      cmocka_unit_test(test_launch_spreads_workgroups_over_threads),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
