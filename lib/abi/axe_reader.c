@@ -552,18 +552,22 @@ static accel_status_t parse_sections(parse_t *p) {
     if (s->size == 0) {
       return SECTION_FAIL(FORMAT, i, s->kind, "size", "empty code object");
     }
-    for (uint32_t j = 0; j < i; ++j) {
-      if (v->sections[j].kind == AXE_SECTION_CODE &&
-          strcmp(axe_string(v, v->sections[j].name), axe_string(v, s->name)) ==
-              0) {
-        return SECTION_FAIL(FORMAT, i, s->kind, "name",
-                            "second code object for target \"%s\" (the "
-                            "first is section %u)",
-                            axe_string(v, s->name), j);
-      }
+  }
+  // Targets are unique (sorted, so that 65536 code sections stay cheap).
+  uint32_t *targets = malloc(sizeof(uint32_t) * v->section_count);
+  if (targets == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "cannot allocate %u code targets", v->section_count);
+  }
+  uint32_t code_count = 0;
+  for (uint32_t i = 0; i < v->section_count; ++i) {
+    if (v->sections[i].kind == AXE_SECTION_CODE) {
+      targets[code_count++] = v->sections[i].name;
     }
   }
-  return ACCEL_OK;
+  st = check_unique(v, targets, code_count, "code object target");
+  free(targets);
+  return st;
 }
 
 static accel_status_t parse_requirements(const axe_view_t *v) {
