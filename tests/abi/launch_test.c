@@ -14,6 +14,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "fault_driver.h"
 #include "test_support.h"
 
 typedef struct fixture {
@@ -382,6 +383,80 @@ static void test_launch_spreads_workgroups_over_threads(void **state) {
   accel_kernel_release(k);
 }
 
+// Driver failures while loading (workspace memory) and launching (queue
+// submit) unwind everything: the caller gets the error, nothing leaks, and
+// the executable is destroyed by its last release.
+static void test_launch_and_load_unwind_driver_failures(void **state) {
+  (void)state;
+  accel_runtime_t *rt;
+  assert_accel_ok(fault_runtime_create(NULL, &rt));
+  accel_device_t *dev;
+  assert_accel_ok(accel_device_get(rt, 0, &dev));
+  char path[256];
+  snprintf(path, sizeof(path), "%s/workspace.axe", g.dir);
+  accel_exe_builder_t *b;
+  assert_accel_ok(accel_exe_builder_create(&b));
+  accel_exe_requirements_t req = {.struct_size = sizeof(req),
+                                  .workspace_bytes = 1 << 20};
+  assert_accel_ok(accel_exe_builder_set_requirements(b, &req));
+  accel_exe_kernel_desc_t kd = {.struct_size = sizeof(kd), .name = "empty"};
+  assert_accel_ok(accel_exe_builder_add_kernel(b, &kd));
+  accel_device_info_t info = {.struct_size = sizeof(info)};
+  accel_device_info(dev, &info);
+  FILE *f = fopen(getenv("ACCEL_TEST_HOST_KERNELS"), "rb");
+  static uint8_t so[1 << 20];
+  size_t so_size = fread(so, 1, sizeof(so), f);
+  fclose(f);
+  assert_accel_ok(accel_exe_builder_add_code(b, info.target,
+                                             ACCEL_CODE_FORMAT_ELF_SO, so,
+                                             so_size));
+  assert_accel_ok(accel_exe_builder_write_file(b, path, NULL, NULL));
+  accel_exe_builder_destroy(b);
+
+  accel_executable_t *exe = NULL;
+  for (int op = FAULT_OP_VA_RESERVE; op <= FAULT_OP_PHYS_MAP; ++op) {
+    fault_driver_arm((fault_op_t)op, 1, ACCEL_ERROR_OUT_OF_MEMORY);
+    assert_accel_status(accel_executable_load_file(rt, dev, path, 0, &exe),
+                        ACCEL_ERROR_OUT_OF_MEMORY);
+    assert_null(exe);
+    assert_non_null(strstr(accel_last_error(), "injected"));
+  }
+  fault_driver_reset();
+  assert_accel_ok(accel_executable_load_file(rt, dev, path, 0, &exe));
+  accel_kernel_t *k;
+  assert_accel_ok(accel_executable_kernel(exe, "empty", &k));
+  accel_stream_t *s;
+  assert_accel_ok(accel_stream_create(dev, NULL, &s));
+  accel_buffer_desc_t bd = {.struct_size = sizeof(bd), .size_bytes = 64};
+  accel_buffer_t *buf;
+  assert_accel_ok(accel_buffer_alloc(dev, &bd, &buf));
+  accel_kernel_binding_decl_t decl = {.access = ACCEL_KERNEL_ACCESS_READ};
+  accel_kernel_desc_t rd = {.struct_size = sizeof(rd),
+                            .abi_version = ACCEL_KERNEL_ABI_VERSION,
+                            .name = "reads", .fn = record_thread,
+                            .binding_count = 1, .bindings = &decl};
+  accel_kernel_t *reg;
+  assert_accel_ok(accel_kernel_register(dev, &rd, &reg));
+  accel_launch_binding_t bind = {.buffer = buf};
+  accel_launch_desc_t one = {.struct_size = sizeof(one),
+                             .workgroup_count = {1, 1, 1}};
+  accel_launch_desc_t withb = {.struct_size = sizeof(withb),
+                               .workgroup_count = {1, 1, 1},
+                               .binding_count = 1, .bindings = &bind};
+  fault_driver_arm(FAULT_OP_QUEUE_SUBMIT, 1, ACCEL_ERROR_OUT_OF_MEMORY);
+  assert_accel_status(accel_launch(s, k, &one), ACCEL_ERROR_OUT_OF_MEMORY);
+  fault_driver_arm(FAULT_OP_QUEUE_SUBMIT, 1, ACCEL_ERROR_OUT_OF_MEMORY);
+  assert_accel_status(accel_launch(s, reg, &withb), ACCEL_ERROR_OUT_OF_MEMORY);
+  fault_driver_reset();
+  assert_accel_ok(accel_launch(s, k, &one));
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  accel_kernel_release(reg);
+  accel_buffer_release(buf);
+  accel_executable_release(exe);
+  accel_stream_destroy(s);
+  accel_runtime_destroy(rt);
+}
+
 static _Atomic int g_gate;
 
 static accel_status_t wait_gate(void *user_data) {
@@ -561,6 +636,7 @@ int main(void) {
       cmocka_unit_test(test_launch_concurrent_streams_share_the_pool),
       cmocka_unit_test(test_launch_keeps_executable_alive_until_complete),
       cmocka_unit_test(test_launch_spreads_workgroups_over_threads),
+      cmocka_unit_test(test_launch_and_load_unwind_driver_failures),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
