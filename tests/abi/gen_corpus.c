@@ -179,8 +179,11 @@ int main(int argc, char **argv) {
   emit("valid_base", &im, "ACCEL_OK", "-");
 
   {  // An optional section of a kind from the future is skipped.
+    static const uint8_t uuid2[16] = {7, 7, 7, 7, 7, 7, 0x47, 7,
+                                      0x87, 7, 7, 7, 7, 7, 7, 7};
     accel_exe_builder_t *b;
     accel_exe_builder_create(&b);
+    accel_exe_builder_set_uuid(b, uuid2);
     static const char extra[] = "future data";
     accel_exe_builder_add_raw_section(b, 200, 0, extra, sizeof(extra));
     accel_exe_builder_add_metadata(b, "k", "v");
@@ -188,7 +191,9 @@ int main(int argc, char **argv) {
     accel_exe_builder_write_memory(b, &d, &im.size);
     im.data = d;
     emit("valid_unknown_optional_section", &im, "ACCEL_OK", "-");
+    accel_exe_builder_destroy(b);
     accel_exe_builder_create(&b);
+    accel_exe_builder_set_uuid(b, uuid2);
     accel_exe_builder_add_raw_section(b, 200, 1, extra, sizeof(extra));
     accel_exe_builder_write_memory(b, &d, &im.size);
     im.data = d;
