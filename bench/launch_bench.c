@@ -12,6 +12,12 @@
 //    last completion, against a bare single-producer/single-consumer ring
 //    measured the same way. Target 2x.
 //  - idle_cpu_fraction: CPU used by an idle runtime with a stream over 200 ms.
+//  - empty_kernel_roundtrip: accel_launch of an empty kernel (one work-group,
+//    registered with accel_kernel_register, so the full launch path: checks,
+//    launch record, ACCEL_CMD_LAUNCH, exec on the worker) and synchronize,
+//    against roundtrip_empty_command measured in the same run, interleaved
+//    run by run with it.
+//    Target 1.2x.
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -188,6 +194,11 @@ static double measure_spsc(uint64_t n) {
 
 static accel_status_t empty_host_fn(void *user_data) { return ACCEL_OK; }
 
+static int32_t empty_kernel(const accel_kernel_dispatch_t *dispatch,
+                            const accel_kernel_workgroup_t *workgroup) {
+  return 0;
+}
+
 static int check(accel_status_t st, const char *what) {
   if (st != ACCEL_OK) {
     fprintf(stderr, "accel-bench launch: %s: %s: %s\n", what,
@@ -276,6 +287,44 @@ int accel_bench_launch(const bench_args_t *args) {
     accel_stream_destroy(ps);
     accel_runtime_destroy(prt);
   }
+  // Empty kernel: the same loop through accel_launch.
+  accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
+                            .abi_version = ACCEL_KERNEL_ABI_VERSION,
+                            .name = "empty", .fn = empty_kernel};
+  accel_kernel_t *kernel = NULL;
+  if (check(accel_kernel_register(dev, &kd, &kernel), "kernel")) {
+    return 1;
+  }
+  accel_launch_desc_t ld = {.struct_size = sizeof(ld),
+                            .workgroup_count = {1, 1, 1}};
+  for (int i = 0; i < iters / 10; ++i) {
+    accel_launch(s, kernel, &ld);
+    accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE);
+  }
+  // Interleaved with the host-command loop so that both see the same
+  // machine (other processes on a shared host shift absolute times).
+  double kr_samples[64], hc_samples[64];
+  for (int r = 0; r < runs; ++r) {
+    uint64_t t0 = bench_now_ns();
+    for (int i = 0; i < iters; ++i) {
+      if (check(accel_stream_host_call(s, empty_host_fn, NULL), "enqueue") ||
+          check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+        return 1;
+      }
+    }
+    uint64_t t1 = bench_now_ns();
+    for (int i = 0; i < iters; ++i) {
+      if (check(accel_launch(s, kernel, &ld), "launch") ||
+          check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+        return 1;
+      }
+    }
+    hc_samples[r] = (double)(t1 - t0) / iters;
+    kr_samples[r] = (double)(bench_now_ns() - t1) / iters;
+  }
+  double host_roundtrip = bench_median(hc_samples, runs);
+  double kernel_roundtrip = bench_median(kr_samples, runs);
+  accel_kernel_release(kernel);
 
   // Batches: enqueue cost and completion rate.
   double enq[16], done[16], bare[16];
@@ -314,6 +363,9 @@ int accel_bench_launch(const bench_args_t *args) {
             "<= 2", batch_runs);
   bench_add(&report, "idle_cpu_fraction", idle, "cpu/s", NULL, 0, "<= 0.01",
             1);
+  bench_add(&report, "empty_kernel_roundtrip", kernel_roundtrip / 1000.0, "us",
+            "roundtrip_empty_command", host_roundtrip / 1000.0, "<= 1.2",
+            runs);
   accel_stream_destroy(s);
   accel_runtime_destroy(rt);
   return bench_print(&report, args->json);

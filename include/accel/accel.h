@@ -7,6 +7,8 @@
 #include "accel/device.h"
 #include "accel/dma.h"
 #include "accel/event.h"
+#include "accel/executable.h"
+#include "accel/kernel_abi.h"
 #include "accel/memory.h"
 #include "accel/runtime.h"
 #include "accel/semaphore.h"

@@ -318,6 +318,17 @@ struct accel_driver {
   // copies |cpus| and applies it to the threads it starts later.
   void (*device_set_affinity)(accel_drv_device_t *device,
                               const cpu_set_t *cpus);
+  // Optional (host-visible devices): runs fn(ctx, id) once for every id in
+  // the grid [0, group_count[0]) x [0, group_count[1]) x [0, group_count[2])
+  // on the device's threads, the calling thread included, and returns when
+  // all have run. Ids run concurrently and in any order; after the first
+  // failure the remaining ids are skipped and that failure (status and
+  // message) is returned. NULL: callers run the grid themselves.
+  accel_status_t (*host_dispatch)(accel_drv_device_t *device,
+                                  const uint32_t group_count[3],
+                                  accel_status_t (*fn)(void *ctx,
+                                                       const uint32_t id[3]),
+                                  void *ctx);
 
   // Copy engines and their DMA rings (optional: NULL means the backend has
   // no copy engines and lib/dma reports UNSUPPORTED).

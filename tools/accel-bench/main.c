@@ -14,6 +14,8 @@ static const struct {
      "host-command round trip and enqueue cost vs bare thread handoffs"},
     {"topo", accel_bench_topo,
      "runtime creation with device placement vs without; topology load"},
+    {"load", accel_bench_load,
+     "load an .axe with 1 GiB of weights to first launch vs read()"},
     {"dma", accel_bench_dma,
      "DMA copy bandwidth, 4 KiB latency and staging vs memcpy baselines"},
 };

@@ -75,6 +75,8 @@ static accel_status_t host_device_open(accel_drv_backend_t *backend,
 }
 
 static void host_device_close(accel_drv_device_t *device) {
+  accel_host_pool_destroy(
+      atomic_load_explicit(&device->pool, memory_order_acquire));
   accel_host_dma_fini(device);
   free(device);
 }
@@ -278,6 +280,7 @@ const accel_driver_t accel_host_driver = {
     .queue_destroy = accel_host_queue_destroy,
     .queue_submit = accel_host_queue_submit,
     .device_set_affinity = host_device_set_affinity,
+    .host_dispatch = accel_host_dispatch,
     .copy_engine_count = accel_host_copy_engine_count,
     .dma_ring_create = accel_host_dma_ring_create,
     .dma_ring_destroy = accel_host_dma_ring_destroy,

@@ -20,6 +20,7 @@ struct accel_drv_backend {
   uint32_t device_count;
 };
 
+typedef struct accel_host_pool accel_host_pool_t;
 typedef struct accel_host_dma accel_host_dma_t;
 
 struct accel_drv_device {
@@ -32,6 +33,8 @@ struct accel_drv_device {
   // before any queue exists, read-only afterwards.
   bool has_affinity;
   cpu_set_t affinity;
+  // Work-group thread pool (host_dispatch.c), created on first use.
+  accel_host_pool_t *_Atomic pool;
   accel_host_dma_t *dma;  // copy engines (host_dma.c)
 };
 
@@ -149,6 +152,18 @@ void accel_host_queue_destroy(accel_drv_queue_t *queue);
 accel_status_t accel_host_queue_submit(accel_drv_queue_t *queue,
                                        const accel_cmd_t *commands,
                                        uint32_t count, uint64_t *out_last_seq);
+
+// ---------------------------------------------------------------------------
+// Work-group dispatch (host_dispatch.c).
+// ---------------------------------------------------------------------------
+
+accel_status_t accel_host_dispatch(accel_drv_device_t *device,
+                                   const uint32_t group_count[3],
+                                   accel_status_t (*fn)(void *ctx,
+                                                        const uint32_t id[3]),
+                                   void *ctx);
+// Stops and joins the pool's threads (NULL ignored).
+void accel_host_pool_destroy(accel_host_pool_t *pool);
 
 // ---------------------------------------------------------------------------
 // Copy engines and DMA rings (host_dma.c).
