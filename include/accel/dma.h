@@ -39,6 +39,10 @@ enum accel_dma_queue_flag_bits {
   // accel_dma_submit returns ACCEL_ERROR_NOT_READY instead of blocking when
   // the rings lack space for the whole submit.
   ACCEL_DMA_QUEUE_FLAG_NON_BLOCKING = 1u << 0,
+  // accel_dma_queue_destroy aborts the work that has not started (its
+  // semaphores fail with ACCEL_ERROR_ABORTED), including submits waiting on
+  // semaphores that will never be signalled, instead of waiting for it.
+  ACCEL_DMA_QUEUE_FLAG_ABORT_ON_DESTROY = 1u << 1,
 };
 
 // How to create a queue.
@@ -166,8 +170,9 @@ ACCEL_API accel_status_t accel_dma_queue_create(
 
 // Waits for every submit on |queue| to complete (or be aborted), then frees
 // it. Semaphores it was to signal are signalled (or failed) before this
-// returns. A submit waiting on a semaphore that is never signalled makes this
-// block forever. NULL is ignored.
+// returns. Without ACCEL_DMA_QUEUE_FLAG_ABORT_ON_DESTROY, a submit waiting on
+// a semaphore that is never signalled makes this block forever; with it, work
+// not started is aborted. NULL is ignored.
 // Not thread-safe: no other call on |queue| may run or follow.
 ACCEL_API void accel_dma_queue_destroy(accel_dma_queue_t *queue);
 

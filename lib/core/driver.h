@@ -348,6 +348,9 @@ struct accel_driver {
   // |timeout_ns|: ACCEL_ERROR_TIMEOUT otherwise.
   accel_status_t (*dma_ring_wait)(accel_drv_dma_ring_t *ring, uint64_t head,
                                   uint64_t timeout_ns);
+  // Makes the engine abort every descriptor of |ring| it has not started,
+  // a WAIT it is stalled on included (ACCEL_ERROR_ABORTED: SIGNALs fail).
+  void (*dma_ring_abort)(accel_drv_dma_ring_t *ring);
   // Test hook: the next COPY or FILL the engine executes on |ring| fails with
   // |status| (an engine error), which poisons the ring.
   void (*dma_ring_inject_fault)(accel_drv_dma_ring_t *ring,

@@ -44,7 +44,8 @@ accel_status_t accel_dma_queue_create(accel_device_t *device,
     memcpy(&d, desc,
            desc->struct_size < sizeof(d) ? desc->struct_size : sizeof(d));
   }
-  if ((d.flags & ~(uint32_t)ACCEL_DMA_QUEUE_FLAG_NON_BLOCKING) != 0) {
+  if ((d.flags & ~(uint32_t)(ACCEL_DMA_QUEUE_FLAG_NON_BLOCKING |
+                             ACCEL_DMA_QUEUE_FLAG_ABORT_ON_DESTROY)) != 0) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "dma queue desc: unknown flags 0x%x", d.flags);
   }
@@ -133,6 +134,13 @@ err_free_queue:
 void accel_dma_queue_destroy(accel_dma_queue_t *queue) {
   if (queue == NULL) {
     return;
+  }
+  const accel_driver_t *drv = queue->device->driver;
+  if ((queue->flags & ACCEL_DMA_QUEUE_FLAG_ABORT_ON_DESTROY) != 0 &&
+      drv->dma_ring_abort != NULL) {
+    for (uint32_t i = 0; i < queue->ring_count; ++i) {
+      drv->dma_ring_abort(queue->rings[i].drv);
+    }
   }
   destroy_rings(queue, queue->ring_count);
   accel_dma_queue_retire_locked(queue, UINT64_MAX);

@@ -412,6 +412,35 @@ static void test_dma_counters_report_bytes_by_direction(void **state) {
   accel_dma_queue_destroy(q);
 }
 
+// A queue created with ABORT_ON_DESTROY aborts work waiting on a semaphore
+// that is never signalled: destroy returns and the submit's semaphore fails.
+static void test_dma_abort_on_destroy_fails_pending_work(void **state) {
+  test_env_t *env = *state;
+  accel_dma_queue_t *q =
+      make_queue(env, 0, ACCEL_DMA_QUEUE_FLAG_ABORT_ON_DESTROY, 0);
+  uint8_t *sp, *dp;
+  accel_buffer_t *src = alloc(env, 3u << 20, &sp);
+  accel_buffer_t *dst = alloc(env, 3u << 20, &dp);
+  memset(sp, 4, 3u << 20);
+  accel_semaphore_t *gate = NULL, *done = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &gate));
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &done));
+  uint64_t one = 1;
+  accel_dma_desc_t d = copy_desc(dst, 0, src, 0, 3u << 20);
+  assert_accel_ok(accel_dma_submit(q, &d, 1, 1, &gate, &one, 1, &done, &one));
+  usleep(10000);  // the engine is stalled on the gate
+  accel_dma_queue_destroy(q);
+  assert_accel_status(accel_semaphore_wait(done, 1, 10 * SECOND),
+                      ACCEL_ERROR_ABORTED);
+  assert_non_null(strstr(accel_last_error(), "destroyed with pending work"));
+  assert_int_equal(dp[0], 0);
+  assert_int_equal(atomic_load(&src->object.ref_count), 1);
+  accel_semaphore_release(gate);
+  accel_semaphore_release(done);
+  accel_buffer_release(src);
+  accel_buffer_release(dst);
+}
+
 // References a submit holds are dropped once the queue sees it complete.
 static void test_dma_held_references_dropped_after_completion(void **state) {
   test_env_t *env = *state;
@@ -529,6 +558,7 @@ int main(void) {
       cmocka_unit_test(test_dma_failed_wait_semaphore_fails_queue),
       cmocka_unit_test(test_dma_queued_work_holds_buffer_references),
       cmocka_unit_test(test_dma_counters_report_bytes_by_direction),
+      cmocka_unit_test(test_dma_abort_on_destroy_fails_pending_work),
       cmocka_unit_test(test_dma_held_references_dropped_after_completion),
       cmocka_unit_test(test_dma_copy_engines_env),
       cmocka_unit_test(test_dma_queue_create_rejects_bad_desc),

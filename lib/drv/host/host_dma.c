@@ -41,6 +41,7 @@ struct accel_drv_dma_ring {
   _Atomic uint32_t head_word;
   _Atomic uint64_t bytes[ACCEL_DMA_DIR_COUNT];
   _Atomic int inject_status;  // test hook: fail the next COPY/FILL
+  _Atomic uint32_t abort;     // dma_ring_abort was called
   _Alignas(64) _Atomic uint32_t failed;  // set once poisoned
 
   // Engine side (its thread only).
@@ -318,6 +319,12 @@ static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
   // the descriptor bytes written before it are visible.
   while (slot_ready(r, r->consumed, __ATOMIC_ACQUIRE)) {
     accel_dma_hw_desc_t *d = &r->slots[r->consumed & r->mask];
+    // Acquire: pairs with dma_ring_abort's release.
+    if (!r->poisoned &&
+        atomic_load_explicit(&r->abort, memory_order_acquire) != 0) {
+      poison(r, d, ACCEL_ERROR_ABORTED,
+             "aborted: dma queue destroyed with pending work");
+    }
     if (!execute(r, d, out_stall)) {
       r->stalled = true;
       break;
@@ -350,17 +357,21 @@ static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
 // by the caller) is news, since what follows runs after the WAIT anyway.
 // Polling the slot, not the tail, keeps the engine to one cache line per ring
 // that the host writes.
-static bool ring_has_new(const accel_drv_dma_ring_t *r) {
-  return !r->stalled && slot_ready(r, r->consumed, __ATOMIC_RELAXED);
+static bool ring_has_new(accel_drv_dma_ring_t *r) {
+  return slot_ready(r, r->consumed, __ATOMIC_RELAXED) &&
+         (!r->stalled ||
+          atomic_load_explicit(&r->abort, memory_order_relaxed) != 0);
 }
 
 // The same check before parking. Seq_cst on the tail: either this load sees
 // the doorbell's tail (and then, through it, the ownership word), or the
 // doorbell's |parked| load that follows its tail store sees the engine parked
 // (see engine_park).
-static bool ring_has_new_parking(const accel_drv_dma_ring_t *r) {
+static bool ring_has_new_parking(accel_drv_dma_ring_t *r) {
   (void)atomic_load_explicit(&r->tail, memory_order_seq_cst);
-  return !r->stalled && slot_ready(r, r->consumed, __ATOMIC_ACQUIRE);
+  return slot_ready(r, r->consumed, __ATOMIC_ACQUIRE) &&
+         (!r->stalled ||
+          atomic_load_explicit(&r->abort, memory_order_seq_cst) != 0);
 }
 
 static bool stalled_moved(uint32_t stall_count,
@@ -802,6 +813,17 @@ accel_status_t accel_host_dma_ring_wait(accel_drv_dma_ring_t *r, uint64_t head,
     accel_host_futex_wait(&r->head_word, word, deadline);
   }
   return st;
+}
+
+void accel_host_dma_ring_abort(accel_drv_dma_ring_t *r) {
+  // Seq_cst: like a doorbell, the flag must precede wake_engine's |parked|
+  // load (see engine_park), so a parked engine wakes and sees it.
+  atomic_store_explicit(&r->abort, 1, memory_order_seq_cst);
+  host_engine_t *e = r->engine;
+  // A stalled engine may be in a semaphore wait whatever |parked| says:
+  // the kick cancels it.
+  atomic_store_explicit(&e->kick, 1, memory_order_release);
+  accel_host_waiter_wake(&e->waiter);
 }
 
 void accel_host_dma_ring_inject_fault(accel_drv_dma_ring_t *r,

@@ -286,5 +286,6 @@ const accel_driver_t accel_host_driver = {
     .dma_ring_destroy = accel_host_dma_ring_destroy,
     .dma_ring_doorbell = accel_host_dma_ring_doorbell,
     .dma_ring_wait = accel_host_dma_ring_wait,
+    .dma_ring_abort = accel_host_dma_ring_abort,
     .dma_ring_inject_fault = accel_host_dma_ring_inject_fault,
 };

@@ -184,6 +184,7 @@ void accel_host_dma_ring_destroy(accel_drv_dma_ring_t *ring);
 void accel_host_dma_ring_doorbell(accel_drv_dma_ring_t *ring, uint64_t tail);
 accel_status_t accel_host_dma_ring_wait(accel_drv_dma_ring_t *ring,
                                         uint64_t head, uint64_t timeout_ns);
+void accel_host_dma_ring_abort(accel_drv_dma_ring_t *ring);
 void accel_host_dma_ring_inject_fault(accel_drv_dma_ring_t *ring,
                                       accel_status_t status);
 
