@@ -780,6 +780,97 @@ static void plan_submit(plan_t *p, const accel_dma_desc_t *descs,
   }
 }
 
+// Publishes a written submit and does its bookkeeping (holds the lock).
+static void commit_locked(accel_dma_queue_t *q, plan_t *p,
+                          uint32_t desc_count) {
+  doorbell_all(p);
+  accel_dma_queue_seal_held_locked(q, p->holds, q->rings[0].tail);
+  q->submit_count = p->submit_id;
+  uint64_t occupancy = 0;
+  for (uint32_t i = 0; i < q->ring_count; ++i) {
+    accel_dma_ring_state_t *r = &q->rings[i];
+    occupancy += r->tail - r->head_cached;  // an upper bound: cheap
+  }
+  // Release: synchronize acquires it, then waits for the home head.
+  atomic_store_explicit(&q->last_tail, q->rings[0].tail,
+                        memory_order_release);
+  if (occupancy >
+      atomic_load_explicit(&q->occupancy_peak, memory_order_relaxed)) {
+    atomic_store_explicit(&q->occupancy_peak, occupancy,
+                          memory_order_relaxed);
+  }
+  // Plain load and store: only submitters (serialized by the lock) write
+  // these; readers take a relaxed snapshot.
+  counter_add(&q->submits, 1);
+  counter_add(&q->descriptors, desc_count);
+  counter_add(&q->ring_descriptors, p->written);
+}
+
+// The latency path: one non-empty 1D copy between buffers, small enough not
+// to be split, with no wait and at most one signal (folded into the copy),
+// on a blocking queue.
+// Writes what the general path would write, without planning.
+static bool is_single_copy(const accel_dma_queue_t *q,
+                           const accel_dma_desc_t *d, uint32_t desc_count,
+                           uint32_t wait_count, uint32_t signal_count) {
+  return desc_count == 1 && wait_count == 0 && signal_count <= 1 &&
+         (q->flags & ACCEL_DMA_QUEUE_FLAG_NON_BLOCKING) == 0 &&
+         d->struct_size == sizeof(*d) && d->op == ACCEL_DMA_OP_COPY_1D &&
+         d->dst.buffer != NULL && d->src.buffer != NULL &&
+         d->dst.host == NULL && d->src.host == NULL && d->width_bytes > 0 &&
+         (q->ring_count < 2 || d->width_bytes < ACCEL_DMA_SPLIT_MIN_BYTES);
+}
+
+static accel_status_t submit_single_copy(accel_dma_queue_t *q,
+                                         const accel_dma_desc_t *desc,
+                                         accel_semaphore_t *sem,
+                                         uint64_t value) {
+  box_t b;
+  accel_status_t st = validate_desc(q, desc, &b);
+  if (st != ACCEL_OK) {
+    return accel_error_context(st, "dma submit to \"%s\": descriptor 0 (%s)",
+                               q->name, op_name(desc->op));
+  }
+  pthread_mutex_lock(&q->submit_lock);
+  st = accel_dma_queue_check_failed(q);
+  if (st == ACCEL_OK && q->held_count >= 64) {
+    // Acquire: the engine finished with what it retired.
+    accel_dma_queue_retire_locked(
+        q, atomic_load_explicit(q->rings[0].mem.head, memory_order_acquire));
+  }
+  if (st == ACCEL_OK) {
+    st = accel_dma_queue_reserve_held_locked(q, 3);
+  }
+  if (st == ACCEL_OK) {
+    plan_t p = {
+        .q = q,
+        .write = true,
+        .submit_id = q->submit_count + 1,
+        .ring_count = q->ring_count,
+        .index = 0,
+        .user_op = ACCEL_DMA_OP_COPY_1D,
+        .direction = direction_of(desc),
+    };
+    hold(&p, &desc->dst.buffer->object);
+    hold(&p, &desc->src.buffer->object);
+    accel_dma_hw_desc_t d = hw_desc(&p, ACCEL_DMA_HW_COPY, false);
+    d.copy.dst = ref_address(&desc->dst);
+    d.copy.src = ref_address(&desc->src);
+    d.copy.width = desc->width_bytes;
+    d.copy.height = 1;
+    d.copy.depth = 1;
+    if (sem != NULL) {
+      hold(&p, &sem->object);
+      d.signal_semaphore = sem->drv;
+      d.signal_value = value;
+    }
+    emit_now(&p, 0, &d);
+    commit_locked(q, &p, 1);
+  }
+  pthread_mutex_unlock(&q->submit_lock);
+  return st;
+}
+
 accel_status_t accel_dma_submit(
     accel_dma_queue_t *queue, const accel_dma_desc_t *descs,
     uint32_t desc_count, uint32_t wait_count,
@@ -799,6 +890,11 @@ accel_status_t accel_dma_submit(
                        "dma submit to \"%s\": descriptor struct_size %u is "
                        "smaller than %zu",
                        q->name, stride, sizeof(accel_dma_desc_t));
+  }
+  if (is_single_copy(q, descs, desc_count, wait_count, signal_count)) {
+    return submit_single_copy(q, descs,
+                              signal_count ? signal_semaphores[0] : NULL,
+                              signal_count ? signal_values[0] : 0);
   }
   box_t boxes_stack[16];
   box_t *boxes = boxes_stack;
@@ -918,28 +1014,10 @@ accel_status_t accel_dma_submit(
   plan_submit(&p, descs, stride, boxes, desc_count, wait_count,
               wait_semaphores, wait_values, signal_count, signal_semaphores,
               signal_values);
-  doorbell_all(&p);
-  accel_dma_queue_seal_held_locked(q, p.holds, q->rings[0].tail);
-  q->submit_count = p.submit_id;
-  uint64_t occupancy = 0;
   for (uint32_t i = 0; i < n; ++i) {
-    accel_dma_ring_state_t *r = &q->rings[i];
-    r->fence_next = p.fence_next[i];
-    occupancy += r->tail - r->head_cached;  // an upper bound: cheap
+    q->rings[i].fence_next = p.fence_next[i];
   }
-  // Release: synchronize acquires it, then waits for the home head.
-  atomic_store_explicit(&q->last_tail, q->rings[0].tail,
-                        memory_order_release);
-  if (occupancy >
-      atomic_load_explicit(&q->occupancy_peak, memory_order_relaxed)) {
-    atomic_store_explicit(&q->occupancy_peak, occupancy,
-                          memory_order_relaxed);
-  }
-  // Plain load and store: only submitters (serialized by the lock) write
-  // these; readers take a relaxed snapshot.
-  counter_add(&q->submits, 1);
-  counter_add(&q->descriptors, desc_count);
-  counter_add(&q->ring_descriptors, p.written);
+  commit_locked(q, &p, desc_count);
 
 out_unlock:
   pthread_mutex_unlock(&q->submit_lock);
