@@ -265,7 +265,7 @@ static accel_buffer_t *alloc(accel_device_t *dev, uint64_t size, uint32_t kind,
 }
 
 int accel_bench_dma(const bench_args_t *args) {
-  int runs = args->quick ? 5 : 7;
+  int runs = args->quick ? 5 : 9;
   uint64_t max_size = args->quick ? 64 * MIB : GIB;
   const uint64_t sizes[] = {4 * KIB,  64 * KIB,  MIB,     16 * MIB,
                             64 * MIB, 256 * MIB, GIB};
@@ -312,11 +312,14 @@ int accel_bench_dma(const bench_args_t *args) {
     if (size > max_size) {
       break;
     }
-    // Enough repetitions for a sample of ~32 MiB (at least one copy).
-    int iters = size >= 32 * MIB ? 1 : (int)(32 * MIB / size);
-    if (args->quick && iters >= 4) {
-      iters /= 4;
+    // Enough repetitions for a sample of ~32 MiB of small copies (many
+    // submits) or ~128 MiB of large ones (tens of ms, so that a scheduler
+    // hiccup does not decide a sample); at least one copy.
+    uint64_t sample = size >= MIB ? 128 * MIB : 32 * MIB;
+    if (args->quick) {
+      sample /= 4;
     }
+    int iters = size >= sample ? 1 : (int)(sample / size);
     accel_dma_ref_t d = {.buffer = dst}, s = {.buffer = src};
     double m1[16], mn[16], e1[16], en[16];
     for (int r = -1; r < runs; ++r) {  // r = -1: warm-up
