@@ -10,5 +10,6 @@
 #include "accel/runtime.h"
 #include "accel/semaphore.h"
 #include "accel/stream.h"
+#include "accel/trace.h"
 
 #endif  // ACCEL_ACCEL_H_

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "mem/buffer_impl.h"
 #include "stream/semaphore_impl.h"
+#include "trace/trace_hooks.h"
 
 accel_status_t accel_stream_create(accel_device_t *device,
                                    const accel_stream_desc_t *desc,
@@ -57,6 +58,7 @@ accel_status_t accel_stream_create(accel_device_t *device,
   if (st != ACCEL_OK) {
     goto err_release_completion;
   }
+  accel_trace_stream_create(device, s->queue, s->name);
   *out_stream = s;
   return ACCEL_OK;
 
@@ -72,6 +74,7 @@ void accel_stream_destroy(accel_stream_t *stream) {
     return;
   }
   stream->device->driver->queue_destroy(stream->queue);
+  accel_trace_stream_destroy(stream->queue);
   accel_semaphore_release(stream->completion);
   free(stream);
 }
@@ -94,6 +97,7 @@ accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd) {
     uint64_t seq = 0;
     st = driver->queue_submit(stream->queue, cmd, 1, &seq);
     if (st == ACCEL_OK) {
+      accel_trace_cmd_enqueue(stream->queue, cmd, seq);
       uint64_t last =
           atomic_load_explicit(&stream->last_seq, memory_order_relaxed);
       // Relaxed: last_seq is only a target for waits; ordering with the

@@ -1,0 +1,399 @@
+// Out-of-line halves of the trace hooks: counters, recorder events and LTTng
+// tracepoints for each traced moment (see trace_hooks.h).
+#include <stdio.h>
+#include <string.h>
+
+#include "trace/trace_hooks.h"
+
+#if ACCEL_HAVE_LTTNG
+#define ACCEL_TP(event, ...) lttng_ust_tracepoint(accel, event, __VA_ARGS__)
+#else
+#define ACCEL_TP(event, ...) \
+  do {                       \
+  } while (0)
+#endif
+
+static inline uint32_t track_id(const accel_trace_track_t *t) {
+  return t != NULL ? t->id : 0;
+}
+
+// Single-writer counter update (the queue's worker): a relaxed load and
+// store, no read-modify-write.
+static inline void ctr_add_single(accel_trace_track_t *t, uint32_t k,
+                                  uint64_t v) {
+  atomic_store_explicit(
+      &t->counters[k],
+      atomic_load_explicit(&t->counters[k], memory_order_relaxed) + v,
+      memory_order_relaxed);
+}
+
+static inline void ctr_add(accel_trace_track_t *t, uint32_t k, uint64_t v) {
+  atomic_fetch_add_explicit(&t->counters[k], v, memory_order_relaxed);
+}
+
+static inline uint64_t cmd_bytes(const accel_cmd_t *cmd) {
+  if (cmd->kind == ACCEL_CMD_COPY) {
+    return cmd->copy.size_bytes;
+  }
+  if (cmd->kind == ACCEL_CMD_FILL) {
+    return cmd->fill.size_bytes;
+  }
+  return 0;
+}
+
+static inline uint32_t cmd_aux(const accel_cmd_t *cmd) {
+  uint32_t dir = cmd->kind == ACCEL_CMD_COPY ? (cmd->flags & 0xff) : 0;
+  return (uint32_t)cmd->kind | (dir << 8);
+}
+
+// --- lifecycle -------------------------------------------------------------
+
+accel_status_t accel_trace_runtime_create_slow(void) {
+  return accel_trace_runtime_attach();
+}
+
+void accel_trace_runtime_ready_slow(const void *runtime, uint32_t devices) {
+  accel_trace_emit(ACCEL_TEV_LIFECYCLE, ACCEL_TRACE_LIFE_RUNTIME_CREATE, 0,
+                   (uint64_t)(uintptr_t)runtime, devices);
+  ACCEL_TP(runtime_create, (uint64_t)(uintptr_t)runtime, devices);
+}
+
+void accel_trace_runtime_destroy_slow(const void *runtime) {
+  if (runtime != NULL) {
+    accel_trace_emit(ACCEL_TEV_LIFECYCLE, ACCEL_TRACE_LIFE_RUNTIME_DESTROY, 0,
+                     (uint64_t)(uintptr_t)runtime, 0);
+    ACCEL_TP(runtime_destroy, (uint64_t)(uintptr_t)runtime);
+  }
+  accel_trace_runtime_detach();
+}
+
+void accel_trace_device_open_slow(const void *device, const char *name,
+                                  uint64_t host_ns, uint64_t device_ns) {
+  accel_trace_track_t *t =
+      accel_trace_track_add(ACCEL_TRACK_DEVICE, (uintptr_t)device, 0, name);
+  if (t == NULL) {
+    return;
+  }
+  accel_trace_clock_set(t->id, host_ns, device_ns);
+  accel_trace_emit(ACCEL_TEV_LIFECYCLE, ACCEL_TRACE_LIFE_DEVICE_OPEN, t->id,
+                   0, 0);
+  accel_trace_emit(ACCEL_TEV_CLOCK_PAIR, 0, t->id, host_ns, device_ns);
+  ACCEL_TP(device_open, t->id, name, host_ns, device_ns);
+}
+
+void accel_trace_device_close_slow(const void *device) {
+  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)device);
+  if (t == NULL) {
+    return;
+  }
+  accel_trace_emit(ACCEL_TEV_LIFECYCLE, ACCEL_TRACE_LIFE_DEVICE_CLOSE, t->id,
+                   0, 0);
+  ACCEL_TP(device_close, t->id);
+  accel_trace_track_remove((uintptr_t)device);
+}
+
+void accel_trace_queue_create_slow(uint32_t kind, const void *device,
+                                   const void *queue, const char *name) {
+  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  char full[64];
+  snprintf(full, sizeof(full), "%s/%s", dev != NULL ? dev->name : "device",
+           name);
+  accel_trace_track_t *t =
+      accel_trace_track_add(kind, (uintptr_t)queue, track_id(dev), full);
+  if (t == NULL) {
+    return;
+  }
+  if (dev != NULL) {
+    ctr_add(dev, ACCEL_CTR_STREAMS, 1);
+  }
+  accel_trace_emit(ACCEL_TEV_LIFECYCLE, ACCEL_TRACE_LIFE_STREAM_CREATE, t->id,
+                   0, 0);
+  ACCEL_TP(stream_create, t->id, track_id(dev), full);
+}
+
+void accel_trace_queue_destroy_slow(const void *queue) {
+  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
+  if (t == NULL) {
+    return;
+  }
+#if ACCEL_HAVE_LTTNG
+  if (lttng_ust_tracepoint_enabled(accel, counter_sample)) {
+    for (uint32_t k = 0; k < ACCEL_CTR_STREAM_COUNT; ++k) {
+      lttng_ust_tracepoint(accel, counter_sample, t->id, t->name,
+                           accel_counter_kind_name(k),
+                           accel_trace_counter_value(t, k));
+    }
+  }
+#endif
+  accel_trace_track_t *dev =
+      (accel_trace_track_t *)accel_trace_track_by_id(t->parent, true);
+  if (dev != NULL) {
+    ctr_add(dev, ACCEL_CTR_STREAMS, (uint64_t)-1);
+  }
+  accel_trace_emit(ACCEL_TEV_LIFECYCLE, ACCEL_TRACE_LIFE_STREAM_DESTROY, t->id,
+                   0, 0);
+  ACCEL_TP(stream_destroy, t->id);
+  accel_trace_track_remove((uintptr_t)queue);
+}
+
+// --- commands ----------------------------------------------------------------
+
+void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
+                                  const accel_cmd_t *cmd, uint64_t seq) {
+  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
+  if (t == NULL) {
+    return;
+  }
+  if (mask & ACCEL_TRACE_M_COUNTERS) {
+    // Concurrent submitters may store out of order; keep the highest.
+    uint64_t prev = atomic_load_explicit(&t->enqueued, memory_order_relaxed);
+    while (seq > prev &&
+           !atomic_compare_exchange_weak_explicit(&t->enqueued, &prev, seq,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+  }
+  uint64_t bytes = cmd_bytes(cmd);
+  if (mask & ACCEL_TRACE_M_EVENTS) {
+    accel_trace_emit(ACCEL_TEV_CMD_ENQUEUE, cmd_aux(cmd), t->id, seq, bytes);
+  }
+  ACCEL_TP(cmd_enqueue, t->id, cmd->kind, seq, bytes);
+  if (cmd->kind == ACCEL_CMD_COPY) {
+    ACCEL_TP(copy_submit, t->id, cmd->flags, bytes, seq);
+  }
+}
+
+void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
+                                const accel_cmd_t *cmd) {
+  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
+  if (t == NULL) {
+    return;
+  }
+  uint64_t now = 0;
+  if ((mask & ACCEL_TRACE_M_EVENTS) ||
+      ((mask & ACCEL_TRACE_M_COUNTERS) && cmd->kind == ACCEL_CMD_WAIT)) {
+    now = accel_trace_now_ns();
+    t->wait_start_ns = now;
+  }
+  if (mask & ACCEL_TRACE_M_EVENTS) {
+    accel_trace_emit_at(now, ACCEL_TEV_CMD_START, cmd_aux(cmd), t->id,
+                        cmd->seq, cmd_bytes(cmd));
+  }
+  ACCEL_TP(cmd_start, t->id, cmd->kind, cmd->seq);
+  if (cmd->kind == ACCEL_CMD_COPY) {
+    ACCEL_TP(copy_start, t->id, cmd->flags, cmd->copy.size_bytes, cmd->seq);
+  }
+}
+
+void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
+                              const accel_cmd_t *cmd, accel_status_t status) {
+  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
+  if (t == NULL) {
+    return;
+  }
+  uint64_t now = 0;
+  bool timed = (mask & ACCEL_TRACE_M_EVENTS) ||
+               ((mask & ACCEL_TRACE_M_COUNTERS) && cmd->kind == ACCEL_CMD_WAIT);
+  if (timed) {
+    now = accel_trace_now_ns();
+  }
+  if (mask & ACCEL_TRACE_M_COUNTERS) {
+    if (status == ACCEL_OK) {
+      ctr_add_single(t, ACCEL_CTR_COMMANDS_COMPLETED, 1);
+      switch (cmd->kind) {
+        case ACCEL_CMD_LAUNCH:
+          ctr_add_single(t, ACCEL_CTR_LAUNCHES, 1);
+          break;
+        case ACCEL_CMD_COPY:
+          ctr_add_single(t, ACCEL_CTR_COPIES, 1);
+          ctr_add_single(t,
+                         cmd->flags == ACCEL_COPY_HOST_TO_DEVICE
+                             ? ACCEL_CTR_COPY_BYTES_H2D
+                         : cmd->flags == ACCEL_COPY_DEVICE_TO_HOST
+                             ? ACCEL_CTR_COPY_BYTES_D2H
+                             : ACCEL_CTR_COPY_BYTES_D2D,
+                         cmd->copy.size_bytes);
+          break;
+        case ACCEL_CMD_FILL:
+          ctr_add_single(t, ACCEL_CTR_FILLS, 1);
+          ctr_add_single(t, ACCEL_CTR_FILL_BYTES, cmd->fill.size_bytes);
+          break;
+        case ACCEL_CMD_HOST_CALL:
+          ctr_add_single(t, ACCEL_CTR_HOST_CALLS, 1);
+          break;
+        case ACCEL_CMD_SIGNAL:
+          ctr_add_single(t, ACCEL_CTR_SIGNALS, 1);
+          break;
+        case ACCEL_CMD_WAIT:
+          ctr_add_single(t, ACCEL_CTR_WAITS, 1);
+          if (t->wait_start_ns != 0 && now > t->wait_start_ns) {
+            ctr_add_single(t, ACCEL_CTR_WAIT_NS, now - t->wait_start_ns);
+          }
+          break;
+        default:
+          break;
+      }
+    } else {
+      ctr_add_single(t, ACCEL_CTR_FAILURES, 1);
+    }
+  }
+  // An event record: its device timestamp, mapped to host time, lies between
+  // the command's start and end, so it is emitted before the end.
+  if (cmd->kind == ACCEL_CMD_SIGNAL && cmd->signal.timestamp_out != NULL &&
+      status == ACCEL_OK &&
+      ((mask & ACCEL_TRACE_M_EVENTS) || ACCEL_TP_ON(event_complete))) {
+    // Acquire: pairs with the worker's release store of the timestamp.
+    uint64_t dev_ns = atomic_load_explicit(cmd->signal.timestamp_out,
+                                           memory_order_acquire);
+    uint64_t host_ns = accel_trace_device_to_host_ns(t->parent, dev_ns);
+    if (mask & ACCEL_TRACE_M_EVENTS) {
+      accel_trace_emit_at(host_ns < now ? host_ns : now,
+                          ACCEL_TEV_EVENT_COMPLETE, 0, t->id,
+                          (uint64_t)(uintptr_t)cmd->refs[0], dev_ns);
+    }
+    ACCEL_TP(event_complete, (uint64_t)(uintptr_t)cmd->refs[0], t->id, dev_ns,
+             host_ns);
+  }
+  if (mask & ACCEL_TRACE_M_EVENTS) {
+    accel_trace_emit_at(now, ACCEL_TEV_CMD_END,
+                        (uint32_t)cmd->kind | ((uint32_t)status << 8), t->id,
+                        cmd->seq, 0);
+  }
+  ACCEL_TP(cmd_end, t->id, cmd->kind, cmd->seq, (uint32_t)status);
+  if (cmd->kind == ACCEL_CMD_COPY) {
+    ACCEL_TP(copy_end, t->id, cmd->flags, cmd->copy.size_bytes, cmd->seq);
+  }
+}
+
+void accel_trace_stream_fail_slow(const void *queue, uint64_t seq,
+                                  accel_status_t status, const char *message) {
+  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
+  uint32_t id = track_id(t);
+  accel_trace_emit(ACCEL_TEV_STREAM_FAIL, (uint32_t)status, id, seq, 0);
+  ACCEL_TP(stream_fail, id, seq, (uint32_t)status, message);
+  accel_trace_flight_on_failure(id);
+}
+
+void accel_trace_launch_begin_slow(const void *queue, uint64_t seq,
+                                   const char *kernel, uint32_t grid_x,
+                                   uint32_t grid_y, uint32_t grid_z) {
+  uint32_t id = track_id(accel_trace_track_find((uintptr_t)queue));
+  if (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) {
+    accel_trace_emit(ACCEL_TEV_LAUNCH_BEGIN, 0, id, seq,
+                     accel_trace_intern(kernel, true));
+  }
+  ACCEL_TP(launch_begin, id, seq, kernel, grid_x, grid_y, grid_z);
+}
+
+void accel_trace_launch_end_slow(const void *queue, uint64_t seq,
+                                 accel_status_t status) {
+  uint32_t id = track_id(accel_trace_track_find((uintptr_t)queue));
+  accel_trace_emit(ACCEL_TEV_LAUNCH_END, (uint32_t)status, id, seq, 0);
+  ACCEL_TP(launch_end, id, seq, (uint32_t)status);
+}
+
+// --- semaphores and events -------------------------------------------------------
+
+void accel_trace_semaphore_signal_slow(const void *device, const void *sem,
+                                       uint64_t value) {
+  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  uint32_t m = accel_trace_mask();
+  if (dev != NULL && (m & ACCEL_TRACE_M_COUNTERS)) {
+    ctr_add(dev, ACCEL_CTR_SIGNALS_HOST, 1);
+  }
+  accel_trace_emit(ACCEL_TEV_SEM_SIGNAL, 0, track_id(dev),
+                   (uint64_t)(uintptr_t)sem, value);
+  ACCEL_TP(semaphore_signal, track_id(dev), (uint64_t)(uintptr_t)sem, value,
+           0);
+}
+
+uint64_t accel_trace_semaphore_wait_slow(const void *device, const void *sem,
+                                         uint64_t value) {
+  uint64_t now = accel_trace_now_ns();
+  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  accel_trace_emit_at(now, ACCEL_TEV_SEM_WAIT, 0, track_id(dev),
+                      (uint64_t)(uintptr_t)sem, value);
+  ACCEL_TP(semaphore_wait, track_id(dev), (uint64_t)(uintptr_t)sem, value, 0);
+  return now;
+}
+
+void accel_trace_semaphore_wake_slow(const void *device, const void *sem,
+                                     uint64_t value, accel_status_t status,
+                                     uint64_t start_ns) {
+  uint64_t now = accel_trace_now_ns();
+  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  uint32_t m = accel_trace_mask();
+  if (dev != NULL && (m & ACCEL_TRACE_M_COUNTERS)) {
+    ctr_add(dev, ACCEL_CTR_HOST_WAITS, 1);
+    if (start_ns != 0 && now > start_ns) {
+      ctr_add(dev, ACCEL_CTR_HOST_WAIT_NS, now - start_ns);
+    }
+  }
+  accel_trace_emit_at(now, ACCEL_TEV_SEM_WAKE, (uint32_t)status,
+                      track_id(dev), (uint64_t)(uintptr_t)sem, value);
+  ACCEL_TP(semaphore_wake, track_id(dev), (uint64_t)(uintptr_t)sem, value,
+           (uint32_t)status);
+}
+
+void accel_trace_event_record_slow(const void *event, const void *queue,
+                                   uint64_t value) {
+  uint32_t id = track_id(accel_trace_track_find((uintptr_t)queue));
+  accel_trace_emit(ACCEL_TEV_EVENT_RECORD, 0, id, (uint64_t)(uintptr_t)event,
+                   value);
+  ACCEL_TP(event_record, (uint64_t)(uintptr_t)event, id, value);
+}
+
+// --- memory and errors ---------------------------------------------------------
+
+void accel_trace_buffer_alloc_slow(const void *device, uint64_t address,
+                                   uint64_t size_bytes, uint64_t mapped_bytes,
+                                   uint32_t kind) {
+  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
+    ctr_add(dev, ACCEL_CTR_ALLOCATIONS, 1);
+    ctr_add(dev, ACCEL_CTR_BYTES_RESERVED, mapped_bytes);
+    uint64_t in_use = atomic_fetch_add_explicit(
+                          &dev->counters[ACCEL_CTR_BYTES_IN_USE], size_bytes,
+                          memory_order_relaxed) +
+                      size_bytes;
+    uint64_t peak = atomic_load_explicit(&dev->counters[ACCEL_CTR_BYTES_PEAK],
+                                         memory_order_relaxed);
+    while (in_use > peak &&
+           !atomic_compare_exchange_weak_explicit(
+               &dev->counters[ACCEL_CTR_BYTES_PEAK], &peak, in_use,
+               memory_order_relaxed, memory_order_relaxed)) {
+    }
+  }
+  accel_trace_emit(ACCEL_TEV_BUF_ALLOC, kind, track_id(dev), address,
+                   size_bytes);
+  ACCEL_TP(buffer_alloc, track_id(dev), address, size_bytes, kind);
+}
+
+void accel_trace_buffer_free_slow(const void *device, uint64_t address,
+                                  uint64_t size_bytes, uint64_t mapped_bytes) {
+  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
+    ctr_add(dev, ACCEL_CTR_FREES, 1);
+    ctr_add(dev, ACCEL_CTR_BYTES_RESERVED, (uint64_t)0 - mapped_bytes);
+    ctr_add(dev, ACCEL_CTR_BYTES_IN_USE, (uint64_t)0 - size_bytes);
+  }
+  accel_trace_emit(ACCEL_TEV_BUF_FREE, 0, track_id(dev), address, size_bytes);
+  ACCEL_TP(buffer_free, track_id(dev), address, size_bytes);
+}
+
+void accel_trace_buffer_alloc_failed_slow(const void *device,
+                                          uint64_t size_bytes,
+                                          accel_status_t status) {
+  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
+    ctr_add(dev, ACCEL_CTR_ALLOC_FAILURES, 1);
+  }
+}
+
+void accel_trace_error_slow(accel_status_t status, const char *message) {
+  if (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) {
+    accel_trace_emit(ACCEL_TEV_ERROR, (uint32_t)status, 0,
+                     accel_trace_intern(message, false), 0);
+  }
+  ACCEL_TP(error, (uint32_t)status, message);
+}
