@@ -116,15 +116,17 @@ void accel_trace_queue_destroy_slow(const void *queue) {
   if (t == NULL) {
     return;
   }
-#if ACCEL_HAVE_LTTNG
-  if (lttng_ust_tracepoint_enabled(accel, counter_sample)) {
-    for (uint32_t k = 0; k < ACCEL_CTR_STREAM_COUNT; ++k) {
-      lttng_ust_tracepoint(accel, counter_sample, t->id, t->name,
-                           accel_counter_kind_name(k),
-                           accel_trace_counter_value(t, k));
+  // Final values of the stream's counters, for traces that outlive it.
+  uint64_t now = accel_trace_now_ns();
+  bool record = (accel_trace_mask() & ACCEL_TRACE_M_RECORD) != 0;
+  for (uint32_t k = 0; k < ACCEL_CTR_STREAM_COUNT; ++k) {
+    if (record) {
+      accel_trace_emit_at(now, ACCEL_TEV_COUNTER, k, t->id,
+                          accel_trace_counter_value(t, k), 0);
     }
+    ACCEL_TP(counter_sample, t->id, t->name, accel_counter_kind_name(k),
+             accel_trace_counter_value(t, k));
   }
-#endif
   accel_trace_track_t *dev =
       (accel_trace_track_t *)accel_trace_track_by_id(t->parent, true);
   if (dev != NULL) {
@@ -139,7 +141,8 @@ void accel_trace_queue_destroy_slow(const void *queue) {
 // --- commands ----------------------------------------------------------------
 
 void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
-                                  const accel_cmd_t *cmd, uint64_t seq) {
+                                  const accel_cmd_t *cmd, uint64_t seq,
+                                  uint64_t enqueue_ns) {
   accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
   if (t == NULL) {
     return;
@@ -155,7 +158,9 @@ void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
   }
   uint64_t bytes = cmd_bytes(cmd);
   if (mask & ACCEL_TRACE_M_EVENTS) {
-    accel_trace_emit(ACCEL_TEV_CMD_ENQUEUE, cmd_aux(cmd), t->id, seq, bytes);
+    accel_trace_emit_at(enqueue_ns != 0 ? enqueue_ns : accel_trace_now_ns(),
+                        ACCEL_TEV_CMD_ENQUEUE, cmd_aux(cmd), t->id, seq,
+                        bytes);
   }
   ACCEL_TP(cmd_enqueue, t->id, cmd->kind, seq, bytes);
   if (cmd->kind == ACCEL_CMD_COPY) {
@@ -233,8 +238,6 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
         default:
           break;
       }
-    } else {
-      ctr_add_single(t, ACCEL_CTR_FAILURES, 1);
     }
   }
   // An event record: its device timestamp, mapped to host time, lies between
@@ -269,6 +272,10 @@ void accel_trace_stream_fail_slow(const void *queue, uint64_t seq,
                                   accel_status_t status, const char *message) {
   accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
   uint32_t id = track_id(t);
+  if (t != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
+    // Before the stream reports its failure, so that waiters see it counted.
+    ctr_add_single(t, ACCEL_CTR_FAILURES, 1);
+  }
   accel_trace_emit(ACCEL_TEV_STREAM_FAIL, (uint32_t)status, id, seq, 0);
   ACCEL_TP(stream_fail, id, seq, (uint32_t)status, message);
   accel_trace_flight_on_failure(id);

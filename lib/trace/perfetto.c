@@ -198,6 +198,8 @@ void accel_pf_begin(accel_pf_writer_t *w, int fd, int32_t pid,
   memset(w->counter_described, 0, sizeof(w->counter_described));
   memset(w->depth, 0, sizeof(w->depth));
   memset(w->flows, 0, sizeof(w->flows));
+  memset(w->starts, 0, sizeof(w->starts));
+  w->filter_flows = false;
 
   // Clock snapshot: our timestamps are CLOCK_MONOTONIC; Perfetto's trace
   // clock is BOOTTIME. One snapshot lets the trace processor convert.
@@ -337,11 +339,11 @@ static void begin_te(pb_t *te, uint32_t type, uint32_t track,
   }
 }
 
-// Pending flows: open addressing over ids (0 = empty, 1 = deleted).
-static bool flow_slot(accel_pf_writer_t *w, uint64_t id, bool insert) {
+// Flow sets: open addressing over ids (0 = empty, 1 = deleted).
+static bool set_op(uint64_t *table, uint64_t id, bool insert) {
   uint32_t h = (uint32_t)((id * 0x9e3779b97f4a7c15ull) >> 50);
   for (uint32_t i = 0; i < ACCEL_PF_FLOW_SLOTS; ++i) {
-    uint64_t *slot = &w->flows[(h + i) % ACCEL_PF_FLOW_SLOTS];
+    uint64_t *slot = &table[(h + i) % ACCEL_PF_FLOW_SLOTS];
     if (insert && (*slot == 0 || *slot == 1)) {
       *slot = id;
       return true;
@@ -355,6 +357,16 @@ static bool flow_slot(accel_pf_writer_t *w, uint64_t id, bool insert) {
     }
   }
   return false;
+}
+
+static bool flow_slot(accel_pf_writer_t *w, uint64_t id, bool insert) {
+  return set_op(w->flows, id, insert);
+}
+
+void accel_pf_expect_start(accel_pf_writer_t *w, uint32_t stream,
+                           uint64_t seq) {
+  w->filter_flows = true;
+  set_op(w->starts, accel_pf_flow_id(stream, seq), true);
 }
 
 static const char *k_status[] = {
@@ -470,7 +482,8 @@ void accel_pf_event(accel_pf_writer_t *w, uint32_t thread,
       if (ev->b != 0) {
         annotate_u64(&x, "bytes", ev->b);
       }
-      if (flow_slot(w, flow, true)) {
+      if ((!w->filter_flows || set_op(w->starts, flow, false)) &&
+          flow_slot(w, flow, true)) {
         pb_fixed64(&x, F_TE_FLOW_IDS, flow);
       }
       snprintf(name, sizeof(name), "enqueue %s", accel_pf_cmd_name(kind, hi));

@@ -41,12 +41,21 @@ typedef struct accel_pf_writer {
   uint8_t counter_described[ACCEL_PF_MAX_TRACKS / 8];
   uint8_t depth[ACCEL_PF_MAX_TRACKS];
   uint64_t flows[ACCEL_PF_FLOW_SLOTS];
+  // When set, an enqueue carries a flow only if its start was announced with
+  // accel_pf_expect_start() (partial traces: the flight recorder).
+  bool filter_flows;
+  uint64_t starts[ACCEL_PF_FLOW_SLOTS];
 } accel_pf_writer_t;
 
 // Starts a trace on |fd| (not owned): a clock snapshot and the process
 // track. |process_name| may be NULL.
 void accel_pf_begin(accel_pf_writer_t *w, int fd, int32_t pid,
                     const char *process_name, const accel_pf_source_t *source);
+
+// Announces that a start of command |seq| on |stream| will be written, and
+// turns on flow filtering (see filter_flows).
+void accel_pf_expect_start(accel_pf_writer_t *w, uint32_t stream,
+                           uint64_t seq);
 
 // Writes one event recorded by the thread whose track is |thread_track|.
 void accel_pf_event(accel_pf_writer_t *w, uint32_t thread_track,

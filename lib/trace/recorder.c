@@ -322,19 +322,50 @@ static void process_name(char *out, size_t size) {
   }
 }
 
+// Counter values collected under the registry lock and written after it
+// (the writer takes the lock itself to describe tracks).
 typedef struct sample_ctx {
-  accel_pf_writer_t *w;
-  uint64_t ts;
+  struct {
+    uint32_t owner;
+    uint32_t kind;
+    uint64_t value;
+    char scope[64];
+  } *items;
+  size_t count;
+  size_t capacity;
 } sample_ctx_t;
 
-static void sample_into_writer(const accel_trace_track_t *t, void *arg) {
+static void collect_sample(const accel_trace_track_t *t, void *arg) {
   sample_ctx_t *ctx = arg;
   for (uint32_t k = 0; k < ACCEL_CTR_COUNT; ++k) {
-    if (accel_trace_counter_applies(t->kind, k)) {
-      accel_pf_counter(ctx->w, ctx->ts, t->id, k,
-                       accel_trace_counter_value(t, k));
+    if (!accel_trace_counter_applies(t->kind, k)) {
+      continue;
     }
+    if (ctx->count == ctx->capacity) {
+      size_t cap = ctx->capacity ? ctx->capacity * 2 : 64;
+      void *grown = realloc(ctx->items, cap * sizeof(*ctx->items));
+      if (grown == NULL) {
+        return;
+      }
+      ctx->items = grown;
+      ctx->capacity = cap;
+    }
+    ctx->items[ctx->count].owner = t->id;
+    ctx->items[ctx->count].kind = k;
+    ctx->items[ctx->count].value = accel_trace_counter_value(t, k);
+    memcpy(ctx->items[ctx->count].scope, t->name, sizeof(t->name));
+    ctx->count++;
   }
+}
+
+static void write_samples(accel_pf_writer_t *w, uint64_t ts) {
+  sample_ctx_t ctx = {0};
+  accel_trace_track_foreach(collect_sample, &ctx);
+  for (size_t i = 0; i < ctx.count; ++i) {
+    accel_pf_counter(w, ts, ctx.items[i].owner, ctx.items[i].kind,
+                     ctx.items[i].value);
+  }
+  free(ctx.items);
 }
 
 // Drains every thread's recorded events (merged by timestamp) into the
@@ -478,8 +509,7 @@ accel_status_t accel_trace_stop(void) {
   if (g_rec_writer.last_ts > end) {
     end = g_rec_writer.last_ts;
   }
-  sample_ctx_t ctx = {&g_rec_writer, end};
-  accel_trace_track_foreach(sample_into_writer, &ctx);
+  write_samples(&g_rec_writer, end);
   accel_status_t st = ACCEL_OK;
   if (!accel_pf_flush(&g_rec_writer)) {
     st = write_failure_locked("stop");
@@ -527,6 +557,17 @@ static bool flight_write(int fd, bool locked) {
   accel_pf_source_t source = {locked ? describe_locked : describe_unlocked,
                               string_of, NULL};
   accel_pf_begin(&g_flight_writer, fd, (int32_t)getpid(), name, &source);
+  // The rings hold partial histories: link an enqueue to its execution only
+  // when the execution's start is in the dump too.
+  for (uint32_t i = 0; i < n; ++i) {
+    for (uint64_t k = lo[i]; k < hi[i]; ++k) {
+      accel_trace_rec_t rec;
+      load_rec(&threads[i]->ring[k & threads[i]->ring_mask], &rec);
+      if (rec.type == ACCEL_TEV_CMD_START) {
+        accel_pf_expect_start(&g_flight_writer, rec.track, rec.a);
+      }
+    }
+  }
   for (;;) {
     int best = -1;
     uint64_t best_ts = UINT64_MAX;
@@ -646,24 +687,6 @@ static void install_signal_handlers(void) {
 // Counter sampling and attach.
 // ---------------------------------------------------------------------------
 
-static void sample_track(const accel_trace_track_t *t, void *arg) {
-  uint32_t m = *(uint32_t *)arg;
-  uint64_t ts = accel_trace_now_ns();
-  for (uint32_t k = 0; k < ACCEL_CTR_COUNT; ++k) {
-    if (!accel_trace_counter_applies(t->kind, k)) {
-      continue;
-    }
-    uint64_t v = accel_trace_counter_value(t, k);
-    if (m & ACCEL_TRACE_M_RECORD) {
-      accel_trace_emit_at(ts, ACCEL_TEV_COUNTER, k, t->id, v, 0);
-    }
-#if ACCEL_HAVE_LTTNG
-    lttng_ust_tracepoint(accel, counter_sample, t->id, t->name,
-                         accel_counter_kind_name(k), v);
-#endif
-  }
-}
-
 void accel_trace_sample_counters(void) {
   uint32_t m = atomic_load_explicit(&accel_trace_mask_g, memory_order_relaxed);
   bool lttng = false;
@@ -673,7 +696,22 @@ void accel_trace_sample_counters(void) {
   if ((m & ACCEL_TRACE_M_RECORD) == 0 && !lttng) {
     return;
   }
-  accel_trace_track_foreach(sample_track, &m);
+  sample_ctx_t ctx = {0};
+  accel_trace_track_foreach(collect_sample, &ctx);
+  uint64_t ts = accel_trace_now_ns();
+  for (size_t i = 0; i < ctx.count; ++i) {
+    if (m & ACCEL_TRACE_M_RECORD) {
+      accel_trace_emit_at(ts, ACCEL_TEV_COUNTER, ctx.items[i].kind,
+                          ctx.items[i].owner, ctx.items[i].value, 0);
+    }
+#if ACCEL_HAVE_LTTNG
+    lttng_ust_tracepoint(accel, counter_sample, ctx.items[i].owner,
+                         ctx.items[i].scope,
+                         accel_counter_kind_name(ctx.items[i].kind),
+                         ctx.items[i].value);
+#endif
+  }
+  free(ctx.items);
 }
 
 static void *sampler_main(void *arg) {

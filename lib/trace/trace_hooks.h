@@ -37,7 +37,8 @@ void accel_trace_queue_create_slow(uint32_t kind, const void *device,
                                    const void *queue, const char *name);
 void accel_trace_queue_destroy_slow(const void *queue);
 void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
-                                  const accel_cmd_t *cmd, uint64_t seq);
+                                  const accel_cmd_t *cmd, uint64_t seq,
+                                  uint64_t enqueue_ns);
 void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
                                 const accel_cmd_t *cmd);
 void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
@@ -112,14 +113,24 @@ static inline void accel_trace_stream_destroy(const void *queue) {
 
 // --- commands ---------------------------------------------------------------
 
-// |cmd| was accepted by |queue| as number |seq|.
+// Before a command is handed to a queue: the enqueue time when events are
+// recorded (the worker may start the command before the submit returns), 0
+// otherwise.
+static inline uint64_t accel_trace_cmd_enqueue_time(void) {
+  return ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0)
+             ? accel_trace_now_ns()
+             : 0;
+}
+
+// |cmd| was accepted by |queue| as number |seq|; |enqueue_ns| is what
+// accel_trace_cmd_enqueue_time() returned before the submit.
 static inline void accel_trace_cmd_enqueue(const void *queue,
                                            const accel_cmd_t *cmd,
-                                           uint64_t seq) {
+                                           uint64_t seq, uint64_t enqueue_ns) {
   uint32_t m = accel_trace_mask();
   if (ACCEL_TRACE_UNLIKELY(m != 0 || ACCEL_TP_ON(cmd_enqueue) ||
                            ACCEL_TP_ON(copy_submit))) {
-    accel_trace_cmd_enqueue_slow(m, queue, cmd, seq);
+    accel_trace_cmd_enqueue_slow(m, queue, cmd, seq, enqueue_ns);
   }
 }
 
@@ -137,7 +148,8 @@ static inline void accel_trace_cmd_start(const void *queue,
 }
 
 // The worker of |queue| finished |cmd| with |status| (the poison status for
-// commands skipped after a failure).
+// commands skipped after a failure), before it signals the completion, so
+// that counters are current when a synchronize returns.
 static inline void accel_trace_cmd_end(const void *queue,
                                        const accel_cmd_t *cmd,
                                        accel_status_t status) {

@@ -102,7 +102,7 @@ typedef enum accel_counter_kind {
   ACCEL_CTR_SIGNALS,
   ACCEL_CTR_WAITS,
   ACCEL_CTR_WAIT_NS,
-  ACCEL_CTR_FAILURES,
+  ACCEL_CTR_FAILURES,  // times the stream failed (0 or 1 per stream)
   ACCEL_CTR_STREAM_COUNT,  // number of stream counters
   // Device counters (atomic read-modify-write: any thread).
   ACCEL_CTR_BYTES_IN_USE = ACCEL_CTR_STREAM_COUNT,

@@ -174,9 +174,11 @@ static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
     poison(q, cmd, ACCEL_ERROR_ABORTED, why);
   }
   if (q->poisoned) {
+    accel_trace_cmd_end(q, cmd, q->poison_status);
     skip(q, cmd);
   } else {
     accel_status_t st = execute(q, cmd);
+    accel_trace_cmd_end(q, cmd, st);
     if (st != ACCEL_OK) {
       char why[ACCEL_ERROR_MESSAGE_MAX];
       snprintf(why, sizeof(why), "%s", accel_last_error());
@@ -186,7 +188,6 @@ static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
       accel_host_semaphore_signal_max(q->completion, cmd->seq);
     }
   }
-  accel_trace_cmd_end(q, cmd, q->poisoned ? q->poison_status : ACCEL_OK);
   release_refs(cmd);
 }
 
