@@ -162,7 +162,7 @@ void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
                         ACCEL_TEV_CMD_ENQUEUE, cmd_aux(cmd), t->id, seq,
                         bytes);
   }
-  ACCEL_TP(cmd_enqueue, t->id, cmd->kind, seq, bytes);
+  ACCEL_TP(cmd_enqueue, t->id, cmd->kind, cmd->flags, seq, bytes);
   if (cmd->kind == ACCEL_CMD_COPY) {
     ACCEL_TP(copy_submit, t->id, cmd->flags, bytes, seq);
   }
@@ -184,7 +184,7 @@ void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
     accel_trace_emit_at(now, ACCEL_TEV_CMD_START, cmd_aux(cmd), t->id,
                         cmd->seq, cmd_bytes(cmd));
   }
-  ACCEL_TP(cmd_start, t->id, cmd->kind, cmd->seq);
+  ACCEL_TP(cmd_start, t->id, cmd->kind, cmd->flags, cmd->seq, cmd_bytes(cmd));
   if (cmd->kind == ACCEL_CMD_COPY) {
     ACCEL_TP(copy_start, t->id, cmd->flags, cmd->copy.size_bytes, cmd->seq);
   }

@@ -99,21 +99,23 @@ LTTNG_UST_TRACEPOINT_EVENT(accel, buffer_free,
     lttng_ust_field_integer_hex(uint64_t, address, address)
     lttng_ust_field_integer(uint64_t, size, size)))
 
-LTTNG_UST_TRACEPOINT_EVENT(accel, cmd_enqueue,
-  LTTNG_UST_TP_ARGS(uint32_t, stream, uint32_t, kind, uint64_t, seq,
-                    uint64_t, bytes),
+// |flags| is the command's flags (the copy direction for copies).
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(accel, cmd_class,
+  LTTNG_UST_TP_ARGS(uint32_t, stream, uint32_t, kind, uint32_t, flags,
+                    uint64_t, seq, uint64_t, bytes),
   LTTNG_UST_TP_FIELDS(
     lttng_ust_field_integer(uint32_t, stream, stream)
     lttng_ust_field_enum(accel, cmd_kind, uint32_t, kind, kind)
+    lttng_ust_field_integer(uint32_t, flags, flags)
     lttng_ust_field_integer(uint64_t, seq, seq)
     lttng_ust_field_integer(uint64_t, bytes, bytes)))
 
-LTTNG_UST_TRACEPOINT_EVENT(accel, cmd_start,
-  LTTNG_UST_TP_ARGS(uint32_t, stream, uint32_t, kind, uint64_t, seq),
-  LTTNG_UST_TP_FIELDS(
-    lttng_ust_field_integer(uint32_t, stream, stream)
-    lttng_ust_field_enum(accel, cmd_kind, uint32_t, kind, kind)
-    lttng_ust_field_integer(uint64_t, seq, seq)))
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(accel, cmd_class, accel, cmd_enqueue,
+  LTTNG_UST_TP_ARGS(uint32_t, stream, uint32_t, kind, uint32_t, flags,
+                    uint64_t, seq, uint64_t, bytes))
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(accel, cmd_class, accel, cmd_start,
+  LTTNG_UST_TP_ARGS(uint32_t, stream, uint32_t, kind, uint32_t, flags,
+                    uint64_t, seq, uint64_t, bytes))
 
 LTTNG_UST_TRACEPOINT_EVENT(accel, cmd_end,
   LTTNG_UST_TP_ARGS(uint32_t, stream, uint32_t, kind, uint64_t, seq,
