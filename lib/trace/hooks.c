@@ -157,12 +157,15 @@ void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
     }
   }
   uint64_t bytes = cmd_bytes(cmd);
-  if (mask & ACCEL_TRACE_M_EVENTS) {
-    accel_trace_emit_at(enqueue_ns != 0 ? enqueue_ns : accel_trace_now_ns(),
-                        ACCEL_TEV_CMD_ENQUEUE, cmd_aux(cmd), t->id, seq,
-                        bytes);
+  if (enqueue_ns == 0 &&
+      ((mask & ACCEL_TRACE_M_EVENTS) || ACCEL_TP_ON(cmd_enqueue))) {
+    enqueue_ns = accel_trace_now_ns();  // tracing began during the submit
   }
-  ACCEL_TP(cmd_enqueue, t->id, cmd->kind, cmd->flags, seq, bytes);
+  if (mask & ACCEL_TRACE_M_EVENTS) {
+    accel_trace_emit_at(enqueue_ns, ACCEL_TEV_CMD_ENQUEUE, cmd_aux(cmd), t->id,
+                        seq, bytes);
+  }
+  ACCEL_TP(cmd_enqueue, t->id, cmd->kind, cmd->flags, seq, bytes, enqueue_ns);
   if (cmd->kind == ACCEL_CMD_COPY) {
     ACCEL_TP(copy_submit, t->id, cmd->flags, bytes, seq);
   }

@@ -110,9 +110,20 @@ LTTNG_UST_TRACEPOINT_EVENT_CLASS(accel, cmd_class,
     lttng_ust_field_integer(uint64_t, seq, seq)
     lttng_ust_field_integer(uint64_t, bytes, bytes)))
 
-LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(accel, cmd_class, accel, cmd_enqueue,
+// Emitted once the queue accepted the command (its seq is known only then),
+// so the worker may already have started it; |enqueue_ns| is the
+// CLOCK_MONOTONIC time before the command was handed to the queue.
+LTTNG_UST_TRACEPOINT_EVENT(accel, cmd_enqueue,
   LTTNG_UST_TP_ARGS(uint32_t, stream, uint32_t, kind, uint32_t, flags,
-                    uint64_t, seq, uint64_t, bytes))
+                    uint64_t, seq, uint64_t, bytes, uint64_t, enqueue_ns),
+  LTTNG_UST_TP_FIELDS(
+    lttng_ust_field_integer(uint32_t, stream, stream)
+    lttng_ust_field_enum(accel, cmd_kind, uint32_t, kind, kind)
+    lttng_ust_field_integer(uint32_t, flags, flags)
+    lttng_ust_field_integer(uint64_t, seq, seq)
+    lttng_ust_field_integer(uint64_t, bytes, bytes)
+    lttng_ust_field_integer(uint64_t, enqueue_ns, enqueue_ns)))
+
 LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(accel, cmd_class, accel, cmd_start,
   LTTNG_UST_TP_ARGS(uint32_t, stream, uint32_t, kind, uint32_t, flags,
                     uint64_t, seq, uint64_t, bytes))

@@ -117,7 +117,9 @@ static inline void accel_trace_stream_destroy(const void *queue) {
 // recorded (the worker may start the command before the submit returns), 0
 // otherwise.
 static inline uint64_t accel_trace_cmd_enqueue_time(void) {
-  return ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0)
+  return ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) !=
+                                  0 ||
+                              ACCEL_TP_ON(cmd_enqueue))
              ? accel_trace_now_ns()
              : 0;
 }

@@ -147,7 +147,10 @@ def check_lttng_events(events):
         for seq in seqs:
             p = phases[(stream, seq)]
             expect(set(p) == {"enqueue", "start", "end"}, f"{stream}#{seq}")
-            e, s, d = p["enqueue"][0], p["start"][0], p["end"][0]
+            # The enqueue event is emitted once the submit returned; its
+            # enqueue_ns field is the time before the submit.
+            e, s, d = p["enqueue"][1]["enqueue_ns"], p["start"][0], p["end"][0]
+            expect(e <= p["enqueue"][0], f"{stream}#{seq}: enqueue_ns")
             expect(e <= s <= d, f"{stream}#{seq}: {e} {s} {d}")
             expect(s >= last_start, f"{stream}#{seq} started out of order")
             last_start = s

@@ -210,6 +210,10 @@ static void handle_event(lt_state_t *s, const bt_message *msg) {
     r.track = (uint32_t)u64(p, "stream");
     r.a = u64(p, "seq");
     r.b = u64(p, "bytes");
+    uint64_t enqueue_ns = u64(p, "enqueue_ns");
+    if (r.type == ACCEL_TEV_CMD_ENQUEUE && enqueue_ns != 0 && enqueue_ns <= ts) {
+      r.ts = enqueue_ns;  // the event is emitted after the submit returns
+    }
   } else if (strcmp(name, "cmd_end") == 0) {
     r.type = ACCEL_TEV_CMD_END;
     r.aux = (uint32_t)u64(p, "kind") | ((uint32_t)u64(p, "status") << 8);
@@ -273,10 +277,9 @@ static void handle_event(lt_state_t *s, const bt_message *msg) {
   } else {
     return;  // copy_* events repeat cmd_* for copies
   }
-  if (r.ts < s->last_ts) {
-    r.ts = s->last_ts;  // the muxer orders by time; keep it monotonic
+  if (r.ts > s->last_ts) {
+    s->last_ts = r.ts;
   }
-  s->last_ts = r.ts;
   accel_pf_event(&s->writer, thread, &r);
   s->events++;
 }
