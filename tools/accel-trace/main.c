@@ -50,7 +50,24 @@ typedef struct lt_state {
   uint64_t events;
   uint64_t last_ts;
   uint64_t clock_freq;
+  // Events read, written once sorted by time: an enqueue's time (taken
+  // before the submit) may precede events the muxer delivered before it.
+  struct lt_rec {
+    accel_trace_rec_t rec;
+    uint32_t thread;
+    uint64_t order;
+  } *recs;
+  size_t rec_count;
+  size_t rec_cap;
 } lt_state_t;
+
+static int cmp_rec(const void *a, const void *b) {
+  const struct lt_rec *x = a, *y = b;
+  if (x->rec.ts != y->rec.ts) {
+    return x->rec.ts < y->rec.ts ? -1 : 1;
+  }
+  return x->order < y->order ? -1 : x->order > y->order;
+}
 
 static bool lt_describe(void *ctx, uint32_t id, accel_trace_track_t *out) {
   lt_state_t *s = ctx;
@@ -280,7 +297,17 @@ static void handle_event(lt_state_t *s, const bt_message *msg) {
   if (r.ts > s->last_ts) {
     s->last_ts = r.ts;
   }
-  accel_pf_event(&s->writer, thread, &r);
+  if (s->rec_count == s->rec_cap) {
+    size_t cap = s->rec_cap ? s->rec_cap * 2 : 4096;
+    struct lt_rec *grown = realloc(s->recs, cap * sizeof(*grown));
+    if (grown == NULL) {
+      return;
+    }
+    s->recs = grown;
+    s->rec_cap = cap;
+  }
+  s->recs[s->rec_count] = (struct lt_rec){r, thread, s->rec_count};
+  s->rec_count++;
   s->events++;
 }
 
@@ -444,6 +471,10 @@ static int convert(const char *dir, const char *out_path) {
   accel_pf_begin(&s->writer, fd, 0, "accel (from LTTng)", &source);
   int rc = read_lttng(s, dir);
   if (rc == 0) {
+    qsort(s->recs, s->rec_count, sizeof(*s->recs), cmp_rec);
+    for (size_t i = 0; i < s->rec_count; ++i) {
+      accel_pf_event(&s->writer, s->recs[i].thread, &s->recs[i].rec);
+    }
     accel_pf_close_slices(&s->writer, s->last_ts);
     if (!accel_pf_flush(&s->writer)) {
       fprintf(stderr, "accel-trace: writing \"%s\": %s\n", out_path,
@@ -458,6 +489,7 @@ static int convert(const char *dir, const char *out_path) {
   for (uint32_t i = 0; i < s->string_count; ++i) {
     free(s->strings[i]);
   }
+  free(s->recs);
   free(s);
   return rc;
 #else
