@@ -8,9 +8,10 @@
 //    session listens.
 //  - A built-in recorder that writes Perfetto's native protobuf format
 //    (`ACCEL_TRACE=out.pftrace`, or accel_trace_start()).
-//  - A flight recorder: the last events of every thread, kept in memory at all
-//    times and written as a Perfetto file when a stream fails or the process
-//    receives a fatal signal (ACCEL_FLIGHT_DIR), or on demand.
+//  - A flight recorder: once on (ACCEL_FLIGHT_EVENTS=N or ACCEL_FLIGHT_DIR),
+//    the last N events of every thread are kept in memory at all times and
+//    written as a Perfetto file when a stream fails or the process receives a
+//    fatal signal (into ACCEL_FLIGHT_DIR), or on demand.
 // Perf counters (per device and per stream) are always counted and can be
 // read with accel_counters_snapshot(); the recorders sample them into traces.
 // See docs/tracing.md.
@@ -52,7 +53,9 @@ ACCEL_API accel_status_t accel_trace_stop(void);
 // Writes the flight recorder (the last ACCEL_FLIGHT_EVENTS events of every
 // thread, default 1024) to |path| as a Perfetto trace.
 // ACCEL_ERROR_INVALID_ARGUMENT: |path| is NULL or empty.
-// ACCEL_ERROR_UNAVAILABLE: the flight recorder is off (ACCEL_FLIGHT_EVENTS=0).
+// ACCEL_ERROR_UNAVAILABLE: the flight recorder is off (neither
+//   ACCEL_FLIGHT_EVENTS nor ACCEL_FLIGHT_DIR was set when the first runtime
+//   was created).
 // ACCEL_ERROR_IO: |path| cannot be written.
 // Thread-safe.
 ACCEL_API accel_status_t accel_trace_flight_dump(const char *path);

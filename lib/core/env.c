@@ -17,11 +17,12 @@ static const accel_env_var_t k_env_vars[] = {
      "path of a Perfetto trace written by the built-in recorder; default: "
      "off"},
     {"ACCEL_FLIGHT_EVENTS",
-     "events kept per thread by the flight recorder (rounded up to a power "
-     "of two); 0 turns it off; default 1024"},
+     "turns the flight recorder on, keeping this many events per thread "
+     "(rounded up to a power of two); 0 or unset: off"},
     {"ACCEL_FLIGHT_DIR",
-     "directory where the flight recorder is written when a stream fails or "
-     "on a fatal signal; default: not written"},
+     "turns the flight recorder on (1024 events per thread unless "
+     "ACCEL_FLIGHT_EVENTS says) and writes it there when a stream fails or on "
+     "a fatal signal"},
     {"ACCEL_TOPOLOGY_XML",
      "hwloc XML file used instead of the live machine's topology"},
 };

@@ -95,10 +95,10 @@ accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd) {
       driver->semaphore_query(stream->completion->drv, &completed);
   if (st == ACCEL_OK) {
     uint64_t seq = 0;
-    uint64_t enqueue_ns = accel_trace_cmd_enqueue_time();
+    accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time();
     st = driver->queue_submit(stream->queue, cmd, 1, &seq);
     if (st == ACCEL_OK) {
-      accel_trace_cmd_enqueue(stream->queue, cmd, seq, enqueue_ns);
+      accel_trace_cmd_enqueue(stream->queue, cmd, seq, enqueued_at);
       uint64_t last =
           atomic_load_explicit(&stream->last_seq, memory_order_relaxed);
       // Relaxed: last_seq is only a target for waits; ordering with the

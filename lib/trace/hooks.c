@@ -117,7 +117,7 @@ void accel_trace_queue_destroy_slow(const void *queue) {
     return;
   }
   // Final values of the stream's counters, for traces that outlive it.
-  uint64_t now = accel_trace_now_ns();
+  uint64_t now = accel_trace_ticks();
   bool record = (accel_trace_mask() & ACCEL_TRACE_M_RECORD) != 0;
   for (uint32_t k = 0; k < ACCEL_CTR_STREAM_COUNT; ++k) {
     if (record) {
@@ -142,7 +142,7 @@ void accel_trace_queue_destroy_slow(const void *queue) {
 
 void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
                                   const accel_cmd_t *cmd, uint64_t seq,
-                                  uint64_t enqueue_ns) {
+                                  uint64_t enqueue_ticks, uint64_t enqueue_ns) {
   accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
   if (t == NULL) {
     return;
@@ -157,15 +157,14 @@ void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
     }
   }
   uint64_t bytes = cmd_bytes(cmd);
-  if (enqueue_ns == 0 &&
-      ((mask & ACCEL_TRACE_M_EVENTS) || ACCEL_TP_ON(cmd_enqueue))) {
-    enqueue_ns = accel_trace_now_ns();  // tracing began during the submit
-  }
   if (mask & ACCEL_TRACE_M_EVENTS) {
-    accel_trace_emit_at(enqueue_ns, ACCEL_TEV_CMD_ENQUEUE, cmd_aux(cmd), t->id,
-                        seq, bytes);
+    // 0: recording began during the submit.
+    accel_trace_emit_at(enqueue_ticks != 0 ? enqueue_ticks : accel_trace_ticks(),
+                        ACCEL_TEV_CMD_ENQUEUE, cmd_aux(cmd), t->id, seq,
+                        bytes);
   }
-  ACCEL_TP(cmd_enqueue, t->id, cmd->kind, cmd->flags, seq, bytes, enqueue_ns);
+  ACCEL_TP(cmd_enqueue, t->id, cmd->kind, cmd->flags, seq, bytes,
+           enqueue_ns != 0 ? enqueue_ns : accel_trace_now_ns());
   if (cmd->kind == ACCEL_CMD_COPY) {
     ACCEL_TP(copy_submit, t->id, cmd->flags, bytes, seq);
   }
@@ -177,15 +176,12 @@ void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
   if (t == NULL) {
     return;
   }
-  uint64_t now = 0;
-  if ((mask & ACCEL_TRACE_M_EVENTS) ||
-      ((mask & ACCEL_TRACE_M_COUNTERS) && cmd->kind == ACCEL_CMD_WAIT)) {
-    now = accel_trace_now_ns();
-    t->wait_start_ns = now;
+  if ((mask & ACCEL_TRACE_M_COUNTERS) && cmd->kind == ACCEL_CMD_WAIT) {
+    t->wait_start_ns = accel_trace_now_ns();
   }
   if (mask & ACCEL_TRACE_M_EVENTS) {
-    accel_trace_emit_at(now, ACCEL_TEV_CMD_START, cmd_aux(cmd), t->id,
-                        cmd->seq, cmd_bytes(cmd));
+    accel_trace_emit_at(accel_trace_ticks(), ACCEL_TEV_CMD_START,
+                        cmd_aux(cmd), t->id, cmd->seq, cmd_bytes(cmd));
   }
   ACCEL_TP(cmd_start, t->id, cmd->kind, cmd->flags, cmd->seq, cmd_bytes(cmd));
   if (cmd->kind == ACCEL_CMD_COPY) {
@@ -199,11 +195,13 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
   if (t == NULL) {
     return;
   }
-  uint64_t now = 0;
-  bool timed = (mask & ACCEL_TRACE_M_EVENTS) ||
-               ((mask & ACCEL_TRACE_M_COUNTERS) && cmd->kind == ACCEL_CMD_WAIT);
-  if (timed) {
+  uint64_t now = 0;  // ns, for the wait counter
+  uint64_t ticks = 0;  // event time
+  if ((mask & ACCEL_TRACE_M_COUNTERS) && cmd->kind == ACCEL_CMD_WAIT) {
     now = accel_trace_now_ns();
+  }
+  if (mask & ACCEL_TRACE_M_EVENTS) {
+    ticks = accel_trace_ticks();
   }
   if (mask & ACCEL_TRACE_M_COUNTERS) {
     if (status == ACCEL_OK) {
@@ -253,15 +251,16 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
                                            memory_order_acquire);
     uint64_t host_ns = accel_trace_device_to_host_ns(t->parent, dev_ns);
     if (mask & ACCEL_TRACE_M_EVENTS) {
-      accel_trace_emit_at(host_ns < now ? host_ns : now,
-                          ACCEL_TEV_EVENT_COMPLETE, 0, t->id,
-                          (uint64_t)(uintptr_t)cmd->refs[0], dev_ns);
+      // At the command's end; the device time, mapped to host time, goes
+      // along as a value.
+      accel_trace_emit_at(ticks, ACCEL_TEV_EVENT_COMPLETE, 0, t->id,
+                          (uint64_t)(uintptr_t)cmd->refs[0], host_ns);
     }
     ACCEL_TP(event_complete, (uint64_t)(uintptr_t)cmd->refs[0], t->id, dev_ns,
              host_ns);
   }
   if (mask & ACCEL_TRACE_M_EVENTS) {
-    accel_trace_emit_at(now, ACCEL_TEV_CMD_END,
+    accel_trace_emit_at(ticks, ACCEL_TEV_CMD_END,
                         (uint32_t)cmd->kind | ((uint32_t)status << 8), t->id,
                         cmd->seq, 0);
   }
@@ -321,8 +320,8 @@ uint64_t accel_trace_semaphore_wait_slow(const void *device, const void *sem,
                                          uint64_t value) {
   uint64_t now = accel_trace_now_ns();
   accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
-  accel_trace_emit_at(now, ACCEL_TEV_SEM_WAIT, 0, track_id(dev),
-                      (uint64_t)(uintptr_t)sem, value);
+  accel_trace_emit(ACCEL_TEV_SEM_WAIT, 0, track_id(dev),
+                   (uint64_t)(uintptr_t)sem, value);
   ACCEL_TP(semaphore_wait, track_id(dev), (uint64_t)(uintptr_t)sem, value, 0);
   return now;
 }
@@ -339,8 +338,8 @@ void accel_trace_semaphore_wake_slow(const void *device, const void *sem,
       ctr_add(dev, ACCEL_CTR_HOST_WAIT_NS, now - start_ns);
     }
   }
-  accel_trace_emit_at(now, ACCEL_TEV_SEM_WAKE, (uint32_t)status,
-                      track_id(dev), (uint64_t)(uintptr_t)sem, value);
+  accel_trace_emit(ACCEL_TEV_SEM_WAKE, (uint32_t)status, track_id(dev),
+                   (uint64_t)(uintptr_t)sem, value);
   ACCEL_TP(semaphore_wake, track_id(dev), (uint64_t)(uintptr_t)sem, value,
            (uint32_t)status);
 }
@@ -406,4 +405,8 @@ void accel_trace_error_slow(accel_status_t status, const char *message) {
                      accel_trace_intern(message, false), 0);
   }
   ACCEL_TP(error, (uint32_t)status, message);
+}
+
+bool accel_trace_lttng_listening(void) {
+  return ACCEL_TP_ON(cmd_enqueue) != 0;
 }

@@ -536,7 +536,7 @@ void accel_pf_event(accel_pf_writer_t *w, uint32_t thread,
       break;
     case ACCEL_TEV_EVENT_COMPLETE:
       annotate_u64(&x, "event", ev->a);
-      annotate_u64(&x, "device_ns", ev->b);
+      annotate_u64(&x, "timestamp_ns", ev->b);
       instant(w, ev->ts, seq_id, ev->track, "event complete", &x);
       break;
     case ACCEL_TEV_BUF_ALLOC:

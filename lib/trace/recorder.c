@@ -37,8 +37,72 @@
 #define SAMPLE_PERIOD_NS 10000000ull  // 10 ms
 #define EXITED_KEPT 32u
 
-_Atomic uint32_t accel_trace_mask_g =
-    ACCEL_TRACE_M_COUNTERS | ACCEL_TRACE_M_FLIGHT;
+_Atomic uint32_t accel_trace_mask_g = ACCEL_TRACE_M_COUNTERS;
+_Atomic bool accel_trace_tsc_g;
+
+// Tick-to-ns mapping, written once under g_clock_once.
+static pthread_once_t g_clock_once = PTHREAD_ONCE_INIT;
+static uint64_t g_anchor_ticks;
+static uint64_t g_anchor_ns;
+static double g_ns_per_tick = 1.0;
+
+// A (ticks, ns) pair: the ns reading bracketed by two tick readings.
+static void anchor_now(uint64_t *ticks, uint64_t *ns) {
+  uint64_t t1 = accel_trace_ticks();
+  *ns = accel_trace_now_ns();
+  uint64_t t2 = accel_trace_ticks();
+  *ticks = t1 + (t2 - t1) / 2;
+}
+
+// The TSC is used only where the kernel keeps CLOCK_MONOTONIC on it (which
+// it does only when the TSC is invariant and synchronized across CPUs).
+static bool tsc_usable(void) {
+#if defined(__x86_64__)
+  char text[32] = "";
+  int fd = open("/sys/devices/system/clocksource/clocksource0/"
+                "current_clocksource",
+                O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return false;
+  }
+  ssize_t n = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  return n >= 3 && strncmp(text, "tsc", 3) == 0 &&
+         (n == 3 || text[3] == '\n');
+#else
+  return false;
+#endif
+}
+
+static void clock_init_once(void) {
+  if (!tsc_usable()) {
+    return;  // ticks are ns
+  }
+  atomic_store(&accel_trace_tsc_g, true);
+  uint64_t t0, n0, t1, n1;
+  anchor_now(&t0, &n0);
+  struct timespec pause = {.tv_sec = 0, .tv_nsec = 10000000};
+  while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+  }
+  anchor_now(&t1, &n1);
+  if (t1 <= t0 || n1 <= n0) {
+    atomic_store(&accel_trace_tsc_g, false);
+    return;
+  }
+  g_ns_per_tick = (double)(n1 - n0) / (double)(t1 - t0);
+  g_anchor_ticks = t1;
+  g_anchor_ns = n1;
+}
+
+void accel_trace_clock_init(void) { pthread_once(&g_clock_once, clock_init_once); }
+
+uint64_t accel_trace_ticks_to_ns(uint64_t ticks) {
+  if (!atomic_load_explicit(&accel_trace_tsc_g, memory_order_relaxed)) {
+    return ticks;
+  }
+  double delta = (double)(int64_t)(ticks - g_anchor_ticks) * g_ns_per_tick;
+  return (uint64_t)((int64_t)g_anchor_ns + (int64_t)delta);
+}
 
 typedef struct rec_chunk {
   struct rec_chunk *_Atomic next;
@@ -72,7 +136,10 @@ static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 static __attribute__((tls_model("initial-exec"))) _Thread_local tbuf_t *t_self;
 static __attribute__((tls_model("initial-exec"))) _Thread_local bool t_busy;
 
-static _Atomic uint32_t g_flight_events = FLIGHT_DEFAULT;
+static _Atomic uint32_t g_flight_events = FLIGHT_DEFAULT;  // ring size
+// The flight recorder is on when ACCEL_FLIGHT_EVENTS > 0 or ACCEL_FLIGHT_DIR
+// is set (it costs a clock read and a ring write per traced moment).
+static _Atomic bool g_flight_on;
 static _Atomic bool g_disabled;  // accel_trace_set_enabled(false)
 
 // Recorder state, guarded by g_rec_lock.
@@ -80,7 +147,7 @@ static pthread_mutex_t g_rec_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_recording;
 static bool g_env_started;
 static int g_rec_fd = -1;
-static _Atomic uint64_t g_rec_start_ns;
+static _Atomic uint64_t g_rec_start_ticks;
 static accel_pf_writer_t g_rec_writer;
 
 // Flight dumps (one writer, used under g_flight_lock or by the signal
@@ -243,14 +310,14 @@ void accel_trace_emit_at(uint64_t ts, uint32_t type, uint32_t aux,
     atomic_store_explicit(&t->committed, h + 1, memory_order_release);
   }
   if ((m & ACCEL_TRACE_M_RECORD) &&
-      ts >= atomic_load_explicit(&g_rec_start_ns, memory_order_relaxed)) {
+      ts >= atomic_load_explicit(&g_rec_start_ticks, memory_order_relaxed)) {
     record_append(t, ts, head, a, b);
   }
 }
 
 void accel_trace_emit(uint32_t type, uint32_t aux, uint32_t track, uint64_t a,
                       uint64_t b) {
-  accel_trace_emit_at(accel_trace_now_ns(), type, aux, track, a, b);
+  accel_trace_emit_at(accel_trace_ticks(), type, aux, track, a, b);
 }
 
 static void load_rec(const accel_trace_event_t *e, accel_trace_rec_t *out) {
@@ -268,7 +335,7 @@ void accel_trace_set_enabled(bool enabled) {
   uint32_t m = 0;
   if (enabled) {
     m = ACCEL_TRACE_M_COUNTERS;
-    if (atomic_load(&g_flight_events) > 0) {
+    if (atomic_load(&g_flight_on)) {
       m |= ACCEL_TRACE_M_FLIGHT;
     }
     pthread_mutex_lock(&g_rec_lock);
@@ -386,7 +453,9 @@ static void drain_locked(void) {
     n++;
   }
   pthread_mutex_unlock(&g_threads_lock);
-  uint64_t start = atomic_load_explicit(&g_rec_start_ns, memory_order_relaxed);
+  accel_trace_clock_init();
+  uint64_t start =
+      atomic_load_explicit(&g_rec_start_ticks, memory_order_relaxed);
   for (;;) {
     int best = -1;
     uint64_t best_ts = UINT64_MAX;
@@ -418,6 +487,7 @@ static void drain_locked(void) {
     t->head_n++;
     t->consumed++;
     if (best_rec.ts >= start) {
+      best_rec.ts = accel_trace_ticks_to_ns(best_rec.ts);
       accel_pf_event(&g_rec_writer, t->track, &best_rec);
     }
   }
@@ -450,6 +520,7 @@ accel_status_t accel_trace_start(const char *path) {
                        "progress",
                        path);
   }
+  accel_trace_clock_init();
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     int err = errno;
@@ -463,7 +534,7 @@ accel_status_t accel_trace_start(const char *path) {
   accel_pf_begin(&g_rec_writer, fd, (int32_t)getpid(), name, &source);
   g_rec_fd = fd;
   g_recording = true;
-  atomic_store_explicit(&g_rec_start_ns, accel_trace_now_ns(),
+  atomic_store_explicit(&g_rec_start_ticks, accel_trace_ticks(),
                         memory_order_relaxed);
   // Discard what earlier recordings left unwritten.
   drain_locked();
@@ -534,6 +605,9 @@ accel_status_t accel_trace_stop(void) {
 // the signal handler (no locks, best effort).
 static bool flight_write(int fd, bool locked) {
   enum { MAX_THREADS = 256 };
+  if (locked) {
+    accel_trace_clock_init();
+  }
   static tbuf_t *threads[MAX_THREADS];
   static uint64_t lo[MAX_THREADS], hi[MAX_THREADS];
   uint32_t n = 0;
@@ -598,6 +672,7 @@ static bool flight_write(int fd, bool locked) {
       break;
     }
     lo[best]++;
+    best_rec.ts = accel_trace_ticks_to_ns(best_rec.ts);
     accel_pf_event(&g_flight_writer, threads[best]->track, &best_rec);
   }
   if (locked) {
@@ -609,9 +684,10 @@ static bool flight_write(int fd, bool locked) {
 
 accel_status_t accel_trace_flight_dump(const char *path) {
   ACCEL_CHECK_ARG(path != NULL && path[0] != '\0', "path (NULL or empty)");
-  if (atomic_load(&g_flight_events) == 0) {
+  if (!atomic_load(&g_flight_on)) {
     return accel_error(ACCEL_ERROR_UNAVAILABLE,
-                       "flight recorder is off (ACCEL_FLIGHT_EVENTS=0)");
+                       "flight recorder is off (turn it on with "
+                       "ACCEL_FLIGHT_EVENTS=N or ACCEL_FLIGHT_DIR=dir)");
   }
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -698,7 +774,7 @@ void accel_trace_sample_counters(void) {
   }
   sample_ctx_t ctx = {0};
   accel_trace_track_foreach(collect_sample, &ctx);
-  uint64_t ts = accel_trace_now_ns();
+  uint64_t ts = accel_trace_ticks();
   for (size_t i = 0; i < ctx.count; ++i) {
     if (m & ACCEL_TRACE_M_RECORD) {
       accel_trace_emit_at(ts, ACCEL_TEV_COUNTER, ctx.items[i].kind,
@@ -786,11 +862,7 @@ static accel_status_t read_flight_env(void) {
     }
     // Only threads that register later see a new size.
     atomic_store(&g_flight_events, n);
-    if (n == 0) {
-      atomic_fetch_and(&accel_trace_mask_g, ~(uint32_t)ACCEL_TRACE_M_FLIGHT);
-    } else if (!atomic_load(&g_disabled)) {
-      atomic_fetch_or(&accel_trace_mask_g, ACCEL_TRACE_M_FLIGHT);
-    }
+    atomic_store(&g_flight_on, n > 0);
   }
   const char *dir = getenv("ACCEL_FLIGHT_DIR");
   if (dir != NULL && dir[0] != '\0') {
@@ -800,7 +872,17 @@ static accel_status_t read_flight_env(void) {
                          sizeof(g_flight_dir) - 1);
     }
     snprintf(g_flight_dir, sizeof(g_flight_dir), "%s", dir);
+    if (text == NULL || text[0] == '\0') {
+      atomic_store(&g_flight_on, true);  // default ring size
+    }
     install_signal_handlers();
+  }
+  if (atomic_load(&g_flight_on) && atomic_load(&g_flight_events) > 0 &&
+      !atomic_load(&g_disabled)) {
+    accel_trace_clock_init();
+    atomic_fetch_or(&accel_trace_mask_g, ACCEL_TRACE_M_FLIGHT);
+  } else {
+    atomic_fetch_and(&accel_trace_mask_g, ~(uint32_t)ACCEL_TRACE_M_FLIGHT);
   }
   return ACCEL_OK;
 }

@@ -37,9 +37,11 @@ typedef struct cache_entry {
   uintptr_t key;
   accel_trace_track_t *track;
 } cache_entry_t;
-static _Thread_local cache_entry_t t_cache[CACHE_WAYS];
-static _Thread_local uint64_t t_cache_gen;
-static _Thread_local uint32_t t_cache_next;
+// Initial-exec: no __tls_get_addr call on the hot path.
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+static TLS_IE _Thread_local cache_entry_t t_cache[CACHE_WAYS];
+static TLS_IE _Thread_local uint64_t t_cache_gen;
+static TLS_IE _Thread_local uint32_t t_cache_next;
 
 static const struct {
   const char *name;

@@ -38,7 +38,7 @@ void accel_trace_queue_create_slow(uint32_t kind, const void *device,
 void accel_trace_queue_destroy_slow(const void *queue);
 void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
                                   const accel_cmd_t *cmd, uint64_t seq,
-                                  uint64_t enqueue_ns);
+                                  uint64_t enqueue_ticks, uint64_t enqueue_ns);
 void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
                                 const accel_cmd_t *cmd);
 void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
@@ -113,26 +113,36 @@ static inline void accel_trace_stream_destroy(const void *queue) {
 
 // --- commands ---------------------------------------------------------------
 
-// Before a command is handed to a queue: the enqueue time when events are
-// recorded (the worker may start the command before the submit returns), 0
-// otherwise.
-static inline uint64_t accel_trace_cmd_enqueue_time(void) {
-  return ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) !=
-                                  0 ||
-                              ACCEL_TP_ON(cmd_enqueue))
-             ? accel_trace_now_ns()
-             : 0;
+// When a command was handed to its queue: event ticks for the recorders and
+// CLOCK_MONOTONIC ns for LTTng, each 0 when nothing records it.
+typedef struct accel_trace_stamp {
+  uint64_t ticks;
+  uint64_t ns;
+} accel_trace_stamp_t;
+
+// Before a command is handed to a queue (the worker may start the command
+// before the submit returns, so the enqueue time is taken first).
+static inline accel_trace_stamp_t accel_trace_cmd_enqueue_time(void) {
+  accel_trace_stamp_t s = {0, 0};
+  if (ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0)) {
+    s.ticks = accel_trace_ticks();
+  }
+  if (ACCEL_TRACE_UNLIKELY(ACCEL_TP_ON(cmd_enqueue))) {
+    s.ns = accel_trace_now_ns();
+  }
+  return s;
 }
 
-// |cmd| was accepted by |queue| as number |seq|; |enqueue_ns| is what
+// |cmd| was accepted by |queue| as number |seq|; |when| is what
 // accel_trace_cmd_enqueue_time() returned before the submit.
 static inline void accel_trace_cmd_enqueue(const void *queue,
                                            const accel_cmd_t *cmd,
-                                           uint64_t seq, uint64_t enqueue_ns) {
+                                           uint64_t seq,
+                                           accel_trace_stamp_t when) {
   uint32_t m = accel_trace_mask();
   if (ACCEL_TRACE_UNLIKELY(m != 0 || ACCEL_TP_ON(cmd_enqueue) ||
                            ACCEL_TP_ON(copy_submit))) {
-    accel_trace_cmd_enqueue_slow(m, queue, cmd, seq, enqueue_ns);
+    accel_trace_cmd_enqueue_slow(m, queue, cmd, seq, when.ticks, when.ns);
   }
 }
 

@@ -29,7 +29,8 @@ typedef enum accel_trace_event_type {
   ACCEL_TEV_SEM_WAIT = 7,      // track=device a=semaphore id b=value
   ACCEL_TEV_SEM_WAKE = 8,      // track=device aux=status a=semaphore id b=value
   ACCEL_TEV_EVENT_RECORD = 9,  // track=stream a=event id b=record value
-  ACCEL_TEV_EVENT_COMPLETE = 10,  // track=stream a=event id b=device ns
+  ACCEL_TEV_EVENT_COMPLETE = 10,  // track=stream a=event id b=host ns of
+                                  // the device timestamp
   ACCEL_TEV_BUF_ALLOC = 11,    // track=device aux=kind a=address b=bytes
   ACCEL_TEV_BUF_FREE = 12,     // track=device a=address b=bytes
   ACCEL_TEV_ERROR = 13,        // aux=status a=message string id
@@ -50,7 +51,7 @@ typedef enum accel_trace_life {
 } accel_trace_life_t;
 
 typedef struct accel_trace_event {
-  _Atomic uint64_t ts;    // CLOCK_MONOTONIC ns
+  _Atomic uint64_t ts;    // ticks (accel_trace_ticks)
   _Atomic uint64_t head;  // type | aux << 8 | track << 32
   _Atomic uint64_t a;
   _Atomic uint64_t b;
@@ -58,7 +59,7 @@ typedef struct accel_trace_event {
 
 // A plain copy of an event, for readers and the writer.
 typedef struct accel_trace_rec {
-  uint64_t ts;
+  uint64_t ts;  // ticks in buffers; CLOCK_MONOTONIC ns for the writer
   uint32_t type;
   uint32_t aux;
   uint32_t track;
@@ -71,6 +72,30 @@ static inline uint64_t accel_trace_now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+// Event timestamps are "ticks": the CPU's invariant time-stamp counter where
+// the kernel itself derives CLOCK_MONOTONIC from it (a third of the cost of
+// clock_gettime), CLOCK_MONOTONIC ns otherwise. The writers map ticks to
+// CLOCK_MONOTONIC ns with a (ticks, ns) anchor and a rate calibrated over
+// 10 ms when the first recorder is switched on (accel_trace_ticks_to_ns).
+extern _Atomic bool accel_trace_tsc_g;
+
+static inline uint64_t accel_trace_ticks(void) {
+#if defined(__x86_64__)
+  if (atomic_load_explicit(&accel_trace_tsc_g, memory_order_relaxed)) {
+    return __builtin_ia32_rdtsc();
+  }
+#endif
+  return accel_trace_now_ns();
+}
+
+// Maps event ticks to CLOCK_MONOTONIC ns (async-signal-safe once
+// accel_trace_clock_init() returned).
+uint64_t accel_trace_ticks_to_ns(uint64_t ticks);
+
+// Decides once whether events use the TSC, and calibrates it; called before
+// any event-recording mode is switched on and before converting.
+void accel_trace_clock_init(void);
 
 // ---------------------------------------------------------------------------
 // Tracks and counters.
@@ -189,6 +214,10 @@ void accel_trace_emit_at(uint64_t ts, uint32_t type, uint32_t aux,
 // Switches every hook off (counters, flight recorder and recorder) or back to
 // the defaults: the benchmark's "tracing compiled out" baseline.
 void accel_trace_set_enabled(bool enabled);
+
+// Whether an LTTng session records accel:cmd_enqueue (benchmarks wait for
+// the session to reach this process).
+bool accel_trace_lttng_listening(void);
 
 // Called by runtime creation/destruction: reads ACCEL_TRACE,
 // ACCEL_FLIGHT_EVENTS, ACCEL_FLIGHT_DIR, starts the counter sampler.

@@ -21,11 +21,14 @@ EXPECTED_SLICES = {
 
 def run(args, env=None):
     full = dict(os.environ)
+    for k in ("ACCEL_TRACE", "ACCEL_FLIGHT_EVENTS", "ACCEL_FLIGHT_DIR"):
+        full.pop(k, None)
     full.update(env or {})
     r = subprocess.run([WORKLOAD] + args, env=full, capture_output=True,
                        text=True, timeout=60)
     if r.returncode != 0:
         raise pc.Failure(f"workload {args} failed: {r.stderr}")
+    return r.stdout
 
 
 def read_counters(path):
@@ -122,10 +125,27 @@ def test_flight_on_failure(tmp):
     return len(trace.packet)
 
 
+def test_flight_dump_on_demand(tmp):
+    path = os.path.join(tmp, "demand.pftrace")
+    out = run([os.path.join(tmp, "c4"), "--flight-dump", path])
+    pc.expect("ACCEL_ERROR_UNAVAILABLE" in out and not os.path.exists(path),
+              f"flight recorder off by default: {out}")
+    out = run([os.path.join(tmp, "c5"), "--flight-dump", path],
+              env={"ACCEL_FLIGHT_EVENTS": "100"})  # rounded up to 128
+    pc.expect("ACCEL_OK" in out, f"flight dump: {out}")
+    trace, tracks = pc.load(path)
+    slices, _, _, _ = pc.check(trace, tracks)
+    # The compute worker ran 5 commands per iteration: 2 events each, so its
+    # ring of 128 holds the last 64 commands at most.
+    n = sum(len(v) for v in slices.values())
+    pc.expect(0 < n <= 3 * 64 + 1, f"flight dump: {n} slices")
+    return len(trace.packet)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="accel-trace-") as tmp:
         for test in (test_api_recording, test_env_recording,
-                     test_flight_on_failure):
+                     test_flight_on_failure, test_flight_dump_on_demand):
             try:
                 n = test(tmp)
             except pc.Failure as e:

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "test_support.h"
+#include "trace/trace_impl.h"
 
 static uint64_t counter(const char *scope, const char *name) {
   size_t n = 0;
@@ -220,7 +221,21 @@ static void test_flight_dump_writes_file(void **state) {
   unlink(path);
 }
 
+// Switching every hook off and back on restores what the environment asked
+// for (the flight recorder here), and no event is recorded while off.
+static void test_trace_set_enabled_restores_defaults(void **state) {
+  accel_trace_set_enabled(false);
+  assert_int_equal(atomic_load(&accel_trace_mask_g), 0);
+  accel_trace_set_enabled(true);
+  uint32_t m = atomic_load(&accel_trace_mask_g);
+  assert_true(m & ACCEL_TRACE_M_FLIGHT);
+  assert_true(m & ACCEL_TRACE_M_COUNTERS);
+  assert_false(m & ACCEL_TRACE_M_RECORD);
+}
+
 int main(void) {
+  // The flight recorder is off unless asked for; these tests want it.
+  setenv("ACCEL_FLIGHT_EVENTS", "256", 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_counters_snapshot_rejects_bad_arguments),
       cmocka_unit_test(test_counters_snapshot_truncates_to_capacity),
@@ -228,6 +243,7 @@ int main(void) {
       cmocka_unit_test(test_counters_count_failures),
       cmocka_unit_test(test_trace_start_stop_states),
       cmocka_unit_test(test_flight_dump_writes_file),
+      cmocka_unit_test(test_trace_set_enabled_restores_defaults),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
 }

@@ -3,12 +3,14 @@
 // two streams, with known counts, for the trace tests.
 //
 //   trace-workload COUNTERS_OUT [--record PATH] [--fail] [--iterations N]
+//                  [--flight-dump PATH]
 //
 // Writes the accel_counters_snapshot() taken after synchronizing, one
 // "scope_name<TAB>name<TAB>value" line per counter, to COUNTERS_OUT. With
 // --record the built-in recorder runs from before the runtime is created
 // until after the snapshot. With --fail a third stream runs a host call that
-// fails (a poisoned stream and an error).
+// fails (a poisoned stream and an error). With --flight-dump it calls
+// accel_trace_flight_dump(PATH) at the end and prints the status.
 //
 // Per iteration: stream "copy" copies 64 KiB host->device and records an
 // event; stream "compute" waits for that event, runs a host call, fills 4 KiB,
@@ -52,11 +54,14 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *record = NULL;
+  const char *flight = NULL;
   bool fail = false;
   unsigned iterations = 8;
   for (int i = 2; i < argc; ++i) {
     if (strcmp(argv[i], "--record") == 0 && i + 1 < argc) {
       record = argv[++i];
+    } else if (strcmp(argv[i], "--flight-dump") == 0 && i + 1 < argc) {
+      flight = argv[++i];
     } else if (strcmp(argv[i], "--fail") == 0) {
       fail = true;
     } else if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
@@ -144,6 +149,11 @@ int main(int argc, char **argv) {
   free(counters);
   if (record != NULL) {
     CHECK(accel_trace_stop());
+  }
+  if (flight != NULL) {
+    accel_status_t st = accel_trace_flight_dump(flight);
+    printf("flight dump: %s: %s\n", accel_status_name(st),
+           accel_last_error());
   }
   accel_stream_destroy(bad);
   accel_semaphore_release(sem);

@@ -12,6 +12,8 @@ static const struct {
 } k_benches[] = {
     {"launch", accel_bench_launch,
      "host-command round trip and enqueue cost vs bare thread handoffs"},
+    {"trace", accel_bench_trace,
+     "launch round trip with tracing off, counters, LTTng, recorder"},
 };
 
 static int usage(void) {
