@@ -71,6 +71,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (iterations > 8) {
+    fprintf(stderr, "trace-workload: at most 8 iterations\n");
+    return 2;
+  }
   if (record != NULL) {
     CHECK(accel_trace_start(record));
   }
@@ -96,13 +100,17 @@ int main(int argc, char **argv) {
   CHECK(accel_event_create(dev, 0, &ev));
   unsigned kernels = 0;
   for (unsigned it = 0; it < iterations; ++it) {
-    CHECK(accel_stream_copy_from_host(copy, a, 0, host_in, COPY_BYTES));
+    // Each iteration uses its own slice of |a|: the copy stream runs ahead
+    // of the compute stream, which is only ordered after it (by |ev|).
+    uint64_t slot = (uint64_t)it * COPY_BYTES;
+    CHECK(accel_stream_copy_from_host(copy, a, slot, host_in, COPY_BYTES));
     CHECK(accel_event_record(ev, copy));
     CHECK(accel_stream_wait_event(compute, ev));
     CHECK(accel_stream_host_call(compute, host_kernel, &kernels));
     CHECK(accel_stream_fill(compute, b, 0, FILL_BYTES, 0xab, 1));
-    CHECK(accel_stream_copy(compute, a, COPY_BYTES, b, 0, FILL_BYTES));
-    CHECK(accel_stream_copy_to_host(compute, host_out, a, 0, COPY_BYTES));
+    CHECK(accel_stream_copy(compute, a, 8 * COPY_BYTES + it * FILL_BYTES, b,
+                            0, FILL_BYTES));
+    CHECK(accel_stream_copy_to_host(compute, host_out, a, slot, COPY_BYTES));
   }
   accel_semaphore_t *sem = NULL;
   CHECK(accel_semaphore_create(dev, 0, &sem));
