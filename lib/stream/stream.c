@@ -58,7 +58,7 @@ accel_status_t accel_stream_create(accel_device_t *device,
   if (st != ACCEL_OK) {
     goto err_release_completion;
   }
-  accel_trace_stream_create(device, s->queue, s->name);
+  accel_trace_stream_create(device, s->queue, s->name, &s->last_seq);
   *out_stream = s;
   return ACCEL_OK;
 

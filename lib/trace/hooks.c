@@ -17,16 +17,6 @@ static inline uint32_t track_id(const accel_trace_track_t *t) {
   return t != NULL ? t->id : 0;
 }
 
-// Single-writer counter update (the queue's worker): a relaxed load and
-// store, no read-modify-write.
-static inline void ctr_add_single(accel_trace_track_t *t, uint32_t k,
-                                  uint64_t v) {
-  atomic_store_explicit(
-      &t->counters[k],
-      atomic_load_explicit(&t->counters[k], memory_order_relaxed) + v,
-      memory_order_relaxed);
-}
-
 static inline void ctr_add(accel_trace_track_t *t, uint32_t k, uint64_t v) {
   atomic_fetch_add_explicit(&t->counters[k], v, memory_order_relaxed);
 }
@@ -82,7 +72,7 @@ void accel_trace_device_open_slow(const void *device, const char *name,
 }
 
 void accel_trace_device_close_slow(const void *device) {
-  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)device);
+  accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)device);
   if (t == NULL) {
     return;
   }
@@ -93,8 +83,9 @@ void accel_trace_device_close_slow(const void *device) {
 }
 
 void accel_trace_queue_create_slow(uint32_t kind, const void *device,
-                                   const void *queue, const char *name) {
-  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+                                   const void *queue, const char *name,
+                                   const _Atomic uint64_t *enqueued) {
+  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
   char full[64];
   snprintf(full, sizeof(full), "%s/%s", dev != NULL ? dev->name : "device",
            name);
@@ -103,6 +94,7 @@ void accel_trace_queue_create_slow(uint32_t kind, const void *device,
   if (t == NULL) {
     return;
   }
+  accel_trace_track_set_enqueued_source(t, enqueued);
   if (dev != NULL) {
     ctr_add(dev, ACCEL_CTR_STREAMS, 1);
   }
@@ -112,7 +104,7 @@ void accel_trace_queue_create_slow(uint32_t kind, const void *device,
 }
 
 void accel_trace_queue_destroy_slow(const void *queue) {
-  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
+  accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t == NULL) {
     return;
   }
@@ -143,18 +135,9 @@ void accel_trace_queue_destroy_slow(const void *queue) {
 void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
                                   const accel_cmd_t *cmd, uint64_t seq,
                                   uint64_t enqueue_ticks, uint64_t enqueue_ns) {
-  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
+  accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t == NULL) {
     return;
-  }
-  if (mask & ACCEL_TRACE_M_COUNTERS) {
-    // Concurrent submitters may store out of order; keep the highest.
-    uint64_t prev = atomic_load_explicit(&t->enqueued, memory_order_relaxed);
-    while (seq > prev &&
-           !atomic_compare_exchange_weak_explicit(&t->enqueued, &prev, seq,
-                                                  memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-    }
   }
   uint64_t bytes = cmd_bytes(cmd);
   if (mask & ACCEL_TRACE_M_EVENTS) {
@@ -172,7 +155,7 @@ void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
 
 void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
                                 const accel_cmd_t *cmd) {
-  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
+  accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t == NULL) {
     return;
   }
@@ -191,7 +174,7 @@ void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
 
 void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
                               const accel_cmd_t *cmd, accel_status_t status) {
-  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
+  accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t == NULL) {
     return;
   }
@@ -204,42 +187,7 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
     ticks = accel_trace_ticks();
   }
   if (mask & ACCEL_TRACE_M_COUNTERS) {
-    if (status == ACCEL_OK) {
-      ctr_add_single(t, ACCEL_CTR_COMMANDS_COMPLETED, 1);
-      switch (cmd->kind) {
-        case ACCEL_CMD_LAUNCH:
-          ctr_add_single(t, ACCEL_CTR_LAUNCHES, 1);
-          break;
-        case ACCEL_CMD_COPY:
-          ctr_add_single(t, ACCEL_CTR_COPIES, 1);
-          ctr_add_single(t,
-                         cmd->flags == ACCEL_COPY_HOST_TO_DEVICE
-                             ? ACCEL_CTR_COPY_BYTES_H2D
-                         : cmd->flags == ACCEL_COPY_DEVICE_TO_HOST
-                             ? ACCEL_CTR_COPY_BYTES_D2H
-                             : ACCEL_CTR_COPY_BYTES_D2D,
-                         cmd->copy.size_bytes);
-          break;
-        case ACCEL_CMD_FILL:
-          ctr_add_single(t, ACCEL_CTR_FILLS, 1);
-          ctr_add_single(t, ACCEL_CTR_FILL_BYTES, cmd->fill.size_bytes);
-          break;
-        case ACCEL_CMD_HOST_CALL:
-          ctr_add_single(t, ACCEL_CTR_HOST_CALLS, 1);
-          break;
-        case ACCEL_CMD_SIGNAL:
-          ctr_add_single(t, ACCEL_CTR_SIGNALS, 1);
-          break;
-        case ACCEL_CMD_WAIT:
-          ctr_add_single(t, ACCEL_CTR_WAITS, 1);
-          if (t->wait_start_ns != 0 && now > t->wait_start_ns) {
-            ctr_add_single(t, ACCEL_CTR_WAIT_NS, now - t->wait_start_ns);
-          }
-          break;
-        default:
-          break;
-      }
-    }
+    accel_trace_count_end(t, cmd, status, now);
   }
   // An event record: its device timestamp, mapped to host time, lies between
   // the command's start and end, so it is emitted before the end.
@@ -272,11 +220,11 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
 
 void accel_trace_stream_fail_slow(const void *queue, uint64_t seq,
                                   accel_status_t status, const char *message) {
-  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)queue);
+  accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   uint32_t id = track_id(t);
   if (t != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
     // Before the stream reports its failure, so that waiters see it counted.
-    ctr_add_single(t, ACCEL_CTR_FAILURES, 1);
+    accel_trace_ctr_add_single(t, ACCEL_CTR_FAILURES, 1);
   }
   accel_trace_emit(ACCEL_TEV_STREAM_FAIL, (uint32_t)status, id, seq, 0);
   ACCEL_TP(stream_fail, id, seq, (uint32_t)status, message);
@@ -286,7 +234,7 @@ void accel_trace_stream_fail_slow(const void *queue, uint64_t seq,
 void accel_trace_launch_begin_slow(const void *queue, uint64_t seq,
                                    const char *kernel, uint32_t grid_x,
                                    uint32_t grid_y, uint32_t grid_z) {
-  uint32_t id = track_id(accel_trace_track_find((uintptr_t)queue));
+  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)queue));
   if (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) {
     accel_trace_emit(ACCEL_TEV_LAUNCH_BEGIN, 0, id, seq,
                      accel_trace_intern(kernel, true));
@@ -296,7 +244,7 @@ void accel_trace_launch_begin_slow(const void *queue, uint64_t seq,
 
 void accel_trace_launch_end_slow(const void *queue, uint64_t seq,
                                  accel_status_t status) {
-  uint32_t id = track_id(accel_trace_track_find((uintptr_t)queue));
+  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)queue));
   accel_trace_emit(ACCEL_TEV_LAUNCH_END, (uint32_t)status, id, seq, 0);
   ACCEL_TP(launch_end, id, seq, (uint32_t)status);
 }
@@ -305,7 +253,7 @@ void accel_trace_launch_end_slow(const void *queue, uint64_t seq,
 
 void accel_trace_semaphore_signal_slow(const void *device, const void *sem,
                                        uint64_t value) {
-  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
   uint32_t m = accel_trace_mask();
   if (dev != NULL && (m & ACCEL_TRACE_M_COUNTERS)) {
     ctr_add(dev, ACCEL_CTR_SIGNALS_HOST, 1);
@@ -319,7 +267,7 @@ void accel_trace_semaphore_signal_slow(const void *device, const void *sem,
 uint64_t accel_trace_semaphore_wait_slow(const void *device, const void *sem,
                                          uint64_t value) {
   uint64_t now = accel_trace_now_ns();
-  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
   accel_trace_emit(ACCEL_TEV_SEM_WAIT, 0, track_id(dev),
                    (uint64_t)(uintptr_t)sem, value);
   ACCEL_TP(semaphore_wait, track_id(dev), (uint64_t)(uintptr_t)sem, value, 0);
@@ -330,7 +278,7 @@ void accel_trace_semaphore_wake_slow(const void *device, const void *sem,
                                      uint64_t value, accel_status_t status,
                                      uint64_t start_ns) {
   uint64_t now = accel_trace_now_ns();
-  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
   uint32_t m = accel_trace_mask();
   if (dev != NULL && (m & ACCEL_TRACE_M_COUNTERS)) {
     ctr_add(dev, ACCEL_CTR_HOST_WAITS, 1);
@@ -346,7 +294,7 @@ void accel_trace_semaphore_wake_slow(const void *device, const void *sem,
 
 void accel_trace_event_record_slow(const void *event, const void *queue,
                                    uint64_t value) {
-  uint32_t id = track_id(accel_trace_track_find((uintptr_t)queue));
+  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)queue));
   accel_trace_emit(ACCEL_TEV_EVENT_RECORD, 0, id, (uint64_t)(uintptr_t)event,
                    value);
   ACCEL_TP(event_record, (uint64_t)(uintptr_t)event, id, value);
@@ -357,7 +305,7 @@ void accel_trace_event_record_slow(const void *event, const void *queue,
 void accel_trace_buffer_alloc_slow(const void *device, uint64_t address,
                                    uint64_t size_bytes, uint64_t mapped_bytes,
                                    uint32_t kind) {
-  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
   if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
     ctr_add(dev, ACCEL_CTR_ALLOCATIONS, 1);
     ctr_add(dev, ACCEL_CTR_BYTES_RESERVED, mapped_bytes);
@@ -380,7 +328,7 @@ void accel_trace_buffer_alloc_slow(const void *device, uint64_t address,
 
 void accel_trace_buffer_free_slow(const void *device, uint64_t address,
                                   uint64_t size_bytes, uint64_t mapped_bytes) {
-  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
   if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
     ctr_add(dev, ACCEL_CTR_FREES, 1);
     ctr_add(dev, ACCEL_CTR_BYTES_RESERVED, (uint64_t)0 - mapped_bytes);
@@ -393,7 +341,7 @@ void accel_trace_buffer_free_slow(const void *device, uint64_t address,
 void accel_trace_buffer_alloc_failed_slow(const void *device,
                                           uint64_t size_bytes,
                                           accel_status_t status) {
-  accel_trace_track_t *dev = accel_trace_track_find((uintptr_t)device);
+  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
   if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
     ctr_add(dev, ACCEL_CTR_ALLOC_FAILURES, 1);
   }

@@ -22,7 +22,10 @@ static uint32_t g_next_id = 2;  // id 1 is the process
 static uint32_t g_dead[DEAD_KEPT];
 static uint32_t g_dead_count;
 // Bumped (release) by every removal so that per-thread caches refill.
-static _Atomic uint64_t g_remove_gen;
+_Atomic uint64_t accel_trace_remove_gen_g;
+#define g_remove_gen accel_trace_remove_gen_g
+__attribute__((tls_model("initial-exec"))) _Thread_local accel_trace_cache_t
+    accel_trace_cache_g;
 
 static char *g_strings[STRINGS_MAX];
 static _Atomic uint32_t g_string_count;
@@ -94,13 +97,15 @@ bool accel_trace_counter_applies(uint32_t track_kind, uint32_t kind) {
 
 uint64_t accel_trace_counter_value(const accel_trace_track_t *track,
                                    uint32_t kind) {
-  if (kind == ACCEL_CTR_COMMANDS_ENQUEUED) {
-    return atomic_load_explicit(&track->enqueued, memory_order_relaxed);
-  }
-  if (kind == ACCEL_CTR_QUEUE_OCCUPANCY) {
-    uint64_t done = atomic_load_explicit(
-        &track->counters[ACCEL_CTR_COMMANDS_COMPLETED], memory_order_relaxed);
-    uint64_t enq = atomic_load_explicit(&track->enqueued, memory_order_relaxed);
+  if (kind == ACCEL_CTR_COMMANDS_ENQUEUED || kind == ACCEL_CTR_QUEUE_OCCUPANCY) {
+    uint64_t enq =
+        track->enqueued_source != NULL
+            ? atomic_load_explicit(track->enqueued_source, memory_order_relaxed)
+            : atomic_load_explicit(&track->enqueued, memory_order_relaxed);
+    if (kind == ACCEL_CTR_COMMANDS_ENQUEUED) {
+      return enq;
+    }
+    uint64_t done = atomic_load_explicit(&track->processed, memory_order_relaxed);
     return enq > done ? enq - done : 0;
   }
   return atomic_load_explicit(&track->counters[kind], memory_order_relaxed);
@@ -150,6 +155,13 @@ accel_trace_track_t *accel_trace_track_add(uint32_t kind, uintptr_t key,
   return t;
 }
 
+void accel_trace_track_set_enqueued_source(accel_trace_track_t *track,
+                                           const _Atomic uint64_t *source) {
+  pthread_mutex_lock(&g_lock);  // snapshots read it under the lock
+  track->enqueued_source = source;
+  pthread_mutex_unlock(&g_lock);
+}
+
 void accel_trace_track_remove(uintptr_t key) {
   pthread_mutex_lock(&g_lock);
   for (uint32_t id = g_next_id; id-- > 2;) {
@@ -157,6 +169,14 @@ void accel_trace_track_remove(uintptr_t key) {
     if (t != NULL && t->key == key &&
         atomic_load_explicit(&t->live, memory_order_relaxed)) {
       atomic_store_explicit(&t->live, false, memory_order_relaxed);
+      // The queue's counter goes away with it: keep its last value.
+      if (t->enqueued_source != NULL) {
+        atomic_store_explicit(&t->enqueued,
+                              atomic_load_explicit(t->enqueued_source,
+                                                   memory_order_relaxed),
+                              memory_order_relaxed);
+        t->enqueued_source = NULL;
+      }
       if (g_dead_count == DEAD_KEPT) {
         // Free the oldest dead track; traces written later name it by id.
         uint32_t old = g_dead[0];

@@ -34,7 +34,8 @@ void accel_trace_device_open_slow(const void *device, const char *name,
                                   uint64_t host_ns, uint64_t device_ns);
 void accel_trace_device_close_slow(const void *device);
 void accel_trace_queue_create_slow(uint32_t kind, const void *device,
-                                   const void *queue, const char *name);
+                                   const void *queue, const char *name,
+                                   const _Atomic uint64_t *enqueued);
 void accel_trace_queue_destroy_slow(const void *queue);
 void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
                                   const accel_cmd_t *cmd, uint64_t seq,
@@ -69,6 +70,67 @@ void accel_trace_buffer_alloc_failed_slow(const void *device,
                                           accel_status_t status);
 void accel_trace_error_slow(accel_status_t status, const char *message);
 
+// Single-writer counter update (the queue's worker): a relaxed load and
+// store, no read-modify-write.
+static inline void accel_trace_ctr_add_single(accel_trace_track_t *t,
+                                              uint32_t k, uint64_t v) {
+  atomic_store_explicit(
+      &t->counters[k],
+      atomic_load_explicit(&t->counters[k], memory_order_relaxed) + v,
+      memory_order_relaxed);
+}
+
+// Counts a command that ended on |t|'s queue (worker only). |now_ns| is the
+// end time for WAIT commands (their time goes to wait_ns), else unused.
+static inline void accel_trace_count_end(accel_trace_track_t *t,
+                                         const accel_cmd_t *cmd,
+                                         accel_status_t status,
+                                         uint64_t now_ns) {
+  atomic_store_explicit(
+      &t->processed,
+      atomic_load_explicit(&t->processed, memory_order_relaxed) + 1,
+      memory_order_relaxed);
+  if (status != ACCEL_OK) {
+    return;  // failures are counted once per stream, at the failure
+  }
+  accel_trace_ctr_add_single(t, ACCEL_CTR_COMMANDS_COMPLETED, 1);
+  switch (cmd->kind) {
+    case ACCEL_CMD_LAUNCH:
+      accel_trace_ctr_add_single(t, ACCEL_CTR_LAUNCHES, 1);
+      break;
+    case ACCEL_CMD_COPY:
+      accel_trace_ctr_add_single(t, ACCEL_CTR_COPIES, 1);
+      accel_trace_ctr_add_single(t,
+                                 cmd->flags == ACCEL_COPY_HOST_TO_DEVICE
+                                     ? ACCEL_CTR_COPY_BYTES_H2D
+                                 : cmd->flags == ACCEL_COPY_DEVICE_TO_HOST
+                                     ? ACCEL_CTR_COPY_BYTES_D2H
+                                     : ACCEL_CTR_COPY_BYTES_D2D,
+                                 cmd->copy.size_bytes);
+      break;
+    case ACCEL_CMD_FILL:
+      accel_trace_ctr_add_single(t, ACCEL_CTR_FILLS, 1);
+      accel_trace_ctr_add_single(t, ACCEL_CTR_FILL_BYTES,
+                                 cmd->fill.size_bytes);
+      break;
+    case ACCEL_CMD_HOST_CALL:
+      accel_trace_ctr_add_single(t, ACCEL_CTR_HOST_CALLS, 1);
+      break;
+    case ACCEL_CMD_SIGNAL:
+      accel_trace_ctr_add_single(t, ACCEL_CTR_SIGNALS, 1);
+      break;
+    case ACCEL_CMD_WAIT:
+      accel_trace_ctr_add_single(t, ACCEL_CTR_WAITS, 1);
+      if (t->wait_start_ns != 0 && now_ns > t->wait_start_ns) {
+        accel_trace_ctr_add_single(t, ACCEL_CTR_WAIT_NS,
+                                   now_ns - t->wait_start_ns);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
 // --- lifecycle (rare: always out of line) -----------------------------------
 
 // At the start of runtime creation: reads the tracing environment
@@ -94,17 +156,22 @@ static inline void accel_trace_device_open(const void *device,
 static inline void accel_trace_device_close(const void *device) {
   accel_trace_device_close_slow(device);
 }
-// A stream's hardware queue |queue| was created on |device|.
+// A stream's hardware queue |queue| was created on |device|; |enqueued| is
+// the stream's count of commands handed to the queue (read, never written,
+// until accel_trace_stream_destroy), the commands_enqueued counter.
 static inline void accel_trace_stream_create(const void *device,
                                              const void *queue,
-                                             const char *name) {
-  accel_trace_queue_create_slow(ACCEL_TRACK_STREAM, device, queue, name);
+                                             const char *name,
+                                             const _Atomic uint64_t *enqueued) {
+  accel_trace_queue_create_slow(ACCEL_TRACK_STREAM, device, queue, name,
+                                enqueued);
 }
-// A DMA queue (copy engine) was created on |device|.
-static inline void accel_trace_dma_queue_create(const void *device,
-                                                const void *queue,
-                                                const char *name) {
-  accel_trace_queue_create_slow(ACCEL_TRACK_QUEUE, device, queue, name);
+// A DMA queue (copy engine) was created on |device| (as above).
+static inline void accel_trace_dma_queue_create(
+    const void *device, const void *queue, const char *name,
+    const _Atomic uint64_t *enqueued) {
+  accel_trace_queue_create_slow(ACCEL_TRACK_QUEUE, device, queue, name,
+                                enqueued);
 }
 // A stream's or DMA queue's |queue| was destroyed (after its worker ended).
 static inline void accel_trace_stream_destroy(const void *queue) {
@@ -140,7 +207,8 @@ static inline void accel_trace_cmd_enqueue(const void *queue,
                                            uint64_t seq,
                                            accel_trace_stamp_t when) {
   uint32_t m = accel_trace_mask();
-  if (ACCEL_TRACE_UNLIKELY(m != 0 || ACCEL_TP_ON(cmd_enqueue) ||
+  if (ACCEL_TRACE_UNLIKELY((m & ACCEL_TRACE_M_EVENTS) != 0 ||
+                           ACCEL_TP_ON(cmd_enqueue) ||
                            ACCEL_TP_ON(copy_submit))) {
     accel_trace_cmd_enqueue_slow(m, queue, cmd, seq, when.ticks, when.ns);
   }
@@ -166,9 +234,15 @@ static inline void accel_trace_cmd_end(const void *queue,
                                        const accel_cmd_t *cmd,
                                        accel_status_t status) {
   uint32_t m = accel_trace_mask();
-  if (ACCEL_TRACE_UNLIKELY(m != 0 || ACCEL_TP_ON(cmd_end) ||
-                           ACCEL_TP_ON(copy_end) ||
-                           ACCEL_TP_ON(event_complete))) {
+  bool tp = ACCEL_TP_ON(cmd_end) || ACCEL_TP_ON(copy_end) ||
+            ACCEL_TP_ON(event_complete);
+  if (m == ACCEL_TRACE_M_COUNTERS && !tp && cmd->kind != ACCEL_CMD_WAIT) {
+    // The common case, counters only: inline, no clock read.
+    accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
+    if (t != NULL) {
+      accel_trace_count_end(t, cmd, status, 0);
+    }
+  } else if (ACCEL_TRACE_UNLIKELY(m != 0 || tp)) {
     accel_trace_cmd_end_slow(m, queue, cmd, status);
   }
 }

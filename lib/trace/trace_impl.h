@@ -112,7 +112,7 @@ typedef enum accel_trace_track_kind {
 // Counter kinds. Each belongs to device scope or stream/queue scope.
 typedef enum accel_counter_kind {
   // Stream / queue counters. Written by the queue's worker only (single
-  // writer), except commands_enqueued (submitters).
+  // writer), except commands_enqueued (the queue's own sequence number).
   ACCEL_CTR_COMMANDS_ENQUEUED = 0,
   ACCEL_CTR_COMMANDS_COMPLETED,
   ACCEL_CTR_QUEUE_OCCUPANCY,  // derived: enqueued - completed
@@ -155,22 +155,59 @@ typedef struct accel_trace_track {
   uintptr_t key;    // the object this track stands for (an id, never read)
   _Atomic bool live;
   char name[64];
-  // Counters: the worker-written ones first, then the submit-side one on its
-  // own line so that submitter and worker do not share a cache line.
+  // The queue's own count of commands handed out (its last sequence number),
+  // read for commands_enqueued; NULL: |enqueued| is kept here instead.
+  const _Atomic uint64_t *enqueued_source;
+  // Counters, written by the queue's worker (stream counters) or by any
+  // thread (device counters).
   _Alignas(64) _Atomic uint64_t counters[ACCEL_CTR_COUNT];
-  _Alignas(64) _Atomic uint64_t enqueued;
   uint64_t wait_start_ns;  // worker only: start of the current WAIT command
+  _Atomic uint64_t processed;  // worker only: commands ended (any status)
+  // Submit side, on its own cache line (no sharing with the worker).
+  _Alignas(64) _Atomic uint64_t enqueued;
 } accel_trace_track_t;
 
 // Registers a track for |key| (a pointer value used as an id) and returns
 // it, or NULL when out of memory (tracing of that object is then skipped).
 accel_trace_track_t *accel_trace_track_add(uint32_t kind, uintptr_t key,
                                            uint32_t parent, const char *name);
+// Sets where commands_enqueued is read from (before the track is used).
+void accel_trace_track_set_enqueued_source(accel_trace_track_t *track,
+                                           const _Atomic uint64_t *source);
 // Marks the track of |key| dead (kept for traces that still name it).
 void accel_trace_track_remove(uintptr_t key);
 // The live track of |key|, or NULL. Lock-free on the hot path (a per-thread
 // cache in front of the locked table).
 accel_trace_track_t *accel_trace_track_find(uintptr_t key);
+
+// Bumped by every track removal; per-thread caches are valid while it holds.
+extern _Atomic uint64_t accel_trace_remove_gen_g;
+
+// A one-entry per-thread cache in front of accel_trace_track_find, read
+// inline by the hooks.
+typedef struct accel_trace_cache {
+  uintptr_t key;
+  accel_trace_track_t *track;
+  uint64_t gen;
+} accel_trace_cache_t;
+extern __attribute__((tls_model("initial-exec"))) _Thread_local
+    accel_trace_cache_t accel_trace_cache_g;
+
+static inline accel_trace_track_t *accel_trace_track_lookup(uintptr_t key) {
+  accel_trace_cache_t *c = &accel_trace_cache_g;
+  // Acquire: pairs with the removal's release (a removed track's pointer is
+  // never used after the generation moved).
+  uint64_t gen =
+      atomic_load_explicit(&accel_trace_remove_gen_g, memory_order_acquire);
+  if (c->key == key && c->gen == gen && c->track != NULL) {
+    return c->track;
+  }
+  accel_trace_track_t *t = accel_trace_track_find(key);
+  c->key = key;
+  c->track = t;
+  c->gen = gen;
+  return t;
+}
 // The track with |id| (live or dead, if still kept), or NULL. |locked| false
 // reads without the registry lock (signal handlers).
 const accel_trace_track_t *accel_trace_track_by_id(uint32_t id, bool locked);
