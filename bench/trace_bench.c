@@ -154,8 +154,10 @@ static void lttng_end(lttng_session_t *l) {
 }
 
 int accel_bench_trace(const bench_args_t *args) {
-  int runs = args->quick ? 5 : 15;
-  int iters = args->quick ? 2000 : 10000;
+  // Many short runs, the configurations taking turns within each, so that
+  // the machine's noise (other tenants, a worker descheduled) spreads evenly.
+  int runs = args->quick ? 9 : 61;
+  int iters = args->quick ? 500 : 2000;
   accel_runtime_t *rt = NULL;
   accel_device_t *dev = NULL;
   accel_stream_t *s = NULL;
@@ -175,6 +177,7 @@ int accel_bench_trace(const bench_args_t *args) {
   }
   lttng_session_t lt = {0};
   double samples[MODE_COUNT][64];
+  double lt_samples[64], off2[64];
   for (int r = 0; r < runs; ++r) {
     for (int mode = 0; mode < MODE_COUNT; ++mode) {
       if (mode == MODE_LTTNG) {
@@ -214,7 +217,6 @@ int accel_bench_trace(const bench_args_t *args) {
 
   // LTTng: a session of our own, measured against the off state in turn.
   lttng_begin(&lt);
-  double lt_samples[64], off2[64];
   if (lt.on) {
     for (int r = 0; r < runs; ++r) {
       // Our hooks off, LTTng recording; then the defaults and LTTng.
