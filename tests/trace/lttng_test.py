@@ -115,7 +115,8 @@ def check_lttng_events(events):
         "accel:copy_start": 3 * N, "accel:copy_end": 3 * N,
         "accel:event_record": N, "accel:event_complete": N,
         "accel:semaphore_wait": 1, "accel:semaphore_wake": 1,
-        "accel:stream_fail": 1,
+        "accel:stream_fail": 1, "accel:launch_begin": N,
+        "accel:launch_end": N,
     }
     for name, count in want.items():
         expect(names[name] == count, f"{name}: {names[name]} != {count}")
@@ -175,6 +176,12 @@ def check_lttng_events(events):
         if name == "accel:event_complete":
             expect(f["stream"] == copy and f["host_ns"] <= ts,
                    f"event_complete {f}")
+    launches = [f for _, n, f in events if n == "accel:launch_begin"]
+    expect(all(f["kernel"] == "axpy" and f["grid_x"] == 4 and
+               f["stream"] == compute for f in launches),
+           f"launch_begin fields {launches[:1]}")
+    expect([f["seq"] for f in launches] == list(range(1, N + 1)),
+           "launch_begin seqs")
     fails = [f for _, n, f in events if n == "accel:stream_fail"]
     expect(label(fails[0]["status"]) == "internal" and
            "command #1 (host_call) failed" in fails[0]["message"],
@@ -202,7 +209,8 @@ def check_accel_trace(trace_dir, tmp):
         fail(f"converted trace: {e}")
     for name, count in {"copy h2d": N, "copy d2h": N, "copy d2d": N,
                         "host_call": N + 1, "fill": N, "wait": N,
-                        "signal": N + 1, "semaphore wait": 1}.items():
+                        "signal": N + 1, "semaphore wait": 1,
+                        "axpy": N}.items():
         expect(len(slices.get(name, [])) == count,
                f"converted: {name}: {len(slices.get(name, []))} != {count}")
     expect(len(flows) == 7 * N + 2, f"converted: {len(flows)} flows")
@@ -220,7 +228,8 @@ def check_accel_trace(trace_dir, tmp):
     want = {"copy h2d": ("copy", N, N * 65536),
             "copy d2h": ("copy", N, N * 65536),
             "copy d2d": ("copy", N, N * 4096),
-            "host_call": ("kernel", N + 1, 0), "fill": ("command", N, N * 4096)}
+            "host_call": ("kernel", N + 1, 0), "axpy": ("kernel", N, 0),
+            "fill": ("command", N, N * 4096)}
     for name, (cat, count, nbytes) in want.items():
         expect(name in rows, f"summary: no row {name}: {r.stdout}")
         c, n, total, p50, p99, b = rows[name]

@@ -22,13 +22,24 @@
 #include <string.h>
 
 #include "accel/accel.h"
+#include "stream/semaphore_impl.h"
+#include "trace/trace_hooks.h"
 
 #define COPY_BYTES 65536u
 #define FILL_BYTES 4096u
 
+// The host device's "kernel": reports itself as a launch of "axpy" on a
+// 4x1x1 grid, the way the code that executes launch payloads does.
+typedef struct kernel_ctx {
+  accel_stream_t *stream;
+  unsigned count;
+} kernel_ctx_t;
+
 static accel_status_t host_kernel(void *user_data) {
-  unsigned *count = user_data;
-  (*count)++;
+  kernel_ctx_t *k = user_data;
+  accel_trace_launch_begin(k->stream->queue, k->count + 1, "axpy", 4, 1, 1);
+  k->count++;
+  accel_trace_launch_end(k->stream->queue, k->count, ACCEL_OK);
   return ACCEL_OK;
 }
 
@@ -98,7 +109,7 @@ int main(int argc, char **argv) {
   }
   accel_event_t *ev = NULL;
   CHECK(accel_event_create(dev, 0, &ev));
-  unsigned kernels = 0;
+  kernel_ctx_t kernels = {.stream = compute};
   for (unsigned it = 0; it < iterations; ++it) {
     // Each iteration uses its own slice of |a|: the copy stream runs ahead
     // of the compute stream, which is only ordered after it (by |ev|).
@@ -118,8 +129,10 @@ int main(int argc, char **argv) {
   CHECK(accel_semaphore_wait(sem, 1, ACCEL_TIMEOUT_INFINITE));
   CHECK(accel_stream_synchronize(copy, ACCEL_TIMEOUT_INFINITE));
   CHECK(accel_stream_synchronize(compute, ACCEL_TIMEOUT_INFINITE));
-  if (kernels != iterations || memcmp(host_in, host_out, COPY_BYTES) != 0) {
-    fprintf(stderr, "trace-workload: wrong results (%u kernels)\n", kernels);
+  if (kernels.count != iterations ||
+      memcmp(host_in, host_out, COPY_BYTES) != 0) {
+    fprintf(stderr, "trace-workload: wrong results (%u kernels)\n",
+            kernels.count);
     return 1;
   }
   accel_stream_t *bad = NULL;
