@@ -138,8 +138,8 @@ static void test_counters_match_random_work(void **state) {
   free(host);
 }
 
-// A failing command counts as one failure of its stream; the command skipped
-// after it is neither a failure nor completed.
+// A failing command counts as one failure of its stream, not as completed,
+// and leaves no occupancy behind.
 static accel_status_t fail_call(void *user_data) {
   return ACCEL_ERROR_DEVICE_LOST;
 }
@@ -149,12 +149,18 @@ static void test_counters_count_failures(void **state) {
   accel_stream_desc_t d = {.struct_size = sizeof(d), .name = "doomed"};
   accel_stream_t *s = NULL;
   assert_accel_ok(accel_stream_create(env->device, &d, &s));
-  assert_accel_ok(accel_stream_host_call(s, fail_call, NULL));
+  unsigned calls = 0;
+  assert_accel_ok(accel_stream_host_call(s, count_call, &calls));
   assert_accel_ok(accel_stream_host_call(s, fail_call, NULL));
   assert_accel_status(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
                       ACCEL_ERROR_DEVICE_LOST);
+  // Later submissions are refused with the stored error (not counted).
+  assert_accel_status(accel_stream_host_call(s, count_call, &calls),
+                      ACCEL_ERROR_DEVICE_LOST);
   assert_int_equal(counter("host:0/doomed", "failures"), 1);
-  assert_int_equal(counter("host:0/doomed", "commands_completed"), 0);
+  assert_int_equal(counter("host:0/doomed", "commands_completed"), 1);
+  assert_int_equal(counter("host:0/doomed", "commands_enqueued"), 2);
+  assert_int_equal(counter("host:0/doomed", "queue_occupancy"), 0);
   accel_stream_destroy(s);
 }
 
