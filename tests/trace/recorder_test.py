@@ -142,10 +142,29 @@ def test_flight_dump_on_demand(tmp):
     return len(trace.packet)
 
 
+def test_flight_on_fatal_signal(tmp):
+    flight = os.path.join(tmp, "crash")
+    os.mkdir(flight)
+    env = dict(os.environ, ACCEL_FLIGHT_DIR=flight)
+    env.pop("ACCEL_TRACE", None)
+    r = subprocess.run([WORKLOAD, os.path.join(tmp, "c6"), "--abort"],
+                       env=env, capture_output=True, timeout=60)
+    pc.expect(r.returncode == -6, f"abort: exit {r.returncode}")
+    files = glob.glob(os.path.join(flight, "accel-flight-*-signal6.pftrace"))
+    pc.expect(len(files) == 1, f"no flight file after SIGABRT: "
+              f"{os.listdir(flight)}")
+    trace, tracks = pc.load(files[0])
+    slices, _, _, _ = pc.check(trace, tracks)
+    pc.expect(len(slices.get("copy d2h", [])) == N,
+              f"crash flight: {len(slices.get('copy d2h', []))} d2h copies")
+    return len(trace.packet)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="accel-trace-") as tmp:
         for test in (test_api_recording, test_env_recording,
-                     test_flight_on_failure, test_flight_dump_on_demand):
+                     test_flight_on_failure, test_flight_dump_on_demand,
+                     test_flight_on_fatal_signal):
             try:
                 n = test(tmp)
             except pc.Failure as e:

@@ -3,14 +3,15 @@
 // two streams, with known counts, for the trace tests.
 //
 //   trace-workload COUNTERS_OUT [--record PATH] [--fail] [--iterations N]
-//                  [--flight-dump PATH]
+//                  [--flight-dump PATH] [--abort]
 //
 // Writes the accel_counters_snapshot() taken after synchronizing, one
 // "scope_name<TAB>name<TAB>value" line per counter, to COUNTERS_OUT. With
 // --record the built-in recorder runs from before the runtime is created
 // until after the snapshot. With --fail a third stream runs a host call that
 // fails (a poisoned stream and an error). With --flight-dump it calls
-// accel_trace_flight_dump(PATH) at the end and prints the status.
+// accel_trace_flight_dump(PATH) at the end and prints the status; with
+// --abort it calls abort() once the work is done.
 //
 // Per iteration: stream "copy" copies 64 KiB host->device and records an
 // event; stream "compute" waits for that event, runs a host call, fills 4 KiB,
@@ -66,6 +67,7 @@ int main(int argc, char **argv) {
   }
   const char *record = NULL;
   const char *flight = NULL;
+  bool crash = false;
   bool fail = false;
   unsigned iterations = 8;
   for (int i = 2; i < argc; ++i) {
@@ -73,6 +75,8 @@ int main(int argc, char **argv) {
       record = argv[++i];
     } else if (strcmp(argv[i], "--flight-dump") == 0 && i + 1 < argc) {
       flight = argv[++i];
+    } else if (strcmp(argv[i], "--abort") == 0) {
+      crash = true;
     } else if (strcmp(argv[i], "--fail") == 0) {
       fail = true;
     } else if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
@@ -170,6 +174,9 @@ int main(int argc, char **argv) {
   free(counters);
   if (record != NULL) {
     CHECK(accel_trace_stop());
+  }
+  if (crash) {
+    abort();  // with ACCEL_FLIGHT_DIR: the flight recorder is written
   }
   if (flight != NULL) {
     accel_status_t st = accel_trace_flight_dump(flight);
