@@ -142,6 +142,20 @@ def test_flight_dump_on_demand(tmp):
     return len(trace.packet)
 
 
+def test_bad_environment_fails_runtime_creation(tmp):
+    for env, what in (({"ACCEL_TRACE": "/nonexistent-dir/x.pftrace"},
+                       "ACCEL_TRACE: trace start: cannot create"),
+                      ({"ACCEL_FLIGHT_EVENTS": "lots"},
+                       "ACCEL_FLIGHT_EVENTS=\"lots\" must be 0 to")):
+        full = dict(os.environ)
+        full.update(env)
+        r = subprocess.run([WORKLOAD, os.path.join(tmp, "c7")], env=full,
+                           capture_output=True, text=True, timeout=60)
+        pc.expect(r.returncode == 1 and what in r.stderr,
+                  f"{env}: exit {r.returncode}: {r.stderr}")
+    return 0
+
+
 def test_flight_on_fatal_signal(tmp):
     flight = os.path.join(tmp, "crash")
     os.mkdir(flight)
@@ -164,7 +178,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="accel-trace-") as tmp:
         for test in (test_api_recording, test_env_recording,
                      test_flight_on_failure, test_flight_dump_on_demand,
-                     test_flight_on_fatal_signal):
+                     test_flight_on_fatal_signal,
+                     test_bad_environment_fails_runtime_creation):
             try:
                 n = test(tmp)
             except pc.Failure as e:
