@@ -34,6 +34,8 @@
 #include "bench.h"
 #include "trace/trace_impl.h"
 
+#define RUNS_MAX 301
+
 enum { MODE_OFF, MODE_DEFAULT, MODE_FLIGHT, MODE_RECORDER, MODE_LTTNG,
        MODE_COUNT };
 
@@ -154,10 +156,12 @@ static void lttng_end(lttng_session_t *l) {
 }
 
 int accel_bench_trace(const bench_args_t *args) {
-  // Many short runs, the configurations taking turns within each, so that
-  // the machine's noise (other tenants, a worker descheduled) spreads evenly.
-  int runs = args->quick ? 9 : 61;
-  int iters = args->quick ? 500 : 2000;
+  // Many short runs (tens of microseconds each), the configurations taking
+  // turns within each, so that the machine's noise (other tenants, a worker
+  // descheduled for 100 us) spreads evenly and hits a minority of runs,
+  // which the median then ignores.
+  int runs = args->quick ? 31 : RUNS_MAX;
+  int iters = args->quick ? 200 : 300;
   accel_runtime_t *rt = NULL;
   accel_device_t *dev = NULL;
   accel_stream_t *s = NULL;
@@ -176,10 +180,13 @@ int accel_bench_trace(const bench_args_t *args) {
     close(fd);
   }
   lttng_session_t lt = {0};
-  double samples[MODE_COUNT][64];
-  double lt_samples[64], off2[64];
+  static double samples[MODE_COUNT][RUNS_MAX];
+  static double lt_samples[RUNS_MAX], off2[RUNS_MAX];
   for (int r = 0; r < runs; ++r) {
-    for (int mode = 0; mode < MODE_COUNT; ++mode) {
+    // The order rotates from run to run so that no configuration always
+    // follows the recorder's stop (a file write, the worker parking).
+    for (int k = 0; k < MODE_COUNT; ++k) {
+      int mode = (r + k) % MODE_COUNT;
       if (mode == MODE_LTTNG) {
         continue;  // measured below with a session listening
       }
@@ -188,7 +195,7 @@ int accel_bench_trace(const bench_args_t *args) {
         fprintf(stderr, "accel-bench trace: %s\n", accel_last_error());
         return 1;
       }
-      roundtrip(s, iters / 10);  // warm-up
+      roundtrip(s, 20);  // warm-up
       samples[mode][r] = roundtrip(s, iters);
       if (mode == MODE_RECORDER) {
         accel_trace_stop();
@@ -221,10 +228,10 @@ int accel_bench_trace(const bench_args_t *args) {
     for (int r = 0; r < runs; ++r) {
       // Our hooks off, LTTng recording; then the defaults and LTTng.
       set_mode(MODE_OFF);
-      roundtrip(s, iters / 10);
+      roundtrip(s, 20);
       lt_samples[r] = roundtrip(s, iters);
       set_mode(MODE_DEFAULT);
-      roundtrip(s, iters / 10);
+      roundtrip(s, 20);
       off2[r] = roundtrip(s, iters);
     }
   }

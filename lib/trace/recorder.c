@@ -281,11 +281,14 @@ static void record_append(tbuf_t *t, uint64_t ts, uint64_t head, uint64_t a,
 void accel_trace_emit_at(uint64_t ts, uint32_t type, uint32_t aux,
                          uint32_t track, uint64_t a, uint64_t b) {
   uint32_t m = atomic_load_explicit(&accel_trace_mask_g, memory_order_relaxed);
-  if ((m & ACCEL_TRACE_M_EVENTS) == 0 || t_busy) {
+  if ((m & ACCEL_TRACE_M_EVENTS) == 0) {
     return;
   }
   tbuf_t *t = t_self;
   if (t == NULL) {
+    if (t_busy) {
+      return;
+    }
     t_busy = true;  // registration may emit errors of its own
     t = self_slow();
     t_busy = false;
@@ -309,8 +312,8 @@ void accel_trace_emit_at(uint64_t ts, uint32_t type, uint32_t aux,
     // Release: readers that see |committed| see the words.
     atomic_store_explicit(&t->committed, h + 1, memory_order_release);
   }
-  if ((m & ACCEL_TRACE_M_RECORD) &&
-      ts >= atomic_load_explicit(&g_rec_start_ticks, memory_order_relaxed)) {
+  if (m & ACCEL_TRACE_M_RECORD) {
+    // Events older than the recording's start are dropped when written.
     record_append(t, ts, head, a, b);
   }
 }
