@@ -192,7 +192,8 @@ static void free_tbuf(tbuf_t *t) {
 }
 
 // Frees buffers of exited threads beyond the most recent EXITED_KEPT whose
-// recorded events were all written.
+// recorded events were all written. Called with g_rec_lock and
+// g_threads_lock held.
 static void reap_exited_locked(void) {
   uint32_t exited = 0;
   tbuf_t **link = &g_threads;
@@ -239,11 +240,19 @@ static tbuf_t *self_slow(void) {
   }
   track->tid = tid;
   t->track = track->id;
+  // Reaping reads the flusher's cursors: only when no flush runs (trylock,
+  // since an error reported while a flush holds the lock may land here).
+  bool rec_locked = pthread_mutex_trylock(&g_rec_lock) == 0;
   pthread_mutex_lock(&g_threads_lock);
-  reap_exited_locked();
+  if (rec_locked) {
+    reap_exited_locked();
+  }
   t->next = g_threads;
   g_threads = t;
   pthread_mutex_unlock(&g_threads_lock);
+  if (rec_locked) {
+    pthread_mutex_unlock(&g_rec_lock);
+  }
   pthread_setspecific(g_thread_key, t);
   t_self = t;
   return t;

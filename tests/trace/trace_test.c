@@ -239,6 +239,34 @@ static void test_trace_set_enabled_restores_defaults(void **state) {
   assert_false(m & ACCEL_TRACE_M_RECORD);
 }
 
+// Many short-lived worker threads: their buffers are written out and then
+// freed (beyond the most recent exited ones) while recording goes on.
+static void test_thread_churn_while_recording(void **state) {
+  test_env_t *env = *state;
+  char path[] = "/tmp/accel-churn-test-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_accel_ok(accel_trace_start(path));
+  unsigned calls = 0;
+  for (int i = 0; i < 48; ++i) {
+    accel_stream_t *s = NULL;
+    assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+    assert_accel_ok(accel_stream_host_call(s, count_call, &calls));
+    assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+    accel_stream_destroy(s);
+    if (i % 8 == 7) {
+      assert_accel_ok(accel_trace_flush());
+    }
+  }
+  assert_int_equal(calls, 48);
+  assert_accel_ok(accel_trace_stop());
+  assert_true(file_size(path) > 48 * 100);
+  assert_accel_ok(accel_trace_flight_dump(path));
+  assert_true(file_size(path) > 0);
+  unlink(path);
+}
+
 int main(void) {
   // The flight recorder is off unless asked for; these tests want it.
   setenv("ACCEL_FLIGHT_EVENTS", "256", 1);
@@ -250,6 +278,7 @@ int main(void) {
       cmocka_unit_test(test_trace_start_stop_states),
       cmocka_unit_test(test_flight_dump_writes_file),
       cmocka_unit_test(test_trace_set_enabled_restores_defaults),
+      cmocka_unit_test(test_thread_churn_while_recording),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
 }
