@@ -78,7 +78,11 @@ def stop_sessiond(pid):
 
 
 def read_events(path):
-    import bt2
+    try:
+        import bt2
+    except ImportError:
+        fail("python3-bt2 (babeltrace2's Python bindings) is missing: run "
+             "scripts/install-deps.sh")
     events = []
     for msg in bt2.TraceCollectionMessageIterator(path):
         if type(msg) is not bt2._EventMessageConst:
@@ -248,7 +252,16 @@ def main():
               "not installed): no tracepoints to record")
         return 77
     if os.geteuid() == 0 and os.environ.get("ACCEL_LTTNG_NAMESPACE") != "1":
-        return in_private_namespace()
+        probe = subprocess.run(["unshare", "--mount", "true"],
+                               capture_output=True)
+        if probe.returncode == 0:
+            return in_private_namespace()
+        # No mount namespaces here: the root session daemon's run directory
+        # is the machine's; use it only if no daemon runs there.
+        if subprocess.run(["lttng", "list"], capture_output=True).returncode \
+                == 0:
+            fail("cannot isolate lttng-sessiond (no mount namespace) and one "
+                 "is already running")
     tmp = tempfile.mkdtemp(prefix="accel-lttng-")
     home = os.path.join(tmp, "home")
     os.mkdir(home)
