@@ -17,6 +17,7 @@ enum {
   F_TP_TIMESTAMP = 8,
   F_TP_SEQUENCE_ID = 10,
   F_TP_TRACK_EVENT = 11,
+  F_TP_SEQUENCE_FLAGS = 13,
   F_TP_TIMESTAMP_CLOCK_ID = 58,
   F_TP_TRACK_DESCRIPTOR = 60,
   // ClockSnapshot / Clock
@@ -57,6 +58,7 @@ enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3,
        TYPE_COUNTER = 4 };
 enum { CLOCK_REALTIME_ID = 1, CLOCK_MONOTONIC_ID = 3, CLOCK_BOOTTIME_ID = 6 };
 enum { UNIT_TIME_NS = 1, UNIT_COUNT = 2, UNIT_SIZE_BYTES = 3 };
+enum { SEQ_INCREMENTAL_STATE_CLEARED = 1 };
 
 #define SEQ_DESCRIPTORS 1u
 #define NO_VALUE UINT64_MAX
@@ -197,6 +199,7 @@ void accel_pf_begin(accel_pf_writer_t *w, int fd, int32_t pid,
   memset(w->described, 0, sizeof(w->described));
   memset(w->counter_described, 0, sizeof(w->counter_described));
   memset(w->depth, 0, sizeof(w->depth));
+  memset(w->sequence_started, 0, sizeof(w->sequence_started));
   memset(w->flows, 0, sizeof(w->flows));
   memset(w->starts, 0, sizeof(w->starts));
   w->filter_flows = false;
@@ -220,6 +223,8 @@ void accel_pf_begin(accel_pf_writer_t *w, int fd, int32_t pid,
   PB(packet, 256);
   pb_msg(&packet, F_TP_CLOCK_SNAPSHOT, &snap);
   pb_u64(&packet, F_TP_SEQUENCE_ID, SEQ_DESCRIPTORS);
+  pb_u64(&packet, F_TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+  bit_set(w->sequence_started, SEQ_DESCRIPTORS);
   write_packet(w, &packet);
 
   PB(proc, 128);
@@ -322,6 +327,13 @@ static void emit_track_event(accel_pf_writer_t *w, uint64_t ts,
   pb_u64(&packet, F_TP_TIMESTAMP, ts);
   pb_u64(&packet, F_TP_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
   pb_u64(&packet, F_TP_SEQUENCE_ID, sequence);
+  if (sequence < ACCEL_PF_MAX_TRACKS + 64 &&
+      !bit_test(w->sequence_started, sequence)) {
+    // The first packet of a sequence: nothing from before applies (we use
+    // no interning, but readers expect the flag before track events).
+    bit_set(w->sequence_started, sequence);
+    pb_u64(&packet, F_TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+  }
   pb_msg(&packet, F_TP_TRACK_EVENT, te);
   write_packet(w, &packet);
   if (ts > w->last_ts) {

@@ -40,6 +40,8 @@ typedef struct accel_pf_writer {
   uint8_t described[ACCEL_PF_MAX_TRACKS / 8];
   uint8_t counter_described[ACCEL_PF_MAX_TRACKS / 8];
   uint8_t depth[ACCEL_PF_MAX_TRACKS];
+  // Sequences (one per producing thread) that have had their first packet.
+  uint8_t sequence_started[(ACCEL_PF_MAX_TRACKS + 64) / 8];
   uint64_t flows[ACCEL_PF_FLOW_SLOTS];
   // When set, an enqueue carries a flow only if its start was announced with
   // accel_pf_expect_start() (partial traces: the flight recorder).

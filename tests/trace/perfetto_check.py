@@ -64,9 +64,15 @@ def check(trace, tracks):
     instants = collections.Counter()
     counters = {}
     flows_out, flows_in = set(), set()
+    cleared = set()
     for p in trace.packet:
+        if p.sequence_flags & 1:
+            cleared.add(p.trusted_packet_sequence_id)
         if not p.HasField("track_event"):
             continue
+        expect(p.trusted_packet_sequence_id in cleared,
+               f"track event on sequence {p.trusted_packet_sequence_id} "
+               "before its incremental state was cleared")
         te = p.track_event
         expect(p.HasField("timestamp"), "track event without a timestamp")
         expect(p.timestamp_clock_id in (0, 3), "unexpected clock")
