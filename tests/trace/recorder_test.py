@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import perfetto_check as pc  # noqa: E402
 
 WORKLOAD = sys.argv[1]
+TOOL = sys.argv[2] if len(sys.argv) > 2 else None  # accel-trace
 N = 8
 EXPECTED_SLICES = {
     "copy h2d": N, "copy d2h": N, "copy d2d": N, "fill": N, "host_call": N,
@@ -85,7 +86,25 @@ def check_recording(trace_path, counters_path):
 def test_api_recording(tmp):
     trace, ctr = os.path.join(tmp, "api.pftrace"), os.path.join(tmp, "c1")
     run([ctr, "--record", trace])
-    return check_recording(trace, ctr)
+    n = check_recording(trace, ctr)
+    if TOOL is not None:
+        # accel-trace summary reads the recorder's file as well.
+        r = subprocess.run([TOOL, "summary", trace], capture_output=True,
+                           text=True, timeout=60)
+        pc.expect(r.returncode == 0, f"summary: {r.stderr}")
+        rows = {}
+        for line in r.stdout.splitlines()[1:]:
+            cols = line.split()
+            rows[" ".join(cols[1:-5])] = (cols[0], int(cols[-5]),
+                                          int(cols[-1]))
+        for name, want in {"axpy": ("kernel", N, 0),
+                           "host_call": ("kernel", N, 0),
+                           "copy h2d": ("copy", N, N * 65536),
+                           "copy d2d": ("copy", N, N * 4096),
+                           "wait": ("command", N, 0)}.items():
+            pc.expect(rows.get(name) == want,
+                      f"summary {name}: {rows.get(name)} != {want}")
+    return n
 
 
 def test_env_recording(tmp):
