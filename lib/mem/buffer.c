@@ -5,10 +5,13 @@
 #include "core/error.h"
 #include "core/runtime_impl.h"
 #include "mem/buffer_impl.h"
+#include "trace/trace_hooks.h"
 
 static void buffer_destroy(accel_object_t *object) {
   accel_buffer_t *buf = (accel_buffer_t *)object;
   const accel_driver_t *drv = buf->device->driver;
+  accel_trace_buffer_free(buf->device, buf->address, buf->size_bytes,
+                          buf->mapped_bytes);
   drv->phys_unmap(buf->device->drv, buf->address, buf->mapped_bytes);
   drv->va_release(buf->device->drv, buf->address, buf->mapped_bytes);
   drv->phys_release(buf->phys);
@@ -81,6 +84,8 @@ accel_status_t accel_buffer_alloc(accel_device_t *device,
       desc->tag != NULL) {
     snprintf(buf->tag, sizeof(buf->tag), "%s", desc->tag);
   }
+  accel_trace_buffer_alloc(device, buf->address, buf->size_bytes, mapped,
+                           buf->kind);
   *out_buffer = buf;
   return ACCEL_OK;
 
@@ -90,6 +95,7 @@ err_release_va:
   drv->va_release(device->drv, buf->address, mapped);
 err_free_buffer:
   free(buf);
+  accel_trace_buffer_alloc_failed(device, desc->size_bytes, st);
   return accel_error_context(st, "buffer alloc of %llu bytes on %s",
                              (unsigned long long)desc->size_bytes,
                              device->info.id);

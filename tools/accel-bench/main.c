@@ -16,6 +16,8 @@ static const struct {
      "runtime creation with device placement vs without; topology load"},
     {"load", accel_bench_load,
      "load an .axe with 1 GiB of weights to first launch vs read()"},
+    {"trace", accel_bench_trace,
+     "launch round trip with tracing off, counters, LTTng, recorder"},
 };
 
 static int usage(void) {
