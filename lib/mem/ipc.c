@@ -204,6 +204,23 @@ static accel_status_t dedicated_lookup(accel_mem_allocator_t *a,
   return st;
 }
 
+static void dedicated_rebind(accel_mem_allocator_t *a, accel_buffer_t *from,
+                             accel_buffer_t *to) {
+  dedicated_t *d = (dedicated_t *)a;
+  pthread_mutex_lock(&d->lock);
+  to->owner_prev = from->owner_prev;
+  to->owner_next = from->owner_next;
+  if (to->owner_prev != NULL) {
+    to->owner_prev->owner_next = to;
+  } else {
+    d->live = to;
+  }
+  if (to->owner_next != NULL) {
+    to->owner_next->owner_prev = to;
+  }
+  pthread_mutex_unlock(&d->lock);
+}
+
 static bool dedicated_busy(accel_mem_allocator_t *a) {
   return atomic_load_explicit(&a->counters.live_count,
                               memory_order_relaxed) > 0;
@@ -220,6 +237,7 @@ static const accel_mem_allocator_vtable_t k_dedicated_vtable = {
     .free = dedicated_free,
     .lookup = dedicated_lookup,
     .busy = dedicated_busy,
+    .rebind = dedicated_rebind,
 };
 
 accel_status_t accel_mem_dedicated_create(accel_mem_device_t *mem,

@@ -11,6 +11,17 @@
 static void mem_device_destroy(accel_mem_device_t *mem) {
   // Defaults and user pools alike; user pools still alive at runtime
   // destruction are reclaimed here (their buffers must be gone by then).
+  // Stream-ordered pools first: they give their cached memory back to the
+  // allocators behind them.
+  for (accel_mem_allocator_t **p = &mem->allocators; *p != NULL;) {
+    accel_mem_allocator_t *a = *p;
+    if (a->type == ACCEL_MEMPOOL_TYPE_STREAM_ORDERED) {
+      *p = a->next;
+      a->vt->destroy(a);
+    } else {
+      p = &a->next;
+    }
+  }
   while (mem->allocators != NULL) {
     accel_mem_allocator_t *a = mem->allocators;
     mem->allocators = a->next;
@@ -36,6 +47,17 @@ static void mem_fini(accel_device_t *device) {
   }
 }
 
+static void detached_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
+  accel_mem_record_free(a->mem, buf);
+}
+
+static void detached_destroy(accel_mem_allocator_t *a) {}
+
+static const accel_mem_allocator_vtable_t k_detached_vtable = {
+    .destroy = detached_destroy,
+    .free = detached_free,
+};
+
 static accel_status_t mem_device_create(accel_device_t *device,
                                         accel_mem_device_t **out) {
   accel_mem_device_t *mem = calloc(1, sizeof(*mem));
@@ -49,6 +71,11 @@ static accel_status_t mem_device_create(accel_device_t *device,
   pthread_mutex_init(&mem->record_lock, NULL);
   pthread_mutex_init(&mem->tag_lock, NULL);
   mem->tag_count = 1;
+  mem->detached.vt = &k_detached_vtable;
+  mem->detached.mem = mem;
+  mem->detached.device = device;
+  mem->detached.type = ACCEL_MEM_TYPE_DEDICATED;
+  snprintf(mem->detached.name, sizeof(mem->detached.name), "detached");
   snprintf(mem->tags[0].name, sizeof(mem->tags[0].name), "(untagged)");
   accel_status_t st = accel_mem_pages_init(&mem->pages);
   if (st != ACCEL_OK) {

@@ -70,6 +70,11 @@ typedef struct accel_mem_allocator_vtable {
                            accel_buffer_t **out);
   // Optional: true while buffers are live (pool destroy refuses).
   bool (*busy)(accel_mem_allocator_t *a);
+  // Optional: |to| now stands for the memory of |from| (the stream-ordered
+  // pool moves memory out of a record that pending commands still hold);
+  // updates the allocator's indexes that point at records.
+  void (*rebind)(accel_mem_allocator_t *a, accel_buffer_t *from,
+                 accel_buffer_t *to);
 } accel_mem_allocator_vtable_t;
 
 struct accel_mem_allocator {
@@ -118,6 +123,8 @@ struct accel_mem_device {
   accel_mem_allocator_t *async;
   accel_mem_allocator_t *host;
   accel_mem_allocator_t *dedicated;
+  // Owner of records whose memory moved elsewhere: frees only the record.
+  accel_mem_allocator_t detached;
   // Record arenas (guarded by record_lock).
   pthread_mutex_t record_lock;
   accel_buffer_t *free_records;
@@ -224,6 +231,11 @@ accel_status_t accel_mem_alloc_async_checked(accel_device_t *device,
                                              accel_stream_t *stream,
                                              const accel_buffer_desc_t *desc,
                                              accel_buffer_t **out_buffer);
+// Moves the memory of stream-ordered |buf| (still referenced by pending
+// commands) to a new record |*out_carrier| holding one reference; |buf|
+// then frees only itself when its last reference goes.
+accel_status_t accel_mem_async_detach(accel_buffer_t *buf,
+                                      accel_buffer_t **out_carrier);
 // Backing bytes of the blocks a stream-ordered pool caches (counted as in
 // use by the allocators behind it).
 uint64_t accel_mem_async_cached_backing(accel_mem_allocator_t *a);

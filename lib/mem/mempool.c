@@ -146,6 +146,24 @@ accel_status_t accel_buffer_free_async(accel_stream_t *stream,
     return accel_stream_submit(stream, &cmd);
   }
   ACCEL_RETURN_IF_ERROR(accel_mem_owner_free(buffer, "free async"));
+  // Pending commands hold the record: move the memory to a fresh record that
+  // the pool can hand out at once (stream order protects the commands on
+  // this stream), and leave the old record to them.
+  // Acquire: pairs with the releases of commands that dropped their refs.
+  if (atomic_load_explicit(&buffer->object.ref_count, memory_order_acquire) >
+      1) {
+    accel_buffer_t *held = buffer;
+    accel_status_t st = accel_mem_async_detach(held, &buffer);
+    if (st == ACCEL_OK) {
+      accel_object_release(&held->object);  // the owner's reference
+    } else {
+      // Keep the owner's reference as a plain deferred free.
+      accel_cmd_t cmd = {.kind = ACCEL_CMD_HOST_CALL};
+      cmd.host_call.fn = deferred_free_fn;
+      cmd.refs[0] = &buffer->object;
+      return accel_stream_submit(stream, &cmd);
+    }
+  }
   // The free point: the last command submitted to the stream so far.
   // Relaxed: last_seq is a target on the completion timeline; the retained
   // semaphore is queried (acquire) before any other stream reuses the block.

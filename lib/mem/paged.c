@@ -761,6 +761,25 @@ static accel_status_t paged_lookup(accel_mem_allocator_t *a, uint64_t address,
   return st;
 }
 
+static void paged_rebind(accel_mem_allocator_t *a, accel_buffer_t *from,
+                         accel_buffer_t *to) {
+  paged_t *p = (paged_t *)a;
+  pthread_mutex_lock(&p->lock);
+  if (p->block_bytes != 0) {
+    accel_mem_page_t *pg =
+        p->page_by_slot[(from->address - p->base) / p->page_bytes];
+    if (pg != NULL && pg->recs[from->size_class] == from) {
+      pg->recs[from->size_class] = to;
+    }
+  } else {
+    uint32_t i = live_find_locked(p, from->address);
+    if (i < p->live_count && p->live[i] == from) {
+      p->live[i] = to;
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+}
+
 static void paged_destroy(accel_mem_allocator_t *a) {
   paged_t *p = (paged_t *)a;
   accel_device_t *dev = a->device;
@@ -801,6 +820,7 @@ static const accel_mem_allocator_vtable_t k_paged_vtable = {
     .trim = paged_trim,
     .lookup = paged_lookup,
     .busy = paged_busy,
+    .rebind = paged_rebind,
 };
 
 accel_status_t accel_mem_paged_create(accel_mem_device_t *mem,

@@ -238,6 +238,27 @@ uint64_t accel_mem_async_cached_backing(accel_mem_allocator_t *a) {
   return v;
 }
 
+accel_status_t accel_mem_async_detach(accel_buffer_t *buf,
+                                      accel_buffer_t **out_carrier) {
+  accel_mem_allocator_t *a = buf->allocator;
+  accel_buffer_t *carrier = NULL;
+  ACCEL_RETURN_IF_ERROR(accel_mem_record_alloc(a->mem, &carrier));
+  *carrier = *buf;
+  carrier->next = NULL;
+  accel_object_init(&carrier->object, buf->object.destroy);
+  atomic_init(&carrier->state, ACCEL_BUFFER_STATE_OWNER_FREED);
+  if (carrier->backing->vt->rebind != NULL) {
+    carrier->backing->vt->rebind(carrier->backing, buf, carrier);
+  }
+  // The old record keeps only the commands' references; its tag and timeline
+  // moved with the memory.
+  buf->free_timeline = NULL;
+  buf->tag_index = 0;
+  buf->allocator = &a->mem->detached;
+  *out_carrier = carrier;
+  return ACCEL_OK;
+}
+
 static const accel_mem_allocator_vtable_t k_async_vtable = {
     .destroy = async_destroy,
     .free = async_free,

@@ -455,6 +455,18 @@ static void slab_stats(const accel_mem_allocator_t *a, accel_mem_stats_t *out) {
   }
 }
 
+static void slab_rebind(accel_mem_allocator_t *a, accel_buffer_t *from,
+                        accel_buffer_t *to) {
+  slab_t *s = (slab_t *)a;
+  // Under the depot lock: lookups read |live| under it.
+  pthread_mutex_lock(&s->depot_lock);
+  accel_buffer_t **slot = &from->u.slab.chunk->live[from->u.slab.block];
+  if (*slot == from) {
+    *slot = to;
+  }
+  pthread_mutex_unlock(&s->depot_lock);
+}
+
 static bool slab_busy(accel_mem_allocator_t *a) {
   accel_mem_stats_t st = {0};
   slab_stats(a, &st);
@@ -536,6 +548,7 @@ static const accel_mem_allocator_vtable_t k_slab_vtable = {
     .stats = slab_stats,
     .lookup = slab_lookup,
     .busy = slab_busy,
+    .rebind = slab_rebind,
 };
 
 accel_status_t accel_mem_slab_create(accel_mem_device_t *mem,
