@@ -6,17 +6,24 @@
 
 #include "mem/mem_internal.h"
 
-// Validates |desc| and copies it into |*d| (missing trailing fields zero).
+// Validates |desc|; |*out| points at it, or at |copy| holding it with the
+// trailing fields an older caller omitted set to zero.
 static accel_status_t read_desc(const accel_buffer_desc_t *desc,
-                                accel_buffer_desc_t *d, uint64_t *alignment) {
+                                accel_buffer_desc_t *copy,
+                                const accel_buffer_desc_t **out,
+                                uint64_t *alignment) {
   if (desc->struct_size < offsetof(accel_buffer_desc_t, tag)) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "buffer desc: struct_size %u is too small",
                        desc->struct_size);
   }
-  memset(d, 0, sizeof(*d));
-  memcpy(d, desc,
-         desc->struct_size < sizeof(*d) ? desc->struct_size : sizeof(*d));
+  const accel_buffer_desc_t *d = desc;
+  if (desc->struct_size < sizeof(*d)) {
+    memset(copy, 0, sizeof(*copy));
+    memcpy(copy, desc, desc->struct_size);
+    d = copy;
+  }
+  *out = d;
   if (d->size_bytes == 0) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "buffer alloc: size_bytes is 0");
@@ -39,7 +46,7 @@ static accel_status_t read_desc(const accel_buffer_desc_t *desc,
                        "set",
                        d->flags & ~known);
   }
-  if (d->size_bytes > (1ull << 56)) {
+  if (__builtin_expect(d->size_bytes > (1ull << 56), 0)) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "buffer alloc: %llu bytes exceeds the address space",
                        (unsigned long long)d->size_bytes);
@@ -137,26 +144,28 @@ accel_status_t accel_buffer_alloc(accel_device_t *device,
   ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
   ACCEL_CHECK_ARG(desc != NULL, "desc (NULL)");
   ACCEL_CHECK_ARG(out_buffer != NULL, "out_buffer (NULL)");
-  accel_buffer_desc_t d;
+  accel_buffer_desc_t copy;
+  const accel_buffer_desc_t *dp = NULL;
   uint64_t alignment = 0;
-  ACCEL_RETURN_IF_ERROR(read_desc(desc, &d, &alignment));
-  if (d.pool != NULL && d.pool->base.device != device) {
+  ACCEL_RETURN_IF_ERROR(read_desc(desc, &copy, &dp, &alignment));
+  const accel_buffer_desc_t *d = dp;
+  if (d->pool != NULL && d->pool->base.device != device) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "buffer alloc: pool \"%s\" is on %s, not %s",
-                       d.pool->base.name, d.pool->base.device->info.id,
+                       d->pool->base.name, d->pool->base.device->info.id,
                        device->info.id);
   }
   accel_mem_device_t *mem = NULL;
   ACCEL_RETURN_IF_ERROR(accel_mem_device_get(device, &mem));
-  uint32_t tag = accel_mem_tag_intern(mem, d.tag);
+  uint32_t tag = accel_mem_tag_intern(mem, d->tag);
   accel_buffer_t *buf = NULL;
-  accel_status_t st = alloc_from(mem, &d, alignment, tag, &buf);
+  accel_status_t st = alloc_from(mem, d, alignment, tag, &buf);
   if (st != ACCEL_OK) {
     return accel_error_context(st, "buffer alloc of %llu bytes on %s",
-                               (unsigned long long)d.size_bytes,
+                               (unsigned long long)d->size_bytes,
                                device->info.id);
   }
-  ACCEL_RETURN_IF_ERROR(finish_alloc(mem, &d, buf));
+  ACCEL_RETURN_IF_ERROR(finish_alloc(mem, d, buf));
   *out_buffer = buf;
   return ACCEL_OK;
 }
@@ -165,11 +174,13 @@ accel_status_t accel_mem_alloc_async_checked(accel_device_t *device,
                                              accel_stream_t *stream,
                                              const accel_buffer_desc_t *desc,
                                              accel_buffer_t **out_buffer) {
-  accel_buffer_desc_t d;
+  accel_buffer_desc_t copy;
+  const accel_buffer_desc_t *dp = NULL;
   uint64_t alignment = 0;
-  ACCEL_RETURN_IF_ERROR(read_desc(desc, &d, &alignment));
-  if (d.kind != ACCEL_MEMORY_KIND_DEVICE ||
-      (d.flags & ACCEL_BUFFER_FLAG_EXPORTABLE) || d.max_size_bytes != 0) {
+  ACCEL_RETURN_IF_ERROR(read_desc(desc, &copy, &dp, &alignment));
+  const accel_buffer_desc_t *d = dp;
+  if (d->kind != ACCEL_MEMORY_KIND_DEVICE ||
+      (d->flags & ACCEL_BUFFER_FLAG_EXPORTABLE) || d->max_size_bytes != 0) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "alloc async: only plain device memory (no pinned, "
                        "exportable or growable buffers)");
@@ -177,8 +188,8 @@ accel_status_t accel_mem_alloc_async_checked(accel_device_t *device,
   accel_mem_device_t *mem = NULL;
   ACCEL_RETURN_IF_ERROR(accel_mem_device_get(device, &mem));
   accel_mem_allocator_t *a = mem->async;
-  if (d.pool != NULL) {
-    a = &d.pool->base;
+  if (d->pool != NULL) {
+    a = &d->pool->base;
     if (a->type != ACCEL_MEMPOOL_TYPE_STREAM_ORDERED || a->device != device) {
       return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                          "alloc async: pool \"%s\" is not a stream-ordered "
@@ -186,14 +197,14 @@ accel_status_t accel_mem_alloc_async_checked(accel_device_t *device,
                          a->name, device->info.id);
     }
   }
-  uint32_t tag = d.tag != NULL ? accel_mem_tag_intern(mem, d.tag) : 0;
+  uint32_t tag = d->tag != NULL ? accel_mem_tag_intern(mem, d->tag) : 0;
   accel_buffer_t *buf = NULL;
   accel_status_t st =
-      accel_mem_async_alloc(a, stream, &d, alignment, tag, &buf);
+      accel_mem_async_alloc(a, stream, d, alignment, tag, &buf);
   if (st != ACCEL_OK) {
     return accel_error_context(st, "alloc async on %s", device->info.id);
   }
-  ACCEL_RETURN_IF_ERROR(finish_alloc(mem, &d, buf));
+  ACCEL_RETURN_IF_ERROR(finish_alloc(mem, d, buf));
   *out_buffer = buf;
   return ACCEL_OK;
 }
@@ -201,6 +212,15 @@ accel_status_t accel_mem_alloc_async_checked(accel_device_t *device,
 accel_status_t accel_buffer_free(accel_buffer_t *buffer) {
   ACCEL_CHECK_ARG(buffer != NULL, "buffer (NULL)");
   ACCEL_RETURN_IF_ERROR(accel_mem_owner_free(buffer, "buffer free"));
+  // Sole holder: nobody else can retain (that needs a reference), so the
+  // count can be dropped without a locked instruction.
+  // Acquire: pairs with the release of the last other holder's drop.
+  if (atomic_load_explicit(&buffer->object.ref_count, memory_order_acquire) ==
+      1) {
+    atomic_store_explicit(&buffer->object.ref_count, 0, memory_order_relaxed);
+    buffer->object.destroy(&buffer->object);
+    return ACCEL_OK;
+  }
   accel_object_release(&buffer->object);
   return ACCEL_OK;
 }

@@ -270,13 +270,20 @@ void accel_mem_tag_account(accel_mem_device_t *mem, uint32_t index,
 }
 
 accel_status_t accel_mem_owner_free(accel_buffer_t *buf, const char *what) {
-  uint32_t expected = ACCEL_BUFFER_STATE_LIVE;
+  // Relaxed: the common case (not freed yet) needs no ordering; the
+  // compare-exchange below makes racing frees see each other.
+  uint32_t expected =
+      atomic_load_explicit(&buf->state, memory_order_relaxed);
+  if (expected != ACCEL_BUFFER_STATE_LIVE) {
+    goto misuse;
+  }
   // Acq_rel: a racing second free must see this one.
   if (atomic_compare_exchange_strong_explicit(
           &buf->state, &expected, ACCEL_BUFFER_STATE_OWNER_FREED,
           memory_order_acq_rel, memory_order_acquire)) {
     return ACCEL_OK;
   }
+misuse:
   if (expected == ACCEL_BUFFER_STATE_FREE ||
       expected == ACCEL_BUFFER_STATE_OWNER_FREED) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,

@@ -1,7 +1,8 @@
 // Slab allocator: size classes from 256 B to 64 KiB, each served from 2 MiB
 // chunks dedicated to the class, carved out of one virtual range reserved
-// up front. Metadata lives on the host: a free-index stack per chunk and a
-// record pointer per live block (for lookups by address).
+// up front. Metadata lives on the host: a free-index stack per chunk, and a
+// buffer record bound to each block once it was first used (the record
+// travels with the block through the caches; lookups by address read it).
 //
 // Threads allocate through shards: small per-class caches (magazines) of
 // ready records under a per-shard spin lock, picked by thread id, so that
@@ -17,25 +18,20 @@
 
 #define SLAB_CLASS_COUNT 28
 #define SLAB_SHARDS 8
-#define SLAB_MAG 32
+#define SLAB_MAG 64
 
 static const uint32_t k_class_bytes[SLAB_CLASS_COUNT] = {
     256,   512,   768,   1024,  1280,  1536,  1792,  2048,  2560,  3072,
     3584,  4096,  5120,  6144,  7168,  8192,  10240, 12288, 14336, 16384,
     20480, 24576, 28672, 32768, 40960, 49152, 57344, 65536};
 
-// Class by size in 256-byte units (index (size + 255) / 256).
-static uint8_t g_class_by_units[ACCEL_MEM_SLAB_MAX_BYTES / 256 + 1];
-static pthread_once_t g_class_once = PTHREAD_ONCE_INIT;
-
-static void class_table_init(void) {
-  int c = 0;
-  for (uint32_t u = 0; u <= ACCEL_MEM_SLAB_MAX_BYTES / 256; ++u) {
-    while (k_class_bytes[c] < u * 256) {
-      c++;
-    }
-    g_class_by_units[u] = (uint8_t)c;
+// Classes: 256, 512, 768, 1024, then four per doubling up to 64 KiB.
+static inline int class_of_size(uint64_t size) {
+  if (size <= 1024) {
+    return size == 0 ? 0 : (int)((size + 255) >> 8) - 1;
   }
+  int b = 63 - __builtin_clzll(size - 1);  // floor(log2(size - 1)), >= 10
+  return 4 + (b - 10) * 4 + (int)(((size - 1) >> (b - 2)) & 3);
 }
 
 int accel_mem_slab_class(uint64_t size, uint64_t alignment) {
@@ -43,11 +39,13 @@ int accel_mem_slab_class(uint64_t size, uint64_t alignment) {
       alignment > ACCEL_MEM_SLAB_MAX_BYTES) {
     return -1;
   }
-  pthread_once(&g_class_once, class_table_init);
-  int c = g_class_by_units[(size + 255) / 256];
+  int c = class_of_size(size);
+  if (alignment <= 256) {
+    return c;  // every class is a multiple of 256
+  }
   // A block's address is aligned to the largest power of two dividing its
   // class size (chunks are 2 MiB aligned).
-  while (c < SLAB_CLASS_COUNT && k_class_bytes[c] % alignment != 0) {
+  while (c < SLAB_CLASS_COUNT && (k_class_bytes[c] & (alignment - 1)) != 0) {
     c++;
   }
   return c < SLAB_CLASS_COUNT ? c : -1;
@@ -66,8 +64,9 @@ struct accel_mem_slab_chunk {
   uint32_t free_count;  // blocks in |free_stack| (depot-owned)
   uint32_t slot;
   uint32_t *free_stack;
-  // Record of each live block, NULL for blocks that are free or cached.
-  accel_buffer_t **live;
+  // The record bound to each block (NULL until the block is first used).
+  // Written under the depot lock (or by the thread that owns the block).
+  accel_buffer_t **recs;
   accel_mem_slab_chunk_t *next;  // class list (chunks with free blocks)
   accel_mem_slab_chunk_t *prev;
 };
@@ -177,8 +176,14 @@ static void chunk_release_locked(slab_t *s, accel_mem_slab_chunk_t *c) {
   s->chunk_count--;
   accel_mem_counters_reserve(&s->pool.base.counters,
                              -(int64_t)ACCEL_MEM_CHUNK_BYTES);
+  for (uint32_t i = 0; i < c->capacity; ++i) {
+    if (c->recs[i] != NULL) {
+      c->recs[i]->next = s->spare_records;
+      s->spare_records = c->recs[i];
+    }
+  }
   free(c->free_stack);
-  free(c->live);
+  free(c->recs);
   free(c);
 }
 
@@ -198,12 +203,12 @@ static accel_status_t chunk_create_locked(slab_t *s, int size_class,
   uint32_t capacity = (uint32_t)(ACCEL_MEM_CHUNK_BYTES / block_bytes);
   if (c != NULL) {
     c->free_stack = malloc(capacity * sizeof(*c->free_stack));
-    c->live = calloc(capacity, sizeof(*c->live));
+    c->recs = calloc(capacity, sizeof(*c->recs));
   }
-  if (c == NULL || c->free_stack == NULL || c->live == NULL) {
+  if (c == NULL || c->free_stack == NULL || c->recs == NULL) {
     if (c != NULL) {
       free(c->free_stack);
-      free(c->live);
+      free(c->recs);
       free(c);
     }
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
@@ -244,7 +249,7 @@ err_give_page:
   accel_mem_pages_give(mem, c->phys, 0);
 err_free_chunk:
   free(c->free_stack);
-  free(c->live);
+  free(c->recs);
   free(c);
   return st;
 }
@@ -277,17 +282,21 @@ static accel_status_t refill(slab_t *s, slab_shard_t *sh, int c) {
     } else if (chunk->free_count == chunk->capacity) {
       s->empty_chunks[c]--;
     }
-    accel_buffer_t *rec = NULL;
-    st = spare_record_locked(s, &rec);
-    if (st != ACCEL_OK) {
-      break;
+    uint32_t block = chunk->free_stack[chunk->free_count - 1];
+    accel_buffer_t *rec = chunk->recs[block];
+    if (rec == NULL) {
+      st = spare_record_locked(s, &rec);
+      if (st != ACCEL_OK) {
+        break;
+      }
+      rec->u.slab.chunk = chunk;
+      rec->u.slab.block = block;
+      rec->address = chunk->address + (uint64_t)block * chunk->block_bytes;
+      rec->size_class = (uint32_t)c;
+      rec->reserved_bytes = chunk->block_bytes;
+      chunk->recs[block] = rec;
     }
-    uint32_t block = chunk->free_stack[--chunk->free_count];
-    rec->u.slab.chunk = chunk;
-    rec->u.slab.block = block;
-    rec->address = chunk->address + (uint64_t)block * chunk->block_bytes;
-    rec->size_class = (uint32_t)c;
-    rec->reserved_bytes = chunk->block_bytes;
+    chunk->free_count--;
     sh->mag[c].recs[sh->mag[c].count++] = rec;
     if (chunk->free_count == 0) {
       list_remove(s, chunk);
@@ -316,8 +325,6 @@ static void depot_put_locked(slab_t *s, accel_buffer_t **recs, uint32_t n) {
     if (chunk->free_count == 1) {
       list_push(s, chunk);
     }
-    rec->next = s->spare_records;
-    s->spare_records = rec;
     if (chunk->free_count == chunk->capacity) {
       // Hysteresis: one empty chunk per class stays for the next burst.
       if (s->empty_chunks[chunk->size_class] >= 1) {
@@ -368,32 +375,35 @@ accel_status_t accel_mem_slab_alloc(accel_mem_allocator_t *a, uint64_t size,
   bump(&sh->bytes_in_use, (int64_t)size);
   bump(&sh->live, 1);
   bumpu(&sh->allocs);
-  rec->u.slab.chunk->live[rec->u.slab.block] = rec;
   shard_unlock(sh);
   accel_mem_record_init(rec, a, rec->address, size,
                         ACCEL_MEMORY_KIND_DEVICE);
   rec->tag_index = tag;
+#if defined(__SANITIZE_ADDRESS__)
   void *host = a->device->driver->host_pointer(a->device->drv, rec->address);
   if (host != NULL) {
     ACCEL_MEM_UNPOISON(host, size);
   }
+#endif
   *out = rec;
   return ACCEL_OK;
 }
 
 static void slab_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
   slab_t *s = (slab_t *)a;
+#if defined(__SANITIZE_ADDRESS__)
+  // Freed device memory is poisoned so that a use after free is caught.
   void *host = a->device->driver->host_pointer(a->device->drv, buf->address);
   if (host != NULL) {
     ACCEL_MEM_POISON(host, buf->reserved_bytes);
   }
+#endif
   // Relaxed: the shard lock below orders it for the next allocation.
   atomic_store_explicit(&buf->state, ACCEL_BUFFER_STATE_FREE,
                         memory_order_relaxed);
   int c = (int)buf->size_class;
   slab_shard_t *sh = my_shard(s);
   shard_lock(sh);
-  buf->u.slab.chunk->live[buf->u.slab.block] = NULL;
   if (sh->mag[c].count == SLAB_MAG) {
     flush_half(s, sh, c);
   }
@@ -460,7 +470,7 @@ static void slab_rebind(accel_mem_allocator_t *a, accel_buffer_t *from,
   slab_t *s = (slab_t *)a;
   // Under the depot lock: lookups read |live| under it.
   pthread_mutex_lock(&s->depot_lock);
-  accel_buffer_t **slot = &from->u.slab.chunk->live[from->u.slab.block];
+  accel_buffer_t **slot = &from->u.slab.chunk->recs[from->u.slab.block];
   if (*slot == from) {
     *slot = to;
   }
@@ -492,8 +502,11 @@ static accel_status_t slab_lookup(accel_mem_allocator_t *a, uint64_t address,
     uint64_t in_chunk = address - c->address;
     uint64_t block = in_chunk / c->block_bytes;
     uint64_t within = in_chunk % c->block_bytes;
-    accel_buffer_t *rec = block < c->capacity ? c->live[block] : NULL;
-    if (rec == NULL) {
+    accel_buffer_t *rec = block < c->capacity ? c->recs[block] : NULL;
+    uint32_t state =
+        rec != NULL ? atomic_load_explicit(&rec->state, memory_order_relaxed)
+                    : ACCEL_BUFFER_STATE_FREE;
+    if (state == ACCEL_BUFFER_STATE_FREE) {
       st = accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "address 0x%llx is not a live slab allocation (free, "
                        "cached or already freed)",
@@ -516,23 +529,18 @@ static accel_status_t slab_lookup(accel_mem_allocator_t *a, uint64_t address,
 static void slab_destroy(accel_mem_allocator_t *a) {
   slab_t *s = (slab_t *)a;
   accel_mem_device_t *mem = a->mem;
-  for (int i = 0; i < SLAB_SHARDS; ++i) {
-    for (int c = 0; c < SLAB_CLASS_COUNT; ++c) {
-      for (uint32_t k = 0; k < s->shards[i].mag[c].count; ++k) {
-        accel_mem_record_free(mem, s->shards[i].mag[c].recs[k]);
-      }
+  // Cached records are bound to their blocks: releasing the chunks moves
+  // them to the spare list, which then goes back to the device.
+  for (uint32_t i = 0; i < s->slot_count; ++i) {
+    accel_mem_slab_chunk_t *c = s->chunks[i];
+    if (c != NULL) {
+      chunk_release_locked(s, c);
     }
   }
   while (s->spare_records != NULL) {
     accel_buffer_t *r = s->spare_records;
     s->spare_records = r->next;
     accel_mem_record_free(mem, r);
-  }
-  for (uint32_t i = 0; i < s->slot_count; ++i) {
-    accel_mem_slab_chunk_t *c = s->chunks[i];
-    if (c != NULL) {
-      chunk_release_locked(s, c);
-    }
   }
   mem->device->driver->va_release(mem->device->drv, s->base, s->va_bytes);
   free(s->chunks);

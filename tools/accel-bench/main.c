@@ -12,6 +12,8 @@ static const struct {
 } k_benches[] = {
     {"launch", accel_bench_launch,
      "host-command round trip and enqueue cost vs bare thread handoffs"},
+    {"alloc", accel_bench_alloc,
+     "slab vs malloc/jemalloc/mimalloc, paged KV-cache trace, async pool"},
 };
 
 static int usage(void) {
