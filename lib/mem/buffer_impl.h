@@ -35,10 +35,12 @@ struct accel_buffer {
   _Atomic uint32_t state;
   // Who takes the memory back when the last reference goes.
   accel_mem_allocator_t *allocator;
+  uint32_t tag_index;  // 0: untagged; else index into the device tag table
+  uint32_t size_class;  // slab class, block index in a block pool
+  // (The fields above share the first cache line: the slab's alloc and
+  // free touch nothing else.)
   // Bytes of device memory this buffer holds (block, pages, mapping).
   uint64_t reserved_bytes;
-  uint32_t tag_index;  // 0: untagged; else index into the device tag table
-  uint32_t size_class;  // slab class, async bin
   // Stream-ordered pools: the allocator that backs the memory, and the point
   // after which it is free (completion timeline of the freeing stream).
   accel_mem_allocator_t *backing;
@@ -71,7 +73,7 @@ struct accel_buffer {
   // The dedicated allocator's list of live buffers.
   accel_buffer_t *owner_next;
   accel_buffer_t *owner_prev;
-};
+} __attribute__((aligned(64)));
 
 // Checks that [offset, offset + size) lies in |buffer|, with a message naming
 // |what| ("copy destination").

@@ -184,7 +184,12 @@ accel_status_t accel_mem_record_alloc(accel_mem_device_t *mem,
       mem->arenas = grown;
       mem->arena_capacity = cap;
     }
-    accel_buffer_t *arena = calloc(RECORDS_PER_ARENA, sizeof(*arena));
+    accel_buffer_t *arena =
+        aligned_alloc(_Alignof(accel_buffer_t),
+                      RECORDS_PER_ARENA * sizeof(accel_buffer_t));
+    if (arena != NULL) {
+      memset(arena, 0, RECORDS_PER_ARENA * sizeof(accel_buffer_t));
+    }
     if (arena == NULL) {
       pthread_mutex_unlock(&mem->record_lock);
       return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,

@@ -46,6 +46,34 @@ void accel_mem_counters_alloc(accel_mem_counters_t *c, uint64_t bytes);
 void accel_mem_counters_free(accel_mem_counters_t *c, uint64_t bytes);
 void accel_mem_counters_reserve(accel_mem_counters_t *c, int64_t delta);
 void accel_mem_counters_fail(accel_mem_counters_t *c);
+// The same updates for counters whose writers all hold one lock: plain
+// loads and stores instead of locked instructions (failure_count excepted).
+void accel_mem_counters_alloc_locked(accel_mem_counters_t *c, uint64_t bytes);
+void accel_mem_counters_free_locked(accel_mem_counters_t *c, uint64_t bytes);
+void accel_mem_counters_reserve_locked(accel_mem_counters_t *c,
+                                       int64_t delta);
+
+// A test-and-test-and-set spin lock for short critical sections on hot
+// paths (uncontended cost: one exchange and one store).
+typedef struct accel_mem_spinlock {
+  _Atomic uint32_t word;
+} accel_mem_spinlock_t;
+
+static inline void accel_mem_spin_lock(accel_mem_spinlock_t *l) {
+  // Acquire: the previous holder's writes become visible to us.
+  while (atomic_exchange_explicit(&l->word, 1, memory_order_acquire) != 0) {
+    while (atomic_load_explicit(&l->word, memory_order_relaxed) != 0) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+}
+
+static inline void accel_mem_spin_unlock(accel_mem_spinlock_t *l) {
+  // Release: publishes our writes to the next holder.
+  atomic_store_explicit(&l->word, 0, memory_order_release);
+}
 void accel_mem_counters_read(const accel_mem_counters_t *c,
                              accel_mem_stats_t *out);
 // Adds |in| to |acc| (peaks add too: a device peak is bounded by the sum).

@@ -169,10 +169,20 @@ accel_status_t accel_buffer_free_async(accel_stream_t *stream,
   // semaphore is queried (acquire) before any other stream reuses the block.
   buffer->free_seq =
       atomic_load_explicit(&stream->last_seq, memory_order_relaxed);
-  accel_object_retain(&stream->completion->object);
-  accel_object_t *old = buffer->free_timeline;
-  buffer->free_timeline = &stream->completion->object;
-  accel_object_release(old);
+  accel_object_t *mine = &stream->completion->object;
+  if (buffer->free_timeline != mine) {
+    accel_object_retain(mine);
+    accel_object_release(buffer->free_timeline);
+    buffer->free_timeline = mine;
+  }
+  // Sole holder: drop without a locked instruction (nobody can retain).
+  // Acquire: pairs with the release of the last other holder's drop.
+  if (atomic_load_explicit(&buffer->object.ref_count, memory_order_acquire) ==
+      1) {
+    atomic_store_explicit(&buffer->object.ref_count, 0, memory_order_relaxed);
+    buffer->object.destroy(&buffer->object);
+    return ACCEL_OK;
+  }
   accel_object_release(&buffer->object);
   return ACCEL_OK;
 }

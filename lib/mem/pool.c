@@ -24,7 +24,7 @@ typedef struct async_pool {
   accel_mempool_t pool;  // first
   uint64_t release_threshold;
   uint64_t limit_bytes;
-  pthread_mutex_t lock;
+  accel_mem_spinlock_t lock;
   // Guarded by |lock|:
   accel_buffer_t *bins[ASYNC_BINS];
   uint64_t cached_bytes;         // reserved bytes of cached blocks
@@ -73,7 +73,7 @@ static void collect_locked(async_pool_t *p, uint64_t keep, bool force,
         p->cached_bytes -= rec->reserved_bytes;
         p->cached_backing_use -= rec->backing_size;
         p->held_bytes -= rec->reserved_bytes;
-        accel_mem_counters_reserve(&p->pool.base.counters,
+        accel_mem_counters_reserve_locked(&p->pool.base.counters,
                                    -(int64_t)rec->reserved_bytes);
         rec->next = *out;
         *out = rec;
@@ -107,7 +107,7 @@ accel_status_t accel_mem_async_alloc(accel_mem_allocator_t *a,
   int b = bin_of(size, alignment);
   accel_object_t *mine = &stream->completion->object;
   accel_buffer_t *hit = NULL;
-  pthread_mutex_lock(&p->lock);
+  accel_mem_spin_lock(&p->lock);
   accel_buffer_t **link = &p->bins[b];
   accel_buffer_t **best = NULL;
   for (int n = 0; *link != NULL && n < ASYNC_SCAN; ++n) {
@@ -127,12 +127,13 @@ accel_status_t accel_mem_async_alloc(accel_mem_allocator_t *a,
     *best = hit->next;
     p->cached_bytes -= hit->reserved_bytes;
     p->cached_backing_use -= hit->backing_size;
+    accel_mem_counters_alloc_locked(&a->counters, size);
   }
-  pthread_mutex_unlock(&p->lock);
+  accel_mem_spin_unlock(&p->lock);
   if (hit == NULL) {
     uint64_t backing_size =
         b < ASYNC_BINS - 1 ? accel_mem_slab_class_bytes(b) : size;
-    pthread_mutex_lock(&p->lock);
+    accel_mem_spin_lock(&p->lock);
     bool over = p->held_bytes + backing_size > p->limit_bytes;
     accel_buffer_t *victims = NULL;
     if (over) {
@@ -140,7 +141,7 @@ accel_status_t accel_mem_async_alloc(accel_mem_allocator_t *a,
       collect_locked(p, 0, false, &victims);
       over = p->held_bytes + backing_size > p->limit_bytes;
     }
-    pthread_mutex_unlock(&p->lock);
+    accel_mem_spin_unlock(&p->lock);
     give_back_list(victims);
     if (over) {
       accel_mem_counters_fail(&a->counters);
@@ -160,29 +161,33 @@ accel_status_t accel_mem_async_alloc(accel_mem_allocator_t *a,
     }
     hit->backing = hit->allocator;
     hit->backing_size = hit->size_bytes;
-    pthread_mutex_lock(&p->lock);
+    hit->free_timeline = NULL;
+    accel_mem_spin_lock(&p->lock);
     p->held_bytes += hit->reserved_bytes;
-    pthread_mutex_unlock(&p->lock);
-    accel_mem_counters_reserve(&a->counters, (int64_t)hit->reserved_bytes);
-  } else {
-    drop_timeline(hit);
+    accel_mem_counters_reserve_locked(&a->counters,
+                                      (int64_t)hit->reserved_bytes);
+    accel_mem_counters_alloc_locked(&a->counters, size);
+    accel_mem_spin_unlock(&p->lock);
   }
+  // A reused block keeps its last freeing stream's timeline (retained):
+  // a later free on the same stream then costs no reference traffic. Free
+  // point 0 means "free at once" for a release without a stream.
+  hit->free_seq = 0;
   accel_mem_record_init(hit, a, hit->address, size, ACCEL_MEMORY_KIND_DEVICE);
   hit->tag_index = tag;
-  accel_mem_counters_alloc(&a->counters, size);
   *out = hit;
   return ACCEL_OK;
 }
 
 static void async_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
   async_pool_t *p = (async_pool_t *)a;
-  accel_mem_counters_free(&a->counters, buf->size_bytes);
   // Relaxed: the pool lock orders it for the next allocation.
   atomic_store_explicit(&buf->state, ACCEL_BUFFER_STATE_FREE,
                         memory_order_relaxed);
   int b = bin_of(buf->backing_size, 1);
   accel_buffer_t *victims = NULL;
-  pthread_mutex_lock(&p->lock);
+  accel_mem_spin_lock(&p->lock);
+  accel_mem_counters_free_locked(&a->counters, buf->size_bytes);
   buf->next = p->bins[b];
   p->bins[b] = buf;
   p->cached_bytes += buf->reserved_bytes;
@@ -190,28 +195,28 @@ static void async_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
   if (p->cached_bytes > p->release_threshold) {
     collect_locked(p, p->release_threshold, false, &victims);
   }
-  pthread_mutex_unlock(&p->lock);
+  accel_mem_spin_unlock(&p->lock);
   give_back_list(victims);
 }
 
 static void async_trim(accel_mem_allocator_t *a, uint64_t keep) {
   async_pool_t *p = (async_pool_t *)a;
   accel_buffer_t *victims = NULL;
-  pthread_mutex_lock(&p->lock);
+  accel_mem_spin_lock(&p->lock);
   collect_locked(p, keep, false, &victims);
-  pthread_mutex_unlock(&p->lock);
+  accel_mem_spin_unlock(&p->lock);
   give_back_list(victims);
 }
 
 static void async_stats(const accel_mem_allocator_t *a,
                         accel_mem_stats_t *out) {
   async_pool_t *p = (async_pool_t *)a;
-  pthread_mutex_lock(&p->lock);
+  accel_mem_spin_lock(&p->lock);
   // Borrowed for reporting only: how much of the backing allocators' "in
   // use" is really cached here (accel_device_mem_stats subtracts it).
   out->reserved0 = 0;
   out->bytes_reserved = p->held_bytes;
-  pthread_mutex_unlock(&p->lock);
+  accel_mem_spin_unlock(&p->lock);
 }
 
 static bool async_busy(accel_mem_allocator_t *a) {
@@ -222,19 +227,18 @@ static bool async_busy(accel_mem_allocator_t *a) {
 static void async_destroy(accel_mem_allocator_t *a) {
   async_pool_t *p = (async_pool_t *)a;
   accel_buffer_t *victims = NULL;
-  pthread_mutex_lock(&p->lock);
+  accel_mem_spin_lock(&p->lock);
   collect_locked(p, 0, true, &victims);
-  pthread_mutex_unlock(&p->lock);
+  accel_mem_spin_unlock(&p->lock);
   give_back_list(victims);
-  pthread_mutex_destroy(&p->lock);
   free(p);
 }
 
 uint64_t accel_mem_async_cached_backing(accel_mem_allocator_t *a) {
   async_pool_t *p = (async_pool_t *)a;
-  pthread_mutex_lock(&p->lock);
+  accel_mem_spin_lock(&p->lock);
   uint64_t v = p->cached_backing_use;
-  pthread_mutex_unlock(&p->lock);
+  accel_mem_spin_unlock(&p->lock);
   return v;
 }
 
@@ -281,7 +285,6 @@ accel_status_t accel_mem_async_create(accel_mem_device_t *mem,
                                    : (mem->device->info.memory_bytes
                                           ? mem->device->info.memory_bytes
                                           : UINT64_MAX);
-  pthread_mutex_init(&p->lock, NULL);
   accel_mem_allocator_t *a = &p->pool.base;
   a->vt = &k_async_vtable;
   a->mem = mem;

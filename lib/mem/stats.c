@@ -41,6 +41,44 @@ void accel_mem_counters_reserve(accel_mem_counters_t *c, int64_t delta) {
   }
 }
 
+static inline void add_i(_Atomic int64_t *c, int64_t d) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d,
+                        memory_order_relaxed);
+}
+
+static inline void add_u(_Atomic uint64_t *c, uint64_t d) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d,
+                        memory_order_relaxed);
+}
+
+static inline void peak_locked(_Atomic uint64_t *peak, int64_t now) {
+  if (now > 0 &&
+      (uint64_t)now > atomic_load_explicit(peak, memory_order_relaxed)) {
+    atomic_store_explicit(peak, (uint64_t)now, memory_order_relaxed);
+  }
+}
+
+void accel_mem_counters_alloc_locked(accel_mem_counters_t *c, uint64_t bytes) {
+  add_i(&c->bytes_in_use, (int64_t)bytes);
+  add_i(&c->live_count, 1);
+  add_u(&c->alloc_count, 1);
+  peak_locked(&c->peak_in_use,
+              atomic_load_explicit(&c->bytes_in_use, memory_order_relaxed));
+}
+
+void accel_mem_counters_free_locked(accel_mem_counters_t *c, uint64_t bytes) {
+  add_i(&c->bytes_in_use, -(int64_t)bytes);
+  add_i(&c->live_count, -1);
+  add_u(&c->free_count, 1);
+}
+
+void accel_mem_counters_reserve_locked(accel_mem_counters_t *c,
+                                       int64_t delta) {
+  add_i(&c->bytes_reserved, delta);
+  peak_locked(&c->peak_reserved,
+              atomic_load_explicit(&c->bytes_reserved, memory_order_relaxed));
+}
+
 void accel_mem_counters_fail(accel_mem_counters_t *c) {
   atomic_fetch_add_explicit(&c->failure_count, 1, memory_order_relaxed);
 }

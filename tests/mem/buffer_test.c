@@ -203,7 +203,8 @@ static void test_buffer_free_while_command_pending_is_deferred(void **state) {
   uint64_t deadline = test_now_ns() + 5000000000ull;
   do {
     assert_accel_ok(accel_mempool_stats(pool, &st));
-  } while (st.live_count != 0 && test_now_ns() < deadline);
+  } while ((st.live_count != 0 || st.bytes_in_use != 0) &&
+           test_now_ns() < deadline);
   assert_int_equal(st.live_count, 0);
   assert_int_equal(st.bytes_in_use, 0);
   assert_accel_ok(accel_mempool_destroy(pool));

@@ -237,7 +237,8 @@ static void test_async_misuse_is_rejected(void **state) {
   uint64_t deadline = test_now_ns() + 5000000000ull;
   do {
     assert_accel_ok(accel_mempool_stats(slab, &st));
-  } while (st.live_count != 0 && test_now_ns() < deadline);
+  } while ((st.live_count != 0 || st.bytes_in_use != 0) &&
+           test_now_ns() < deadline);
   assert_int_equal(st.live_count, 0);
   assert_accel_ok(accel_mempool_destroy(slab));
   assert_accel_ok(accel_mempool_destroy(so));
