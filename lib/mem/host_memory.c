@@ -151,17 +151,19 @@ static void host_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
     // owner.
     munmap(buf->u.host.host_ptr, buf->u.host.mapped_bytes);
   }
-  accel_mem_counters_free(&a->counters, buf->size_bytes);
   accel_mem_counters_reserve(&a->counters,
                              -(int64_t)buf->u.host.mapped_bytes);
+  uint64_t size = buf->size_bytes;
   accel_mem_record_free(a->mem, buf);
+  accel_mem_counters_free(&a->counters, size);  // last: see its comment
 }
 
 static void host_destroy(accel_mem_allocator_t *a) { free(a); }
 
 static bool host_busy(accel_mem_allocator_t *a) {
+  // Acquire: pairs with the release in accel_mem_counters_free.
   return atomic_load_explicit(&a->counters.live_count,
-                              memory_order_relaxed) > 0;
+                              memory_order_acquire) > 0;
 }
 
 static const accel_mem_allocator_vtable_t k_host_vtable = {

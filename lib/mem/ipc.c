@@ -172,9 +172,10 @@ static void dedicated_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
   dev->driver->phys_unmap(dev->drv, buf->address, mapped);
   dev->driver->va_release(dev->drv, buf->address, mapped);
   dev->driver->phys_release(buf->u.dedicated.phys);
-  accel_mem_counters_free(&a->counters, buf->size_bytes);
   accel_mem_counters_reserve(&a->counters, -(int64_t)mapped);
+  uint64_t size = buf->size_bytes;
   accel_mem_record_free(a->mem, buf);
+  accel_mem_counters_free(&a->counters, size);  // last: see its comment
 }
 
 static accel_status_t dedicated_lookup(accel_mem_allocator_t *a,
@@ -222,8 +223,9 @@ static void dedicated_rebind(accel_mem_allocator_t *a, accel_buffer_t *from,
 }
 
 static bool dedicated_busy(accel_mem_allocator_t *a) {
+  // Acquire: pairs with the release in accel_mem_counters_free.
   return atomic_load_explicit(&a->counters.live_count,
-                              memory_order_relaxed) > 0;
+                              memory_order_acquire) > 0;
 }
 
 static void dedicated_destroy(accel_mem_allocator_t *a) {

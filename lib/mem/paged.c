@@ -519,12 +519,13 @@ static void paged_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
   live_remove_locked(p, buf);
   unmap_all_locked(p, buf);
   va_free_locked(p, buf->address, buf->u.paged.va_bytes);
-  accel_mem_counters_free(&a->counters, buf->size_bytes);
   trim_locked(p, p->release_threshold);
   pthread_mutex_unlock(&p->lock);
   free(buf->u.paged.pages);
   buf->u.paged.pages = NULL;
+  uint64_t size = buf->size_bytes;
   accel_mem_record_free(a->mem, buf);
+  accel_mem_counters_free(&a->counters, size);  // last: see its comment
 }
 
 // ---------------------------------------------------------------------------
@@ -653,7 +654,6 @@ static void block_free(paged_t *p, accel_buffer_t *buf) {
     }
     p->block_pages = pg;
   }
-  accel_mem_counters_free(&a->counters, buf->size_bytes);
   // An empty page beyond the threshold leaves: unmap it into the free pages
   // (then trim clears and returns what exceeds the threshold).
   if (pg->live_blocks == 0) {
@@ -679,7 +679,9 @@ static void block_free(paged_t *p, accel_buffer_t *buf) {
     }
   }
   pthread_mutex_unlock(&p->lock);
+  uint64_t size = buf->size_bytes;
   accel_mem_record_free(a->mem, buf);
+  accel_mem_counters_free(&a->counters, size);  // last: see its comment
 }
 
 static void paged_trim(accel_mem_allocator_t *a, uint64_t keep) {
@@ -709,8 +711,9 @@ static void paged_trim(accel_mem_allocator_t *a, uint64_t keep) {
 }
 
 static bool paged_busy(accel_mem_allocator_t *a) {
+  // Acquire: pairs with the release in accel_mem_counters_free.
   return atomic_load_explicit(&a->counters.live_count,
-                              memory_order_relaxed) > 0;
+                              memory_order_acquire) > 0;
 }
 
 static accel_status_t paged_lookup(accel_mem_allocator_t *a, uint64_t address,

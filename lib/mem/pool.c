@@ -220,8 +220,13 @@ static void async_stats(const accel_mem_allocator_t *a,
 }
 
 static bool async_busy(accel_mem_allocator_t *a) {
-  return atomic_load_explicit(&a->counters.live_count,
-                              memory_order_relaxed) > 0;
+  async_pool_t *p = (async_pool_t *)a;
+  // Under the lock: a free that updated the count has also left the pool.
+  accel_mem_spin_lock(&p->lock);
+  bool busy = atomic_load_explicit(&a->counters.live_count,
+                                   memory_order_relaxed) > 0;
+  accel_mem_spin_unlock(&p->lock);
+  return busy;
 }
 
 static void async_destroy(accel_mem_allocator_t *a) {

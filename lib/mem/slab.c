@@ -478,9 +478,16 @@ static void slab_rebind(accel_mem_allocator_t *a, accel_buffer_t *from,
 }
 
 static bool slab_busy(accel_mem_allocator_t *a) {
-  accel_mem_stats_t st = {0};
-  slab_stats(a, &st);
-  return st.live_count > 0;
+  slab_t *s = (slab_t *)a;
+  // Under each shard's lock: a free that updated a count has also left the
+  // shard (nothing touches the slab after its unlock).
+  int64_t live = 0;
+  for (int i = 0; i < SLAB_SHARDS; ++i) {
+    shard_lock(&s->shards[i]);
+    live += atomic_load_explicit(&s->shards[i].live, memory_order_relaxed);
+    shard_unlock(&s->shards[i]);
+  }
+  return live > 0;
 }
 
 static accel_status_t slab_lookup(accel_mem_allocator_t *a, uint64_t address,

@@ -28,8 +28,10 @@ void accel_mem_counters_alloc(accel_mem_counters_t *c, uint64_t bytes) {
 void accel_mem_counters_free(accel_mem_counters_t *c, uint64_t bytes) {
   atomic_fetch_sub_explicit(&c->bytes_in_use, (int64_t)bytes,
                             memory_order_relaxed);
-  atomic_fetch_sub_explicit(&c->live_count, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&c->free_count, 1, memory_order_relaxed);
+  // Release, and last: a pool destroy that sees the count reach zero
+  // (acquire) also sees that this free no longer touches the allocator.
+  atomic_fetch_sub_explicit(&c->live_count, 1, memory_order_release);
 }
 
 void accel_mem_counters_reserve(accel_mem_counters_t *c, int64_t delta) {
