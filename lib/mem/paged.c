@@ -699,9 +699,10 @@ static void paged_trim(accel_mem_allocator_t *a, uint64_t keep) {
         if (host != NULL) {
           ACCEL_MEM_UNPOISON(host, p->page_bytes);
         }
-        page_return_locked(p, pg, pg->address);
-        dev->driver->phys_unmap(dev->drv, pg->address, p->page_bytes);
-        va_free_locked(p, pg->address, p->page_bytes);
+        uint64_t at = pg->address;
+        page_return_locked(p, pg, at);  // frees |pg|
+        dev->driver->phys_unmap(dev->drv, at, p->page_bytes);
+        va_free_locked(p, at, p->page_bytes);
       }
       pg = next;
     }
@@ -801,8 +802,9 @@ static void paged_destroy(accel_mem_allocator_t *a) {
     for (uint64_t i = 0; i < p->va_bytes / p->page_bytes; ++i) {
       accel_mem_page_t *pg = p->page_by_slot[i];
       if (pg != NULL) {
-        page_return_locked(p, pg, pg->address);
-        dev->driver->phys_unmap(dev->drv, pg->address, p->page_bytes);
+        uint64_t at = pg->address;
+        page_return_locked(p, pg, at);  // frees |pg|
+        dev->driver->phys_unmap(dev->drv, at, p->page_bytes);
       }
     }
   }
@@ -855,6 +857,9 @@ accel_status_t accel_mem_paged_create(accel_mem_device_t *mem,
   // Virtual room: address space is cheap, so keep 4x the physical limit for
   // buffers' growth headroom (at least 64 GiB).
   uint64_t va = limit * 4 < (64ull << 30) ? (64ull << 30) : limit * 4;
+  if (desc->block_size_bytes != 0) {
+    va = limit;  // blocks never grow
+  }
   va = accel_mem_round_up(va, page);
   paged_t *p = calloc(1, sizeof(*p));
   if (p == NULL) {

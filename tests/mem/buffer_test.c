@@ -364,6 +364,43 @@ static void test_buffer_grow_of_slab_buffer_is_unsupported(void **state) {
   accel_buffer_release(b);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
+// Under AddressSanitizer, freed slab and block-pool memory is poisoned (a
+// use after free is reported) and live memory is not.
+static void test_freed_device_memory_is_poisoned_under_asan(void **state) {
+#if defined(__SANITIZE_ADDRESS__)
+  test_env_t *env = *state;
+  accel_buffer_t *b = alloc_ok(env->device, 3000, NULL);
+  unsigned char *p = NULL;
+  assert_accel_ok(accel_buffer_host_pointer(b, (void **)&p));
+  assert_int_equal(__asan_address_is_poisoned(p), 0);
+  assert_int_equal(__asan_address_is_poisoned(p + 2999), 0);
+  accel_buffer_release(b);
+  assert_int_not_equal(__asan_address_is_poisoned(p), 0);
+  assert_int_not_equal(__asan_address_is_poisoned(p + 2999), 0);
+  accel_mempool_desc_t pd = {.struct_size = sizeof(pd),
+                             .type = ACCEL_MEMPOOL_TYPE_PAGED,
+                             .block_size_bytes = 65536,
+                             .release_threshold_bytes = UINT64_MAX};
+  accel_mempool_t *pool = NULL;
+  assert_accel_ok(accel_mempool_create(env->device, &pd, &pool));
+  accel_buffer_desc_t d = {.struct_size = sizeof(d), .size_bytes = 65536,
+                           .pool = pool};
+  assert_accel_ok(accel_buffer_alloc(env->device, &d, &b));
+  assert_accel_ok(accel_buffer_host_pointer(b, (void **)&p));
+  p[100] = 1;
+  accel_buffer_release(b);
+  assert_int_not_equal(__asan_address_is_poisoned(p + 100), 0);
+  assert_accel_ok(accel_mempool_destroy(pool));
+#else
+  (void)state;
+  skip();  // only meaningful in an AddressSanitizer build
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_buffer_alloc_serves_every_size_aligned),
@@ -379,6 +416,7 @@ int main(void) {
       cmocka_unit_test(test_pool_exhaustion_reports_and_recovers),
       cmocka_unit_test(test_mempool_create_rejects_bad_descriptors),
       cmocka_unit_test(test_buffer_grow_of_slab_buffer_is_unsupported),
+      cmocka_unit_test(test_freed_device_memory_is_poisoned_under_asan),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
 }
