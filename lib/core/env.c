@@ -16,6 +16,9 @@ static const accel_env_var_t k_env_vars[] = {
     {"ACCEL_TRACE",
      "path of a Perfetto trace written by the built-in recorder; default: "
      "off"},
+    {"ACCEL_MEM_PAGE_CACHE_BYTES",
+     "bytes of free 2 MiB device pages each device keeps (zeroed) for reuse "
+     "between pools before returning them; default 67108864"},
     {"ACCEL_TOPOLOGY_XML",
      "hwloc XML file used instead of the live machine's topology"},
 };
