@@ -1,7 +1,9 @@
 // accel-bench alloc: lib/mem's allocators against general-purpose ones, on
 // the same replayed traces.
 //
-// Figures (medians of repeated runs after a warm-up):
+// Figures (medians of repeated runs after a warm-up; times are each
+// thread's CPU time, so that preemption on a shared machine is not counted;
+// the subjects take turns within each repetition):
 //  - slab_pair_1t / slab_pair_2t: ns per free+alloc pair on a working set of
 //    4096 live blocks of random sizes (256 B to 64 KiB, log-uniform), one
 //    thread and two threads (each with its own trace, same allocator),
@@ -28,11 +30,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "accel/accel.h"
 #include "bench.h"
 
 #define WORKING_SET 4096
+
+// CPU time of the calling thread in ns: on a shared machine, time a thread
+// spends preempted is not the allocator's.
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 typedef struct trace {
   uint32_t *slot;  // which live block to replace
@@ -109,13 +120,13 @@ static double replay(const subject_t *s, const trace_t *t) {
     live[i] = s->alloc(s->ctx, t->size[i]);
   }
   const uint32_t *sizes = t->size + WORKING_SET;
-  uint64_t t0 = bench_now_ns();
+  uint64_t t0 = thread_cpu_ns();
   for (uint32_t i = 0; i < t->steps; ++i) {
     uint32_t k = t->slot[i];
     s->free(s->ctx, live[k]);
     live[k] = s->alloc(s->ctx, sizes[i]);
   }
-  double ns = (double)(bench_now_ns() - t0) / t->steps;
+  double ns = (double)(thread_cpu_ns() - t0) / t->steps;
   for (uint32_t i = 0; i < WORKING_SET; ++i) {
     s->free(s->ctx, live[i]);
   }
@@ -271,11 +282,11 @@ typedef struct rt_ctx {
 } rt_ctx_t;
 
 static double roundtrip_slab(const subject_t *s, const trace_t *t) {
-  uint64_t t0 = bench_now_ns();
+  uint64_t t0 = thread_cpu_ns();
   for (uint32_t i = 0; i < t->steps; ++i) {
     s->free(s->ctx, s->alloc(s->ctx, t->size[i]));
   }
-  return (double)(bench_now_ns() - t0) / t->steps;
+  return (double)(thread_cpu_ns() - t0) / t->steps;
 }
 
 static void *async_alloc(void *ctx, uint32_t size) {

@@ -4,10 +4,13 @@
 // buffer record bound to each block once it was first used (the record
 // travels with the block through the caches; lookups by address read it).
 //
-// Threads allocate through shards: small per-class caches (magazines) of
-// ready records under a per-shard spin lock, picked by thread id, so that
-// two threads rarely touch the same cache line; the depot (per-class chunk
-// lists) is reached only to refill or flush half a magazine. Empty chunks go
+// Threads allocate through their own caches: per-class stacks (magazines) of
+// ready records that only the owning thread touches, with no lock and no
+// atomic read-modify-write on the hot path; the depot (per-class chunk
+// lists, under a mutex) is reached only to refill or flush half a magazine.
+// A thread's caches go back to the depot when it exits; a slab destroyed
+// while a thread still has a cache for it marks the cache dead and the
+// thread frees it on its next slab call or at exit. Empty chunks go
 // back to the page source (which zeroes them) beyond one kept per class.
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +20,6 @@
 #include "mem/mem_internal.h"
 
 #define SLAB_CLASS_COUNT 28
-#define SLAB_SHARDS 8
 #define SLAB_MAG 64
 
 static const uint32_t k_class_bytes[SLAB_CLASS_COUNT] = {
@@ -71,20 +73,31 @@ struct accel_mem_slab_chunk {
   accel_mem_slab_chunk_t *prev;
 };
 
-typedef struct slab_shard {
-  _Atomic uint32_t lock;
-  // Written under |lock| with relaxed stores, read by stats without it.
+typedef struct slab slab_t;
+typedef struct slab_tcache slab_tcache_t;
+
+struct slab_tcache {
+  // Written by the owning thread only (relaxed loads and stores), read by
+  // statistics from any thread.
   _Atomic int64_t bytes_in_use;
   _Atomic int64_t live;
   _Atomic uint64_t allocs;
   _Atomic uint64_t frees;
+  // The slab this cache serves; set to NULL (under |lock|) when it is
+  // destroyed.
+  _Atomic(slab_t *) slab;
+  pthread_mutex_t lock;  // thread exit vs. slab destroy and adoption
+  bool retired;          // guarded by |lock|: its thread exited
+  slab_tcache_t *next_in_slab;  // guarded by slab->tc_lock
+  slab_tcache_t *prev_in_slab;
+  slab_tcache_t *next_in_thread;  // the owning thread's list
   struct {
     uint32_t count;
     accel_buffer_t *recs[SLAB_MAG];
   } mag[SLAB_CLASS_COUNT];
-} __attribute__((aligned(64))) slab_shard_t;
+} __attribute__((aligned(64)));
 
-typedef struct slab {
+struct slab {
   accel_mempool_t pool;  // first
   uint64_t base;
   uint64_t va_bytes;
@@ -98,35 +111,19 @@ typedef struct slab {
   uint32_t empty_chunks[SLAB_CLASS_COUNT];
   uint32_t chunk_count;
   accel_buffer_t *spare_records;
-  slab_shard_t shards[SLAB_SHARDS];
-} slab_t;
+  // Thread caches, live and retired (guarded by tc_lock). Lock order:
+  // tc_lock, then a cache's lock; a cache's lock, then depot_lock.
+  pthread_mutex_t tc_lock;
+  slab_tcache_t *caches;
+};
 
-static __thread uint32_t t_shard = UINT32_MAX;
+// This thread's caches, most recently used first.
+static __thread slab_tcache_t *t_caches;
+// A key whose destructor flushes a thread's caches when it exits.
+static pthread_key_t g_tcache_key;
+static pthread_once_t g_tcache_once = PTHREAD_ONCE_INIT;
 
-static inline slab_shard_t *my_shard(slab_t *s) {
-  if (__builtin_expect(t_shard == UINT32_MAX, 0)) {
-    t_shard = (uint32_t)syscall(SYS_gettid) % SLAB_SHARDS;
-  }
-  return &s->shards[t_shard];
-}
-
-static inline void shard_lock(slab_shard_t *sh) {
-  // Acquire: the holder's writes to the shard become visible to us.
-  while (atomic_exchange_explicit(&sh->lock, 1, memory_order_acquire) != 0) {
-    while (atomic_load_explicit(&sh->lock, memory_order_relaxed) != 0) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-    }
-  }
-}
-
-static inline void shard_unlock(slab_shard_t *sh) {
-  // Release: publishes our writes to the next holder.
-  atomic_store_explicit(&sh->lock, 0, memory_order_release);
-}
-
-// Single-writer counter update (the shard lock is held).
+// Single-writer counter update (only the owning thread writes).
 static inline void bump(_Atomic int64_t *c, int64_t d) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d,
                         memory_order_relaxed);
@@ -136,11 +133,11 @@ static inline void bumpu(_Atomic uint64_t *c) {
                         memory_order_relaxed);
 }
 
-static int64_t shards_in_use(slab_t *s) {
+// Sum of the caches' in-use bytes. tc_lock held.
+static int64_t caches_in_use_locked(slab_t *s) {
   int64_t sum = 0;
-  for (int i = 0; i < SLAB_SHARDS; ++i) {
-    sum += atomic_load_explicit(&s->shards[i].bytes_in_use,
-                                memory_order_relaxed);
+  for (slab_tcache_t *tc = s->caches; tc != NULL; tc = tc->next_in_slab) {
+    sum += atomic_load_explicit(&tc->bytes_in_use, memory_order_relaxed);
   }
   return sum;
 }
@@ -264,7 +261,7 @@ static accel_status_t spare_record_locked(slab_t *s, accel_buffer_t **out) {
 }
 
 // Refills half a magazine of class |c| from the depot. Shard lock held.
-static accel_status_t refill(slab_t *s, slab_shard_t *sh, int c) {
+static accel_status_t refill(slab_t *s, slab_tcache_t *sh, int c) {
   pthread_mutex_lock(&s->depot_lock);
   accel_status_t st = ACCEL_OK;
   uint32_t want = SLAB_MAG / 2;
@@ -302,16 +299,18 @@ static accel_status_t refill(slab_t *s, slab_shard_t *sh, int c) {
       list_remove(s, chunk);
     }
   }
-  int64_t in_use = shards_in_use(s);
-  if (in_use > 0) {
-    uint64_t seen = atomic_load_explicit(&s->pool.base.counters.peak_in_use,
-                                         memory_order_relaxed);
-    if ((uint64_t)in_use > seen) {
-      atomic_store_explicit(&s->pool.base.counters.peak_in_use,
-                            (uint64_t)in_use, memory_order_relaxed);
-    }
-  }
   pthread_mutex_unlock(&s->depot_lock);
+  // The peak is sampled here, when a cache takes from the depot: exact to
+  // within what the caches hold.
+  pthread_mutex_lock(&s->tc_lock);
+  int64_t in_use = caches_in_use_locked(s);
+  uint64_t seen = atomic_load_explicit(&s->pool.base.counters.peak_in_use,
+                                       memory_order_relaxed);
+  if (in_use > 0 && (uint64_t)in_use > seen) {
+    atomic_store_explicit(&s->pool.base.counters.peak_in_use,
+                          (uint64_t)in_use, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&s->tc_lock);
   // Partial success is success: the magazine has something.
   return sh->mag[c].count > 0 ? ACCEL_OK : st;
 }
@@ -337,12 +336,121 @@ static void depot_put_locked(slab_t *s, accel_buffer_t **recs, uint32_t n) {
   }
 }
 
-static void flush_half(slab_t *s, slab_shard_t *sh, int c) {
+static void flush_half(slab_t *s, slab_tcache_t *sh, int c) {
   uint32_t n = sh->mag[c].count / 2;
   pthread_mutex_lock(&s->depot_lock);
   depot_put_locked(s, &sh->mag[c].recs[sh->mag[c].count - n], n);
   pthread_mutex_unlock(&s->depot_lock);
   sh->mag[c].count -= n;
+}
+
+// Returns every cached record of |tc| to the depot.
+static void flush_all(slab_t *s, slab_tcache_t *tc) {
+  pthread_mutex_lock(&s->depot_lock);
+  for (int c = 0; c < SLAB_CLASS_COUNT; ++c) {
+    depot_put_locked(s, tc->mag[c].recs, tc->mag[c].count);
+    tc->mag[c].count = 0;
+  }
+  pthread_mutex_unlock(&s->depot_lock);
+}
+
+static void tcache_free(slab_tcache_t *tc) {
+  pthread_mutex_destroy(&tc->lock);
+  free(tc);
+}
+
+// Thread exit: caches of live slabs are flushed and left to their slab
+// (retired, adopted by a later thread); caches of destroyed slabs are freed.
+static void tcache_thread_exit(void *unused) {
+  slab_tcache_t *tc = t_caches;
+  t_caches = NULL;
+  while (tc != NULL) {
+    slab_tcache_t *next = tc->next_in_thread;
+    pthread_mutex_lock(&tc->lock);
+    slab_t *s = atomic_load_explicit(&tc->slab, memory_order_relaxed);
+    if (s != NULL) {
+      flush_all(s, tc);
+      tc->retired = true;
+    }
+    pthread_mutex_unlock(&tc->lock);
+    if (s == NULL) {
+      tcache_free(tc);
+    }
+    tc = next;
+  }
+}
+
+static void tcache_key_create(void) {
+  pthread_key_create(&g_tcache_key, tcache_thread_exit);
+}
+
+// Finds or makes this thread's cache for |s| (NULL when out of memory).
+static __attribute__((noinline)) slab_tcache_t *tcache_slow(slab_t *s) {
+  slab_tcache_t **link = &t_caches;
+  while (*link != NULL) {
+    slab_tcache_t *tc = *link;
+    slab_t *owner = atomic_load_explicit(&tc->slab, memory_order_relaxed);
+    if (owner == s) {
+      *link = tc->next_in_thread;
+      tc->next_in_thread = t_caches;
+      t_caches = tc;
+      return tc;
+    }
+    if (owner == NULL) {
+      // Its slab is gone and handed it to us: free it (after the destroyer
+      // let go of its lock).
+      *link = tc->next_in_thread;
+      pthread_mutex_lock(&tc->lock);
+      pthread_mutex_unlock(&tc->lock);
+      tcache_free(tc);
+      continue;
+    }
+    link = &tc->next_in_thread;
+  }
+  pthread_once(&g_tcache_once, tcache_key_create);
+  pthread_setspecific(g_tcache_key, (void *)1);
+  slab_tcache_t *tc = NULL;
+  pthread_mutex_lock(&s->tc_lock);
+  for (slab_tcache_t *q = s->caches; q != NULL; q = q->next_in_slab) {
+    pthread_mutex_lock(&q->lock);
+    bool adopt = q->retired;
+    q->retired = false;
+    pthread_mutex_unlock(&q->lock);
+    if (adopt) {
+      tc = q;
+      break;
+    }
+  }
+  if (tc == NULL) {
+    tc = aligned_alloc(64, accel_mem_round_up(sizeof(*tc), 64));
+    if (tc != NULL) {
+      memset(tc, 0, sizeof(*tc));
+      pthread_mutex_init(&tc->lock, NULL);
+      atomic_init(&tc->slab, s);
+      tc->next_in_slab = s->caches;
+      if (s->caches != NULL) {
+        s->caches->prev_in_slab = tc;
+      }
+      s->caches = tc;
+    }
+  }
+  pthread_mutex_unlock(&s->tc_lock);
+  if (tc != NULL) {
+    tc->next_in_thread = t_caches;
+    t_caches = tc;
+  }
+  return tc;
+}
+
+static inline slab_tcache_t *my_cache(slab_t *s) {
+  slab_tcache_t *tc = t_caches;
+  if (__builtin_expect(
+          tc != NULL &&
+              atomic_load_explicit(&tc->slab, memory_order_relaxed) == s,
+          1)) {
+    return tc;
+  }
+  return tcache_slow(s);
 }
 
 accel_status_t accel_mem_slab_alloc(accel_mem_allocator_t *a, uint64_t size,
@@ -358,24 +466,27 @@ accel_status_t accel_mem_slab_alloc(accel_mem_allocator_t *a, uint64_t size,
                        a->name, (unsigned long long)size,
                        (unsigned long long)alignment);
   }
-  slab_shard_t *sh = my_shard(s);
-  shard_lock(sh);
+  slab_tcache_t *sh = my_cache(s);
+  if (sh == NULL) {
+    accel_mem_counters_fail(&a->counters);
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "slab \"%s\": cannot allocate a thread cache",
+                       a->name);
+  }
   if (sh->mag[c].count == 0) {
     accel_status_t st = refill(s, sh, c);
     if (st != ACCEL_OK) {
-      shard_unlock(sh);
       accel_mem_counters_fail(&a->counters);
       return accel_error_context(
-          st, "slab alloc of %llu bytes (class %u B, %lld bytes in use)",
-          (unsigned long long)size, k_class_bytes[c],
-          (long long)shards_in_use(s));
+          st, "slab alloc of %llu bytes (class %u B, %u chunks of 2 MiB in "
+              "use)",
+          (unsigned long long)size, k_class_bytes[c], s->chunk_count);
     }
   }
   accel_buffer_t *rec = sh->mag[c].recs[--sh->mag[c].count];
   bump(&sh->bytes_in_use, (int64_t)size);
   bump(&sh->live, 1);
   bumpu(&sh->allocs);
-  shard_unlock(sh);
   accel_mem_record_init(rec, a, rec->address, size,
                         ACCEL_MEMORY_KIND_DEVICE);
   rec->tag_index = tag;
@@ -398,36 +509,50 @@ static void slab_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
     ACCEL_MEM_POISON(host, buf->reserved_bytes);
   }
 #endif
-  // Relaxed: the shard lock below orders it for the next allocation.
+  // Relaxed: the record passes to other threads only through the depot's
+  // lock.
   atomic_store_explicit(&buf->state, ACCEL_BUFFER_STATE_FREE,
                         memory_order_relaxed);
   int c = (int)buf->size_class;
-  slab_shard_t *sh = my_shard(s);
-  shard_lock(sh);
+  slab_tcache_t *sh = my_cache(s);
+  if (__builtin_expect(sh == NULL, 0)) {
+    // No cache (out of host memory): straight to the depot.
+    pthread_mutex_lock(&s->depot_lock);
+    depot_put_locked(s, &buf, 1);
+    pthread_mutex_unlock(&s->depot_lock);
+    accel_mem_counters_free(&a->counters, buf->size_bytes);
+    return;
+  }
   if (sh->mag[c].count == SLAB_MAG) {
     flush_half(s, sh, c);
   }
   sh->mag[c].recs[sh->mag[c].count++] = buf;
   bump(&sh->bytes_in_use, -(int64_t)buf->size_bytes);
-  bump(&sh->live, -1);
   bumpu(&sh->frees);
-  shard_unlock(sh);
+  // Release, and last: a pool destroy that sees the live count drop
+  // (acquire) also sees that this free is done with the slab.
+  atomic_store_explicit(
+      &sh->live, atomic_load_explicit(&sh->live, memory_order_relaxed) - 1,
+      memory_order_release);
 }
 
 static void slab_trim(accel_mem_allocator_t *a, uint64_t keep) {
   slab_t *s = (slab_t *)a;
-  // Flush every shard's caches, then release empty chunks.
-  for (int i = 0; i < SLAB_SHARDS; ++i) {
-    slab_shard_t *sh = &s->shards[i];
-    shard_lock(sh);
-    pthread_mutex_lock(&s->depot_lock);
-    for (int c = 0; c < SLAB_CLASS_COUNT; ++c) {
-      depot_put_locked(s, sh->mag[c].recs, sh->mag[c].count);
-      sh->mag[c].count = 0;
-    }
-    pthread_mutex_unlock(&s->depot_lock);
-    shard_unlock(sh);
+  // The caller's cache and the caches of exited threads go back to the
+  // depot; live threads keep theirs (at most a magazine per class).
+  slab_tcache_t *mine = my_cache(s);
+  if (mine != NULL) {
+    flush_all(s, mine);
   }
+  pthread_mutex_lock(&s->tc_lock);
+  for (slab_tcache_t *tc = s->caches; tc != NULL; tc = tc->next_in_slab) {
+    pthread_mutex_lock(&tc->lock);
+    if (tc->retired) {
+      flush_all(s, tc);
+    }
+    pthread_mutex_unlock(&tc->lock);
+  }
+  pthread_mutex_unlock(&s->tc_lock);
   pthread_mutex_lock(&s->depot_lock);
   for (int c = 0; c < SLAB_CLASS_COUNT; ++c) {
     accel_mem_slab_chunk_t *chunk = s->partial[c];
@@ -445,24 +570,33 @@ static void slab_trim(accel_mem_allocator_t *a, uint64_t keep) {
   pthread_mutex_unlock(&s->depot_lock);
 }
 
-static void slab_stats(const accel_mem_allocator_t *a, accel_mem_stats_t *out) {
-  slab_t *s = (slab_t *)a;
-  int64_t in_use = 0, live = 0;
+// Sums the caches' counters (and the rare cache-less frees) into |out|.
+static void sum_caches(slab_t *s, accel_mem_stats_t *out,
+                       memory_order live_order) {
+  const accel_mem_counters_t *k = &s->pool.base.counters;
+  int64_t in_use = atomic_load_explicit(&k->bytes_in_use, memory_order_relaxed);
+  int64_t live = atomic_load_explicit(&k->live_count, live_order);
   uint64_t allocs = 0, frees = 0;
-  for (int i = 0; i < SLAB_SHARDS; ++i) {
-    const slab_shard_t *sh = &s->shards[i];
-    in_use += atomic_load_explicit(&sh->bytes_in_use, memory_order_relaxed);
-    live += atomic_load_explicit(&sh->live, memory_order_relaxed);
-    allocs += atomic_load_explicit(&sh->allocs, memory_order_relaxed);
-    frees += atomic_load_explicit(&sh->frees, memory_order_relaxed);
+  pthread_mutex_lock(&s->tc_lock);
+  for (slab_tcache_t *tc = s->caches; tc != NULL; tc = tc->next_in_slab) {
+    in_use += atomic_load_explicit(&tc->bytes_in_use, memory_order_relaxed);
+    live += atomic_load_explicit(&tc->live, live_order);
+    allocs += atomic_load_explicit(&tc->allocs, memory_order_relaxed);
+    frees += atomic_load_explicit(&tc->frees, memory_order_relaxed);
   }
+  pthread_mutex_unlock(&s->tc_lock);
   out->bytes_in_use = in_use > 0 ? (uint64_t)in_use : 0;
   out->live_count = live > 0 ? (uint64_t)live : 0;
   out->alloc_count = allocs;
-  out->free_count = frees;
+  out->free_count = frees + atomic_load_explicit(&k->free_count,
+                                                 memory_order_relaxed);
   if (out->bytes_in_use > out->peak_bytes_in_use) {
     out->peak_bytes_in_use = out->bytes_in_use;
   }
+}
+
+static void slab_stats(const accel_mem_allocator_t *a, accel_mem_stats_t *out) {
+  sum_caches((slab_t *)a, out, memory_order_relaxed);
 }
 
 static void slab_rebind(accel_mem_allocator_t *a, accel_buffer_t *from,
@@ -478,16 +612,10 @@ static void slab_rebind(accel_mem_allocator_t *a, accel_buffer_t *from,
 }
 
 static bool slab_busy(accel_mem_allocator_t *a) {
-  slab_t *s = (slab_t *)a;
-  // Under each shard's lock: a free that updated a count has also left the
-  // shard (nothing touches the slab after its unlock).
-  int64_t live = 0;
-  for (int i = 0; i < SLAB_SHARDS; ++i) {
-    shard_lock(&s->shards[i]);
-    live += atomic_load_explicit(&s->shards[i].live, memory_order_relaxed);
-    shard_unlock(&s->shards[i]);
-  }
-  return live > 0;
+  accel_mem_stats_t st = {0};
+  // Acquire: pairs with the release of the live count in slab_free.
+  sum_caches((slab_t *)a, &st, memory_order_acquire);
+  return st.live_count > 0;
 }
 
 static accel_status_t slab_lookup(accel_mem_allocator_t *a, uint64_t address,
@@ -536,6 +664,24 @@ static accel_status_t slab_lookup(accel_mem_allocator_t *a, uint64_t address,
 static void slab_destroy(accel_mem_allocator_t *a) {
   slab_t *s = (slab_t *)a;
   accel_mem_device_t *mem = a->mem;
+  // Thread caches: mark them dead; exited threads' ones are freed here,
+  // live threads free theirs on their next slab call or at exit.
+  pthread_mutex_lock(&s->tc_lock);
+  slab_tcache_t *tc = s->caches;
+  while (tc != NULL) {
+    slab_tcache_t *next = tc->next_in_slab;
+    pthread_mutex_lock(&tc->lock);
+    atomic_store_explicit(&tc->slab, NULL, memory_order_relaxed);
+    bool retired = tc->retired;
+    pthread_mutex_unlock(&tc->lock);
+    if (retired) {
+      tcache_free(tc);
+    }
+    tc = next;
+  }
+  s->caches = NULL;
+  pthread_mutex_unlock(&s->tc_lock);
+  pthread_mutex_destroy(&s->tc_lock);
   // Cached records are bound to their blocks: releasing the chunks moves
   // them to the spare list, which then goes back to the device.
   for (uint32_t i = 0; i < s->slot_count; ++i) {
@@ -603,6 +749,7 @@ accel_status_t accel_mem_slab_create(accel_mem_device_t *mem,
   }
   s->free_slot_count = s->slot_count;
   pthread_mutex_init(&s->depot_lock, NULL);
+  pthread_mutex_init(&s->tc_lock, NULL);
   accel_mem_allocator_t *a = &s->pool.base;
   a->vt = &k_slab_vtable;
   a->mem = mem;

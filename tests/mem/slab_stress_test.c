@@ -327,11 +327,77 @@ static void test_stress_threads_share_the_slab_safely(void **state) {
   pthread_mutex_destroy(&sh.lock);
 }
 
+typedef struct cache_life {
+  accel_device_t *device;
+  accel_mempool_t *pool;
+  accel_semaphore_t *step;  // 1: thread used pool; 2: main swapped pools
+} cache_life_t;
+
+static void *cache_life_thread(void *arg) {
+  cache_life_t *cl = arg;
+  accel_buffer_desc_t d = {.struct_size = sizeof(d), .size_bytes = 700,
+                           .pool = cl->pool};
+  accel_buffer_t *b = NULL;
+  assert_accel_ok(accel_buffer_alloc(cl->device, &d, &b));
+  assert_accel_ok(accel_buffer_free(b));
+  assert_accel_ok(accel_semaphore_signal(cl->step, 1));
+  assert_accel_ok(accel_semaphore_wait(cl->step, 2, ACCEL_TIMEOUT_INFINITE));
+  d.pool = cl->pool;  // the new pool
+  for (int i = 0; i < 100; ++i) {
+    assert_accel_ok(accel_buffer_alloc(cl->device, &d, &b));
+    assert_accel_ok(accel_buffer_free(b));
+  }
+  return NULL;
+}
+
+// A slab destroyed while another thread still has a cache for it: the cache
+// dies with it, the thread moves on to another slab and exits cleanly; the
+// exited thread's cache of the new slab is adopted by the next thread.
+static void test_slab_thread_caches_survive_pool_destroy_and_thread_exit(
+    void **state) {
+  test_env_t *env = *state;
+  accel_mempool_desc_t pd = {.struct_size = sizeof(pd),
+                             .type = ACCEL_MEMPOOL_TYPE_SLAB};
+  cache_life_t cl = {.device = env->device};
+  assert_accel_ok(accel_mempool_create(env->device, &pd, &cl.pool));
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &cl.step));
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, cache_life_thread, &cl), 0);
+  assert_accel_ok(accel_semaphore_wait(cl.step, 1, ACCEL_TIMEOUT_INFINITE));
+  accel_mem_stats_t st = {.struct_size = sizeof(st)};
+  assert_accel_ok(accel_mempool_stats(cl.pool, &st));
+  assert_int_equal(st.live_count, 0);
+  assert_int_equal(st.alloc_count, 1);
+  assert_accel_ok(accel_mempool_destroy(cl.pool));
+  assert_accel_ok(accel_mempool_create(env->device, &pd, &cl.pool));
+  assert_accel_ok(accel_semaphore_signal(cl.step, 2));
+  pthread_join(t, NULL);
+  assert_accel_ok(accel_mempool_stats(cl.pool, &st));
+  assert_int_equal(st.alloc_count, 100);
+  assert_int_equal(st.live_count, 0);
+  // A second thread adopts the exited one's cache (counts carry on).
+  accel_semaphore_release(cl.step);
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &cl.step));
+  assert_int_equal(pthread_create(&t, NULL, cache_life_thread, &cl), 0);
+  assert_accel_ok(accel_semaphore_wait(cl.step, 1, ACCEL_TIMEOUT_INFINITE));
+  assert_accel_ok(accel_semaphore_signal(cl.step, 2));
+  pthread_join(t, NULL);
+  assert_accel_ok(accel_mempool_stats(cl.pool, &st));
+  assert_int_equal(st.alloc_count, 201);
+  assert_accel_ok(accel_mempool_trim(NULL, cl.pool, 0));
+  assert_accel_ok(accel_mempool_stats(cl.pool, &st));
+  assert_int_equal(st.bytes_reserved, 0);
+  assert_accel_ok(accel_mempool_destroy(cl.pool));
+  accel_semaphore_release(cl.step);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(
           test_stress_random_ops_keep_buffers_disjoint_and_intact),
       cmocka_unit_test(test_stress_threads_share_the_slab_safely),
+      cmocka_unit_test(
+          test_slab_thread_caches_survive_pool_destroy_and_thread_exit),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
 }
