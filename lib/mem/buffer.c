@@ -144,6 +144,24 @@ accel_status_t accel_buffer_alloc(accel_device_t *device,
   ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
   ACCEL_CHECK_ARG(desc != NULL, "desc (NULL)");
   ACCEL_CHECK_ARG(out_buffer != NULL, "out_buffer (NULL)");
+  // Fast path: a plain small device buffer from a current descriptor (the
+  // checks below are those of read_desc for exactly this case).
+  accel_mem_device_t *fast_mem =
+      atomic_load_explicit(&device->mem, memory_order_acquire);
+  if (fast_mem != NULL && desc->struct_size >= sizeof(*desc) &&
+      desc->size_bytes - 1 < ACCEL_MEM_SLAB_MAX_BYTES &&
+      desc->alignment <= 256 && (desc->alignment & (desc->alignment - 1)) == 0 &&
+      (desc->kind | desc->flags | desc->reserved0 | desc->reserved1) == 0 &&
+      desc->pool == NULL && desc->tag == NULL && desc->max_size_bytes == 0) {
+    accel_status_t st = accel_mem_slab_alloc(fast_mem->slab, desc->size_bytes,
+                                             256, 0, out_buffer);
+    if (__builtin_expect(st != ACCEL_OK, 0)) {
+      return accel_error_context(st, "buffer alloc of %llu bytes on %s",
+                                 (unsigned long long)desc->size_bytes,
+                                 device->info.id);
+    }
+    return ACCEL_OK;
+  }
   accel_buffer_desc_t copy;
   const accel_buffer_desc_t *dp = NULL;
   uint64_t alignment = 0;

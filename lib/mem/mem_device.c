@@ -274,18 +274,8 @@ void accel_mem_tag_account(accel_mem_device_t *mem, uint32_t index,
                             memory_order_relaxed);
 }
 
-accel_status_t accel_mem_owner_free(accel_buffer_t *buf, const char *what) {
-  // A load and a store, not a compare-exchange: frees of one handle from
-  // two threads at once are a data race of the caller's anyway; what this
-  // catches is the common bug, a second free after the first. Relaxed: the
-  // state only has to be seen by the same handle's later calls, which the
-  // caller orders.
-  uint32_t state = atomic_load_explicit(&buf->state, memory_order_relaxed);
-  if (__builtin_expect(state == ACCEL_BUFFER_STATE_LIVE, 1)) {
-    atomic_store_explicit(&buf->state, ACCEL_BUFFER_STATE_OWNER_FREED,
-                          memory_order_relaxed);
-    return ACCEL_OK;
-  }
+accel_status_t accel_mem_owner_free_misuse(accel_buffer_t *buf,
+                                          uint32_t state, const char *what) {
   if (state == ACCEL_BUFFER_STATE_FREE ||
       state == ACCEL_BUFFER_STATE_OWNER_FREED) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,

@@ -268,9 +268,26 @@ accel_status_t accel_mem_async_detach(accel_buffer_t *buf,
 // use by the allocators behind it).
 uint64_t accel_mem_async_cached_backing(accel_mem_allocator_t *a);
 
+// Reports a free of a buffer whose state is not live.
+accel_status_t accel_mem_owner_free_misuse(accel_buffer_t *buf,
+                                          uint32_t state, const char *what);
+
 // Checks that the buffer's owner has not freed it yet and marks it freed;
 // INVALID_ARGUMENT with a message for a double free or a foreign handle.
-accel_status_t accel_mem_owner_free(accel_buffer_t *buf, const char *what);
+// A load and a store, not a compare-exchange: frees of one handle from two
+// threads at once are a data race of the caller's anyway; what this catches
+// is the common bug, a second free after the first. Relaxed: the state only
+// has to be seen by the same handle's later calls, which the caller orders.
+static inline accel_status_t accel_mem_owner_free(accel_buffer_t *buf,
+                                                  const char *what) {
+  uint32_t state = atomic_load_explicit(&buf->state, memory_order_relaxed);
+  if (__builtin_expect(state == ACCEL_BUFFER_STATE_LIVE, 1)) {
+    atomic_store_explicit(&buf->state, ACCEL_BUFFER_STATE_OWNER_FREED,
+                          memory_order_relaxed);
+    return ACCEL_OK;
+  }
+  return accel_mem_owner_free_misuse(buf, state, what);
+}
 
 // Clears |size| bytes at device |address| (host-visible devices), for
 // ACCEL_BUFFER_FLAG_ZERO.
