@@ -154,7 +154,18 @@ typedef struct accel_mem_stats {
   double fragmentation;
 } accel_mem_stats_t;
 
-// Allocates a buffer of desc->size_bytes on |device|.
+#if !defined(__cplusplus) && UINTPTR_MAX == 0xffffffffffffffffu
+// Layouts that cross the ABI (LP64); fields are only ever added at the end.
+_Static_assert(sizeof(accel_buffer_desc_t) == 64, "accel_buffer_desc_t");
+_Static_assert(sizeof(accel_mempool_desc_t) == 48, "accel_mempool_desc_t");
+_Static_assert(sizeof(accel_mem_stats_t) == 80, "accel_mem_stats_t");
+#endif
+
+// Allocates a buffer of desc->size_bytes on |device|, from desc->pool or
+// from the allocator the request calls for: pinned host memory for
+// ACCEL_MEMORY_KIND_HOST_PINNED, dedicated memory for exportable buffers,
+// the slab up to 64 KiB, a dedicated mapping below 2 MiB, and the device's
+// paged pool for larger or growable (max_size_bytes) buffers.
 // On success |*out_buffer| holds one reference owned by the caller.
 // ACCEL_ERROR_INVALID_ARGUMENT: NULL argument, zero size, alignment not a
 //   power of two, unknown kind or flags.
