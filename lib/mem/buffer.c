@@ -229,6 +229,12 @@ accel_status_t accel_mem_alloc_async_checked(accel_device_t *device,
 
 accel_status_t accel_buffer_free(accel_buffer_t *buffer) {
   ACCEL_CHECK_ARG(buffer != NULL, "buffer (NULL)");
+  if (buffer->allocator == NULL) {
+    // A buffer another module made (an executable's weights): the owner's
+    // free is a release.
+    accel_object_release(&buffer->object);
+    return ACCEL_OK;
+  }
   ACCEL_RETURN_IF_ERROR(accel_mem_owner_free(buffer, "buffer free"));
   // Sole holder: nobody else can retain (that needs a reference), so the
   // count can be dropped without a locked instruction.
@@ -307,7 +313,8 @@ accel_status_t accel_buffer_host_pointer(const accel_buffer_t *buffer,
                                          void **out_ptr) {
   ACCEL_CHECK_ARG(buffer != NULL, "buffer (NULL)");
   ACCEL_CHECK_ARG(out_ptr != NULL, "out_ptr (NULL)");
-  if (buffer->kind == ACCEL_MEMORY_KIND_HOST_PINNED) {
+  if (buffer->allocator != NULL &&
+      buffer->kind == ACCEL_MEMORY_KIND_HOST_PINNED) {
     *out_ptr = buffer->u.host.host_ptr;
     return ACCEL_OK;
   }
@@ -326,11 +333,11 @@ accel_status_t accel_buffer_grow(accel_buffer_t *buffer,
                                  uint64_t new_size_bytes) {
   ACCEL_CHECK_ARG(buffer != NULL, "buffer (NULL)");
   accel_mem_allocator_t *a = buffer->allocator;
-  if (a->vt->grow == NULL) {
+  if (a == NULL || a->vt->grow == NULL) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "buffer grow: buffers of \"%s\" cannot grow in place "
                        "(allocate from a paged pool, or with max_size_bytes)",
-                       a->name);
+                       a != NULL ? a->name : buffer->tag);
   }
   return a->vt->grow(a, buffer, new_size_bytes);
 }

@@ -2,9 +2,12 @@
 // resolve addresses and hold references through |object|).
 //
 // A buffer is a host-side record; device memory holds no allocator header.
-// Records come from per-device arenas (mem_device.c) and stay readable until
-// the device closes, so that a second free of the same handle reads a record
-// marked free instead of freed host memory.
+// Records come from per-device arenas (mem_device.c, one cache-line-aligned
+// slot each) and stay readable until the device closes, so that a second
+// free of the same handle reads a record marked free instead of freed host
+// memory. Other modules may embed a buffer to wrap memory they own: they set
+// object, device, address, size_bytes and kind, leave |allocator| NULL, and
+// free it through their own destroy function.
 #ifndef ACCEL_MEM_BUFFER_IMPL_H_
 #define ACCEL_MEM_BUFFER_IMPL_H_
 
@@ -73,7 +76,10 @@ struct accel_buffer {
   // The dedicated allocator's list of live buffers.
   accel_buffer_t *owner_next;
   accel_buffer_t *owner_prev;
-} __attribute__((aligned(64)));
+  // Buffers made outside lib/mem (lib/abi's weight buffers alias an
+  // executable's image) have |allocator| NULL, and a label here.
+  char tag[32];
+};
 
 // Checks that [offset, offset + size) lies in |buffer|, with a message naming
 // |what| ("copy destination").

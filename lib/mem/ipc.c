@@ -265,7 +265,8 @@ accel_status_t accel_mem_dedicated_create(accel_mem_device_t *mem,
 accel_status_t accel_buffer_export(const accel_buffer_t *buffer, int *out_fd) {
   ACCEL_CHECK_ARG(buffer != NULL, "buffer (NULL)");
   ACCEL_CHECK_ARG(out_fd != NULL, "out_fd (NULL)");
-  if (buffer->allocator->type != ACCEL_MEM_TYPE_DEDICATED ||
+  if (buffer->allocator == NULL ||
+      buffer->allocator->type != ACCEL_MEM_TYPE_DEDICATED ||
       !buffer->u.dedicated.exportable) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "buffer export: buffer 0x%llx was not allocated with "

@@ -8,6 +8,12 @@
 
 #define RECORDS_PER_ARENA 256
 
+// One record per cache-line-aligned slot: the slab's hot fields then share
+// one line.
+typedef struct record_slot {
+  accel_buffer_t record;
+} __attribute__((aligned(64))) record_slot_t;
+
 static void mem_device_destroy(accel_mem_device_t *mem) {
   // Defaults and user pools alike; user pools still alive at runtime
   // destruction are reclaimed here (their buffers must be gone by then).
@@ -184,11 +190,10 @@ accel_status_t accel_mem_record_alloc(accel_mem_device_t *mem,
       mem->arenas = grown;
       mem->arena_capacity = cap;
     }
-    accel_buffer_t *arena =
-        aligned_alloc(_Alignof(accel_buffer_t),
-                      RECORDS_PER_ARENA * sizeof(accel_buffer_t));
+    record_slot_t *arena = aligned_alloc(
+        _Alignof(record_slot_t), RECORDS_PER_ARENA * sizeof(record_slot_t));
     if (arena != NULL) {
-      memset(arena, 0, RECORDS_PER_ARENA * sizeof(accel_buffer_t));
+      memset(arena, 0, RECORDS_PER_ARENA * sizeof(record_slot_t));
     }
     if (arena == NULL) {
       pthread_mutex_unlock(&mem->record_lock);
@@ -198,9 +203,10 @@ accel_status_t accel_mem_record_alloc(accel_mem_device_t *mem,
     }
     mem->arenas[mem->arena_count++] = arena;
     for (uint32_t i = RECORDS_PER_ARENA; i > 0; --i) {
-      atomic_init(&arena[i - 1].state, ACCEL_BUFFER_STATE_FREE);
-      arena[i - 1].next = mem->free_records;
-      mem->free_records = &arena[i - 1];
+      accel_buffer_t *rec = &arena[i - 1].record;
+      atomic_init(&rec->state, ACCEL_BUFFER_STATE_FREE);
+      rec->next = mem->free_records;
+      mem->free_records = rec;
     }
   }
   accel_buffer_t *rec = mem->free_records;

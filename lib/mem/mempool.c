@@ -136,10 +136,13 @@ accel_status_t accel_buffer_free_async(accel_stream_t *stream,
                        "free async: buffer is on %s but the stream is on %s",
                        buffer->device->info.id, stream->device->info.id);
   }
-  if (buffer->allocator->type != ACCEL_MEMPOOL_TYPE_STREAM_ORDERED) {
+  if (buffer->allocator == NULL ||
+      buffer->allocator->type != ACCEL_MEMPOOL_TYPE_STREAM_ORDERED) {
     // Not pool memory: defer the owner's reference behind the stream's
     // work with a command that holds it.
-    ACCEL_RETURN_IF_ERROR(accel_mem_owner_free(buffer, "free async"));
+    if (buffer->allocator != NULL) {
+      ACCEL_RETURN_IF_ERROR(accel_mem_owner_free(buffer, "free async"));
+    }
     accel_cmd_t cmd = {.kind = ACCEL_CMD_HOST_CALL};
     cmd.host_call.fn = deferred_free_fn;
     cmd.refs[0] = &buffer->object;

@@ -14,6 +14,10 @@ static const struct {
      "host-command round trip and enqueue cost vs bare thread handoffs"},
     {"alloc", accel_bench_alloc,
      "slab vs malloc/jemalloc/mimalloc, paged KV-cache trace, async pool"},
+    {"topo", accel_bench_topo,
+     "runtime creation with device placement vs without; topology load"},
+    {"load", accel_bench_load,
+     "load an .axe with 1 GiB of weights to first launch vs read()"},
 };
 
 static int usage(void) {
