@@ -73,7 +73,8 @@ static accel_status_t page_take_locked(paged_t *p, accel_mem_page_t **out) {
   if ((p->pages_held + 1) * p->page_bytes > p->limit_bytes) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "paged pool \"%s\" is at its limit of %llu bytes "
-                       "(%llu pages of %llu bytes held, none free)",
+                       "(%llu pages of %llu bytes held, 0 bytes free, "
+                       "largest free block 0 bytes)",
                        a->name, (unsigned long long)p->limit_bytes,
                        (unsigned long long)p->pages_held,
                        (unsigned long long)p->page_bytes);

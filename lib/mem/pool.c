@@ -141,16 +141,19 @@ accel_status_t accel_mem_async_alloc(accel_mem_allocator_t *a,
       collect_locked(p, 0, false, &victims);
       over = p->held_bytes + backing_size > p->limit_bytes;
     }
+    uint64_t held = p->held_bytes, cached = p->cached_bytes;
     accel_mem_spin_unlock(&p->lock);
     give_back_list(victims);
     if (over) {
       accel_mem_counters_fail(&a->counters);
       return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                          "stream-ordered pool \"%s\": %llu bytes would pass "
-                         "its limit of %llu bytes (%llu held)",
+                         "its limit of %llu bytes (%llu held, %llu of them "
+                         "free but still in use by pending stream work)",
                          a->name, (unsigned long long)size,
                          (unsigned long long)p->limit_bytes,
-                         (unsigned long long)p->held_bytes);
+                         (unsigned long long)held,
+                         (unsigned long long)cached);
     }
     accel_status_t st =
         accel_mem_alloc_backing(a->mem, backing_size, alignment, &hit);

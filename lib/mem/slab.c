@@ -189,11 +189,25 @@ static accel_status_t chunk_create_locked(slab_t *s, int size_class,
   accel_mem_device_t *mem = s->pool.base.mem;
   accel_device_t *dev = mem->device;
   if (s->free_slot_count == 0) {
+    // What is still free: blocks of other classes in the depot.
+    uint64_t free_bytes = 0, largest = 0;
+    for (int k = 0; k < SLAB_CLASS_COUNT; ++k) {
+      for (accel_mem_slab_chunk_t *q = s->partial[k]; q != NULL;
+           q = q->next) {
+        free_bytes += (uint64_t)q->free_count * q->block_bytes;
+        if (q->free_count > 0 && q->block_bytes > largest) {
+          largest = q->block_bytes;
+        }
+      }
+    }
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "slab \"%s\": all %u chunks of 2 MiB are in use "
-                       "(limit %llu bytes reached)",
+                       "(limit %llu bytes reached); %llu bytes free in other "
+                       "classes, largest free block %llu bytes",
                        s->pool.base.name, s->slot_count,
-                       (unsigned long long)s->va_bytes);
+                       (unsigned long long)s->va_bytes,
+                       (unsigned long long)free_bytes,
+                       (unsigned long long)largest);
   }
   accel_mem_slab_chunk_t *c = calloc(1, sizeof(*c));
   uint32_t block_bytes = k_class_bytes[size_class];
