@@ -139,6 +139,12 @@ static void test_buffer_double_free_is_detected(void **state) {
   assert_accel_ok(accel_buffer_free(big));
   assert_accel_status(accel_buffer_free(big), ACCEL_ERROR_INVALID_ARGUMENT);
   assert_accel_status(accel_buffer_free(NULL), ACCEL_ERROR_INVALID_ARGUMENT);
+  // A pointer that is not a buffer handle at all.
+  uint64_t fake[64];
+  memset(fake, 0x5a, sizeof(fake));
+  assert_accel_status(accel_buffer_free((accel_buffer_t *)fake),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "not a buffer handle"));
 }
 
 // Freeing by address: foreign addresses, interior addresses and double

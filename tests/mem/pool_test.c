@@ -1,5 +1,6 @@
 // Stream-ordered pool: reuse on the same stream at once, on another stream
 // only after the free point has completed; release threshold; misuse.
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,9 +109,12 @@ static void test_async_free_is_reused_by_another_stream_only_after_completion(
   assert_accel_ok(accel_stream_synchronize(f->s2, ACCEL_TIMEOUT_INFINITE));
 }
 
-// An event recorded after the free, once complete, proves the free point:
-// the other stream then reuses the memory.
-static void test_async_reuse_follows_an_event_after_the_free(void **state) {
+// Once the freeing stream's completion timeline has passed the free point
+// (the queue posts it in batches, at the latest when it runs dry: after the
+// event below completes, accel_stream_query turns OK), the other stream
+// reuses the memory without any synchronize call.
+static void test_async_reuse_follows_the_freeing_streams_timeline(
+    void **state) {
   fixture_t *f = *state;
   accel_event_t *e = NULL;
   assert_accel_ok(accel_event_create(f->env->device, 0, &e));
@@ -122,6 +126,9 @@ static void test_async_reuse_follows_an_event_after_the_free(void **state) {
   assert_accel_status(accel_event_query(e), ACCEL_ERROR_NOT_READY);
   assert_accel_ok(accel_semaphore_signal(gate, 1));
   assert_accel_ok(accel_event_synchronize(e, ACCEL_TIMEOUT_INFINITE));
+  uint64_t deadline = test_now_ns() + 5000000000ull;
+  while (accel_stream_query(f->s1) != ACCEL_OK && test_now_ns() < deadline) {
+  }
   accel_buffer_t *b = alloc_async(f->s2, 20000, NULL);
   assert_int_equal(accel_buffer_address(b), addr);
   assert_accel_ok(accel_buffer_free_async(f->s2, b));
@@ -244,15 +251,86 @@ static void test_async_misuse_is_rejected(void **state) {
   assert_accel_ok(accel_mempool_destroy(so));
 }
 
+typedef struct async_worker {
+  accel_device_t *device;
+  uint64_t seed;
+  int failures;
+} async_worker_t;
+
+static void *async_worker_main(void *arg) {
+  async_worker_t *w = arg;
+  accel_stream_t *s = NULL;
+  if (accel_stream_create(w->device, NULL, &s) != ACCEL_OK) {
+    w->failures++;
+    return NULL;
+  }
+  test_rng_t rng = {.state = w->seed};
+  accel_buffer_t *held[8] = {0};
+  uint64_t tags[8] = {0};
+  for (int i = 0; i < 4000; ++i) {
+    int k = (int)test_rng_range(&rng, 0, 7);
+    if (held[k] != NULL) {
+      uint64_t *p = NULL;
+      accel_buffer_host_pointer(held[k], (void **)&p);
+      if (p[0] != tags[k]) {
+        w->failures++;  // someone else wrote into our live buffer
+      }
+      if (accel_buffer_free_async(s, held[k]) != ACCEL_OK) {
+        w->failures++;
+      }
+      held[k] = NULL;
+    }
+    accel_buffer_desc_t d = {.struct_size = sizeof(d),
+                             .size_bytes = test_rng_range(&rng, 8, 200000)};
+    if (accel_buffer_alloc_async(s, &d, &held[k]) != ACCEL_OK) {
+      w->failures++;
+      continue;
+    }
+    uint64_t *p = NULL;
+    accel_buffer_host_pointer(held[k], (void **)&p);
+    tags[k] = test_rng_next(&rng);
+    p[0] = tags[k];
+  }
+  for (int k = 0; k < 8; ++k) {
+    if (held[k] != NULL) {
+      accel_buffer_free_async(s, held[k]);
+    }
+  }
+  accel_stream_destroy(s);
+  return NULL;
+}
+
+// Threads with their own streams share the default pool: blocks move
+// between streams (their free points complete at once: no work is pending)
+// and no live buffer is ever handed to another owner.
+static void test_async_pool_is_shared_safely_by_threads(void **state) {
+  fixture_t *f = *state;
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  async_worker_t w[3];
+  pthread_t t[3];
+  for (int i = 0; i < 3; ++i) {
+    w[i] = (async_worker_t){.device = f->env->device,
+                            .seed = test_rng_next(&rng) | 1};
+    assert_int_equal(pthread_create(&t[i], NULL, async_worker_main, &w[i]),
+                     0);
+  }
+  for (int i = 0; i < 3; ++i) {
+    pthread_join(t[i], NULL);
+    assert_int_equal(w[i].failures, 0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_async_free_is_reused_at_once_on_the_same_stream),
       cmocka_unit_test(
           test_async_free_is_reused_by_another_stream_only_after_completion),
-      cmocka_unit_test(test_async_reuse_follows_an_event_after_the_free),
+      cmocka_unit_test(test_async_reuse_follows_the_freeing_streams_timeline),
       cmocka_unit_test(test_async_release_threshold_bounds_cached_memory),
       cmocka_unit_test(test_async_pool_limit_fails_cleanly),
       cmocka_unit_test(test_async_misuse_is_rejected),
+      cmocka_unit_test(test_async_pool_is_shared_safely_by_threads),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
