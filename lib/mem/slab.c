@@ -498,6 +498,10 @@ accel_status_t accel_mem_slab_alloc(accel_mem_allocator_t *a, uint64_t size,
     }
   }
   accel_buffer_t *rec = sh->mag[c].recs[--sh->mag[c].count];
+  if (sh->mag[c].count > 0) {
+    // The next allocation of this class writes that record: start the miss.
+    __builtin_prefetch(sh->mag[c].recs[sh->mag[c].count - 1], 1, 3);
+  }
   bump(&sh->bytes_in_use, (int64_t)size);
   bump(&sh->live, 1);
   bumpu(&sh->allocs);
