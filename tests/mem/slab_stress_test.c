@@ -391,6 +391,47 @@ static void test_slab_thread_caches_survive_pool_destroy_and_thread_exit(
   accel_semaphore_release(cl.step);
 }
 
+typedef struct churn {
+  accel_device_t *device;
+  accel_mempool_t *pool;
+} churn_t;
+
+static void *churn_thread(void *arg) {
+  churn_t *c = arg;
+  accel_buffer_t *b[224];
+  accel_buffer_desc_t d = {.struct_size = sizeof(d), .size_bytes = 65536,
+                           .pool = c->pool};
+  for (int i = 0; i < 224; ++i) {
+    assert_accel_ok(accel_buffer_alloc(c->device, &d, &b[i]));
+  }
+  for (int i = 0; i < 224; ++i) {
+    assert_accel_ok(accel_buffer_free(b[i]));
+  }
+  return NULL;  // exit: the thread's cache goes back to the depot
+}
+
+// Empty chunks go back to the page source, but one per class stays for the
+// next burst (hysteresis); trim returns that one too.
+static void test_slab_returns_empty_chunks_keeping_one(void **state) {
+  test_env_t *env = *state;
+  accel_mempool_desc_t pd = {.struct_size = sizeof(pd),
+                             .type = ACCEL_MEMPOOL_TYPE_SLAB};
+  churn_t c = {.device = env->device};
+  assert_accel_ok(accel_mempool_create(env->device, &pd, &c.pool));
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, churn_thread, &c), 0);
+  pthread_join(t, NULL);
+  accel_mem_stats_t st = {.struct_size = sizeof(st)};
+  assert_accel_ok(accel_mempool_stats(c.pool, &st));
+  assert_int_equal(st.peak_bytes_reserved, 7 * (2 << 20));  // 32 a chunk
+  assert_int_equal(st.bytes_reserved, 2 << 20);
+  assert_int_equal(st.bytes_in_use, 0);
+  assert_accel_ok(accel_mempool_trim(NULL, c.pool, 0));
+  assert_accel_ok(accel_mempool_stats(c.pool, &st));
+  assert_int_equal(st.bytes_reserved, 0);
+  assert_accel_ok(accel_mempool_destroy(c.pool));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(
@@ -398,6 +439,7 @@ int main(void) {
       cmocka_unit_test(test_stress_threads_share_the_slab_safely),
       cmocka_unit_test(
           test_slab_thread_caches_survive_pool_destroy_and_thread_exit),
+      cmocka_unit_test(test_slab_returns_empty_chunks_keeping_one),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
 }
