@@ -119,6 +119,23 @@ accel_status_t accel_buffer_alloc_async(accel_stream_t *stream,
   uint64_t done = 0;
   ACCEL_RETURN_IF_ERROR(stream->device->driver->semaphore_query(
       stream->completion->drv, &done));
+  // Fast path: a plain device buffer from the default pool with a current
+  // descriptor (the same checks as the general path for this case).
+  accel_mem_device_t *mem =
+      atomic_load_explicit(&stream->device->mem, memory_order_acquire);
+  if (mem != NULL && desc->struct_size >= sizeof(*desc) &&
+      desc->size_bytes - 1 < (1ull << 56) && desc->alignment <= 256 &&
+      (desc->alignment & (desc->alignment - 1)) == 0 &&
+      (desc->kind | desc->flags | desc->reserved0 | desc->reserved1) == 0 &&
+      desc->pool == NULL && desc->tag == NULL && desc->max_size_bytes == 0) {
+    accel_status_t st =
+        accel_mem_async_alloc(mem->async, stream, desc, 256, 0, out_buffer);
+    if (__builtin_expect(st != ACCEL_OK, 0)) {
+      return accel_error_context(st, "alloc async on %s",
+                                 stream->device->info.id);
+    }
+    return ACCEL_OK;
+  }
   return accel_mem_alloc_async_checked(stream->device, stream, desc,
                                        out_buffer);
 }
