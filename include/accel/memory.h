@@ -50,7 +50,8 @@ typedef enum accel_memory_kind {
 typedef uint32_t accel_buffer_flags_t;
 enum accel_buffer_flag_bits {
   ACCEL_BUFFER_FLAG_NONE = 0,
-  // Zero the contents before returning (fresh physical pages are always zero).
+  // Zero the contents before returning. Without it the contents are
+  // undefined: allocators reuse memory within a pool without clearing it.
   ACCEL_BUFFER_FLAG_ZERO = 1u << 0,
   // accel_buffer_desc_t.numa_node chooses the NUMA node of a pinned host
   // buffer (without it: the device's node).
@@ -183,7 +184,10 @@ ACCEL_API accel_status_t accel_buffer_alloc(accel_device_t *device,
 //   handle, or a buffer already freed (double free). Detection relies on the
 //   handle's record, which accel keeps readable for the device's lifetime;
 //   a record already reused by a later allocation cannot be told apart.
-// Thread-safe.
+// Buffers made by other modules (an executable's weight buffers) are simply
+// released.
+// Thread-safe for different buffers; two frees of one buffer must not race
+// (that is a double free the check may miss).
 ACCEL_API accel_status_t accel_buffer_free(accel_buffer_t *buffer);
 
 // Frees the live allocation that starts at device |address| on |device|
@@ -253,14 +257,18 @@ ACCEL_API accel_status_t accel_buffer_alloc_async(
     accel_stream_t *stream, const accel_buffer_desc_t *desc,
     accel_buffer_t **out_buffer);
 
-// Frees |buffer| (drops the owner's reference) in stream order on |stream|:
-// its memory becomes free once all work submitted to |stream| before this
-// call, and every command still holding the buffer, has completed. No
-// command is enqueued; the free point is the stream's last submitted
-// command, tracked by the stream's completion timeline.
+// Frees |buffer| (drops the owner's reference) in stream order on |stream|.
+// For stream-ordered buffers no command is enqueued: the memory may be
+// reused at once by later work on |stream| (stream order protects the work
+// already submitted), and by other streams once |stream|'s completion
+// timeline has passed its last command submitted before this call. Work on
+// other streams that uses the buffer must be ordered before this call, as
+// with cudaFreeAsync. For buffers of other allocators a command holding the
+// buffer is enqueued, and the memory returns when it completes.
 // ACCEL_ERROR_INVALID_ARGUMENT: NULL, a buffer already freed, or a buffer
 //   of another device.
-// Thread-safe.
+// The stream's stored error if it has failed (non-pool buffers only).
+// Thread-safe for different buffers (see accel_buffer_free).
 ACCEL_API accel_status_t accel_buffer_free_async(accel_stream_t *stream,
                                                  accel_buffer_t *buffer);
 
