@@ -267,7 +267,8 @@ ACCEL_API accel_status_t accel_buffer_alloc_async(
 // buffer is enqueued, and the memory returns when it completes.
 // ACCEL_ERROR_INVALID_ARGUMENT: NULL, a buffer already freed, or a buffer
 //   of another device.
-// The stream's stored error if it has failed (non-pool buffers only).
+// The stream's stored error if it has failed (non-pool buffers; the
+//   buffer is freed all the same).
 // Thread-safe for different buffers (see accel_buffer_free).
 ACCEL_API accel_status_t accel_buffer_free_async(accel_stream_t *stream,
                                                  accel_buffer_t *buffer);
