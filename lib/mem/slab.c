@@ -300,9 +300,16 @@ static accel_status_t refill(slab_t *s, slab_tcache_t *sh, int c) {
       if (st != ACCEL_OK) {
         break;
       }
+      // Fields that stay while the record is bound to the block are set
+      // once, here; an allocation then writes only what changes.
+      accel_mem_record_init(
+          rec, &s->pool.base,
+          chunk->address + (uint64_t)block * chunk->block_bytes, 0,
+          ACCEL_MEMORY_KIND_DEVICE);
+      atomic_store_explicit(&rec->state, ACCEL_BUFFER_STATE_FREE,
+                            memory_order_relaxed);
       rec->u.slab.chunk = chunk;
       rec->u.slab.block = block;
-      rec->address = chunk->address + (uint64_t)block * chunk->block_bytes;
       rec->size_class = (uint32_t)c;
       rec->reserved_bytes = chunk->block_bytes;
       chunk->recs[block] = rec;
@@ -505,9 +512,15 @@ accel_status_t accel_mem_slab_alloc(accel_mem_allocator_t *a, uint64_t size,
   bump(&sh->bytes_in_use, (int64_t)size);
   bump(&sh->live, 1);
   bumpu(&sh->allocs);
-  accel_mem_record_init(rec, a, rec->address, size,
-                        ACCEL_MEMORY_KIND_DEVICE);
+  // The record is bound to its block: device, address, kind, allocator and
+  // destroy function are already set (refill).
+  atomic_init(&rec->object.ref_count, 1);
+  rec->size_bytes = size;
   rec->tag_index = tag;
+  // Relaxed: the handle reaches other threads through the caller's own
+  // synchronization.
+  atomic_store_explicit(&rec->state, ACCEL_BUFFER_STATE_LIVE,
+                        memory_order_relaxed);
 #if defined(__SANITIZE_ADDRESS__)
   void *host = a->device->driver->host_pointer(a->device->drv, rec->address);
   if (host != NULL) {
