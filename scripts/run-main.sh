@@ -13,3 +13,12 @@ echo "== accel-topo"
 echo
 echo "== example-streams"
 "$dir/examples/example-streams"
+if [ -x "$dir/examples/example-mlp-layer" ]; then
+  echo
+  echo "== example-mlp-layer: pack, load and run a transformer MLP block"
+  axe="$dir/mlp_layer.axe"
+  "$dir/examples/example-mlp-layer" "$dir/kernels/host/libaccel_layer_kernels.so" "$axe"
+  echo
+  echo "== accel-inspect $axe"
+  "$dir/tools/accel-inspect/accel-inspect" "$axe"
+fi
