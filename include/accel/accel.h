@@ -14,5 +14,6 @@
 #include "accel/semaphore.h"
 #include "accel/stream.h"
 #include "accel/topology.h"
+#include "accel/trace.h"
 
 #endif  // ACCEL_ACCEL_H_

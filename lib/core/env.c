@@ -19,6 +19,16 @@ static const accel_env_var_t k_env_vars[] = {
     {"ACCEL_TRACE",
      "path of a Perfetto trace written by the built-in recorder; default: "
      "off"},
+    {"ACCEL_FLIGHT_EVENTS",
+     "turns the flight recorder on, keeping this many events per thread "
+     "(rounded up to a power of two); 0 or unset: off"},
+    {"ACCEL_FLIGHT_DIR",
+     "turns the flight recorder on (1024 events per thread unless "
+     "ACCEL_FLIGHT_EVENTS says) and writes it there when a stream fails or on "
+     "a fatal signal"},
+    {"ACCEL_MEM_PAGE_CACHE_BYTES",
+     "bytes of free 2 MiB device pages each device keeps (zeroed) for reuse "
+     "between pools before returning them; default 67108864"},
     {"ACCEL_TOPOLOGY_XML",
      "hwloc XML file used instead of the live machine's topology"},
     {"ACCEL_AFFINITY",

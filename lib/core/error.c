@@ -1,4 +1,5 @@
 #include "core/error.h"
+#include "trace/trace_hooks.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -42,6 +43,7 @@ accel_status_t accel_error(accel_status_t status, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(g_message, sizeof(g_message), fmt, ap);
   va_end(ap);
+  accel_trace_error(status, g_message);
   return status;
 }
 

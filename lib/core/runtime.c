@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/runtime_impl.h"
 #include "topo/placement.h"
+#include "trace/trace_hooks.h"
 
 #define ACCEL_DEFAULT_SPIN_NS 100000ull
 #define ACCEL_MAX_HOST_DEVICES 64u
@@ -146,6 +147,10 @@ static accel_status_t apply_visibility(accel_runtime_t *rt,
 static void close_devices(accel_runtime_t *rt) {
   for (uint32_t i = rt->all_device_count; i > 0; --i) {
     accel_device_t *dev = rt->all_devices[i - 1];
+    if (dev->mem_fini != NULL) {
+      dev->mem_fini(dev);
+    }
+    accel_trace_device_close(dev);
     dev->driver->device_close(dev->drv);
     free(dev);
   }
@@ -191,6 +196,9 @@ static accel_status_t open_backend_devices(accel_runtime_t *rt,
     driver->device_info(dev->drv, &dev->info);
     snprintf(dev->info.id, sizeof(dev->info.id), "%s:%u", driver->name,
              ordinal);
+    uint64_t host_ns = 0, device_ns = 0;
+    driver->clock_pair(dev->drv, &host_ns, &device_ns);
+    accel_trace_device_open(dev, dev->info.id, host_ns, device_ns);
     rt->all_devices[rt->all_device_count++] = dev;
   }
   return ACCEL_OK;
@@ -209,8 +217,10 @@ accel_status_t accel_runtime_create_with_drivers(
   accel_runtime_options_t resolved;
   ACCEL_RETURN_IF_ERROR(resolve_options(opts, &resolved));
 
+  ACCEL_RETURN_IF_ERROR(accel_trace_runtime_create());
   accel_runtime_t *rt = calloc(1, sizeof(*rt));
   if (rt == NULL) {
+    accel_trace_runtime_destroy(NULL);
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "runtime: cannot allocate %zu bytes", sizeof(*rt));
   }
@@ -253,12 +263,14 @@ accel_status_t accel_runtime_create_with_drivers(
   if (st != ACCEL_OK) {
     goto err_close_devices;
   }
+  accel_trace_runtime_ready(rt, rt->device_count);
   *out_runtime = rt;
   return ACCEL_OK;
 
 err_close_devices:
   close_devices(rt);
   free(rt);
+  accel_trace_runtime_destroy(NULL);
   return st;
 }
 
@@ -276,5 +288,6 @@ void accel_runtime_destroy(accel_runtime_t *runtime) {
     return;
   }
   close_devices(runtime);
+  accel_trace_runtime_destroy(runtime);
   free(runtime);
 }

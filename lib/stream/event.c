@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "stream/semaphore_impl.h"
+#include "trace/trace_hooks.h"
 
 struct accel_event {
   accel_object_t object;  // first
@@ -109,6 +110,7 @@ accel_status_t accel_event_record(accel_event_t *event,
   accel_status_t st = accel_stream_submit(stream, &cmd);
   if (st == ACCEL_OK) {
     event->target++;
+    accel_trace_event_record(event, stream->queue, event->target);
   }
   pthread_mutex_unlock(&event->lock);
   return st;

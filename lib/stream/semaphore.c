@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "stream/semaphore_impl.h"
+#include "trace/trace_hooks.h"
 
 static void semaphore_destroy(accel_object_t *object) {
   accel_semaphore_t *sem = (accel_semaphore_t *)object;
@@ -59,6 +60,7 @@ accel_status_t accel_semaphore_query(accel_semaphore_t *semaphore,
 accel_status_t accel_semaphore_signal(accel_semaphore_t *semaphore,
                                       uint64_t value) {
   ACCEL_CHECK_ARG(semaphore != NULL, "semaphore (NULL)");
+  accel_trace_semaphore_signal(semaphore->device, semaphore, value);
   return semaphore->device->driver->semaphore_signal(semaphore->drv, value);
 }
 
@@ -78,8 +80,11 @@ accel_status_t accel_semaphore_fail(accel_semaphore_t *semaphore,
 accel_status_t accel_semaphore_wait(accel_semaphore_t *semaphore,
                                     uint64_t value, uint64_t timeout_ns) {
   ACCEL_CHECK_ARG(semaphore != NULL, "semaphore (NULL)");
-  return semaphore->device->driver->semaphore_wait(
+  uint64_t t0 = accel_trace_semaphore_wait(semaphore->device, semaphore, value);
+  accel_status_t st = semaphore->device->driver->semaphore_wait(
       1, &semaphore->drv, &value, ACCEL_WAIT_ALL, timeout_ns, NULL);
+  accel_trace_semaphore_wake(semaphore->device, semaphore, value, st, t0);
+  return st;
 }
 
 #define ACCEL_MAX_WAIT_COUNT 64u

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "mem/buffer_impl.h"
 #include "stream/semaphore_impl.h"
+#include "trace/trace_hooks.h"
 
 accel_status_t accel_stream_create(accel_device_t *device,
                                    const accel_stream_desc_t *desc,
@@ -58,6 +59,7 @@ accel_status_t accel_stream_create(accel_device_t *device,
   if (st != ACCEL_OK) {
     goto err_release_completion;
   }
+  accel_trace_stream_create(device, s->queue, s->name, &s->last_seq);
   *out_stream = s;
   return ACCEL_OK;
 
@@ -73,6 +75,7 @@ void accel_stream_destroy(accel_stream_t *stream) {
     return;
   }
   stream->device->driver->queue_destroy(stream->queue);
+  accel_trace_stream_destroy(stream->queue);
   accel_semaphore_release(stream->completion);
   free(stream);
 }
@@ -93,8 +96,10 @@ accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd) {
       driver->semaphore_query(stream->completion->drv, &completed);
   if (st == ACCEL_OK) {
     uint64_t seq = 0;
+    accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time();
     st = driver->queue_submit(stream->queue, cmd, 1, &seq);
     if (st == ACCEL_OK) {
+      accel_trace_cmd_enqueue(stream->queue, cmd, seq, enqueued_at);
       return ACCEL_OK;  // the queue updated stream->last_seq
     }
   }

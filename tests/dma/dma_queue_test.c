@@ -20,6 +20,7 @@ static accel_buffer_t *alloc(test_env_t *env, uint64_t size, uint8_t **out) {
   assert_accel_ok(accel_buffer_alloc(env->device, &d, &b));
   void *p = NULL;
   assert_accel_ok(accel_buffer_host_pointer(b, &p));
+  memset(p, 0, size);  // allocators reuse memory: start from zero
   *out = p;
   return b;
 }

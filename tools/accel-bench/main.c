@@ -12,10 +12,14 @@ static const struct {
 } k_benches[] = {
     {"launch", accel_bench_launch,
      "host-command round trip and enqueue cost vs bare thread handoffs"},
+    {"alloc", accel_bench_alloc,
+     "slab vs malloc/jemalloc/mimalloc, paged KV-cache trace, async pool"},
     {"topo", accel_bench_topo,
      "runtime creation with device placement vs without; topology load"},
     {"load", accel_bench_load,
      "load an .axe with 1 GiB of weights to first launch vs read()"},
+    {"trace", accel_bench_trace,
+     "launch round trip with tracing off, counters, LTTng, recorder"},
     {"dma", accel_bench_dma,
      "DMA copy bandwidth, 4 KiB latency and staging vs memcpy baselines"},
 };

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include "drv/host/host_internal.h"
+#include "trace/trace_hooks.h"
 
 #define CHUNK_COMMANDS 1024u
 
@@ -183,6 +184,7 @@ static void poison(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st,
   snprintf(q->poison_message, sizeof(q->poison_message),
            "stream \"%s\" command #%llu (%s) failed: %s", q->name,
            (unsigned long long)cmd->seq, accel_cmd_kind_name(cmd->kind), why);
+  accel_trace_stream_fail(q, cmd->seq, st, q->poison_message);
   accel_host_semaphore_fail(q->completion, st, q->poison_message);
 }
 
@@ -195,6 +197,7 @@ static void skip(accel_drv_queue_t *q, accel_cmd_t *cmd) {
 }
 
 static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+  accel_trace_cmd_start(q, cmd);
   if (!q->poisoned &&
       atomic_load_explicit(&q->cancel, memory_order_acquire)) {
     char why[96];
@@ -202,9 +205,11 @@ static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
     poison(q, cmd, ACCEL_ERROR_ABORTED, why);
   }
   if (q->poisoned) {
+    accel_trace_cmd_end(q, cmd, q->poison_status);
     skip(q, cmd);
   } else {
     accel_status_t st = execute(q, cmd);
+    accel_trace_cmd_end(q, cmd, st);
     if (st != ACCEL_OK) {
       char why[ACCEL_ERROR_MESSAGE_MAX];
       snprintf(why, sizeof(why), "%s", accel_last_error());

@@ -1,0 +1,610 @@
+// Perfetto protobuf writer: hand-encoded TracePackets (see perfetto.h).
+#include "trace/perfetto.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/driver.h"
+
+// Field numbers (Perfetto's public protos).
+enum {
+  F_TRACE_PACKET = 1,
+  // TracePacket
+  F_TP_CLOCK_SNAPSHOT = 6,
+  F_TP_TIMESTAMP = 8,
+  F_TP_SEQUENCE_ID = 10,
+  F_TP_TRACK_EVENT = 11,
+  F_TP_SEQUENCE_FLAGS = 13,
+  F_TP_TIMESTAMP_CLOCK_ID = 58,
+  F_TP_TRACK_DESCRIPTOR = 60,
+  // ClockSnapshot / Clock
+  F_CS_CLOCKS = 1,
+  F_CS_PRIMARY_TRACE_CLOCK = 2,
+  F_CLOCK_ID = 1,
+  F_CLOCK_TIMESTAMP = 2,
+  // TrackDescriptor
+  F_TD_UUID = 1,
+  F_TD_NAME = 2,
+  F_TD_PROCESS = 3,
+  F_TD_THREAD = 4,
+  F_TD_PARENT_UUID = 5,
+  F_TD_COUNTER = 8,
+  F_PD_PID = 1,
+  F_PD_PROCESS_NAME = 6,
+  F_THD_PID = 1,
+  F_THD_TID = 2,
+  F_THD_THREAD_NAME = 5,
+  F_CD_UNIT = 3,
+  // TrackEvent
+  F_TE_DEBUG_ANNOTATIONS = 4,
+  F_TE_TYPE = 9,
+  F_TE_TRACK_UUID = 11,
+  F_TE_CATEGORIES = 22,
+  F_TE_NAME = 23,
+  F_TE_COUNTER_VALUE = 30,
+  F_TE_FLOW_IDS = 47,
+  F_TE_TERMINATING_FLOW_IDS = 48,
+  // DebugAnnotation
+  F_DA_UINT_VALUE = 3,
+  F_DA_INT_VALUE = 4,
+  F_DA_STRING_VALUE = 6,
+  F_DA_NAME = 10,
+};
+
+enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3,
+       TYPE_COUNTER = 4 };
+enum { CLOCK_REALTIME_ID = 1, CLOCK_MONOTONIC_ID = 3, CLOCK_BOOTTIME_ID = 6 };
+enum { UNIT_TIME_NS = 1, UNIT_COUNT = 2, UNIT_SIZE_BYTES = 3 };
+enum { SEQ_INCREMENTAL_STATE_CLEARED = 1 };
+
+#define SEQ_DESCRIPTORS 1u
+#define NO_VALUE UINT64_MAX
+
+// A bounded protobuf encoder over caller storage; overflowing drops bytes
+// and marks the message bad so that it is never written.
+typedef struct pb {
+  uint8_t *p;
+  size_t n;
+  size_t cap;
+  bool bad;
+} pb_t;
+
+static void pb_bytes(pb_t *b, const void *data, size_t len) {
+  if (b->bad || len > b->cap - b->n) {
+    b->bad = true;
+    return;
+  }
+  memcpy(b->p + b->n, data, len);
+  b->n += len;
+}
+
+static void pb_varint(pb_t *b, uint64_t v) {
+  uint8_t tmp[10];
+  size_t n = 0;
+  do {
+    uint8_t byte = (uint8_t)(v & 0x7f);
+    v >>= 7;
+    tmp[n++] = (uint8_t)(byte | (v ? 0x80 : 0));
+  } while (v != 0);
+  pb_bytes(b, tmp, n);
+}
+
+static void pb_tag(pb_t *b, uint32_t field, uint32_t wire) {
+  pb_varint(b, ((uint64_t)field << 3) | wire);
+}
+
+static void pb_u64(pb_t *b, uint32_t field, uint64_t v) {
+  pb_tag(b, field, 0);
+  pb_varint(b, v);
+}
+
+static void pb_fixed64(pb_t *b, uint32_t field, uint64_t v) {
+  uint8_t le[8];
+  for (int i = 0; i < 8; ++i) {
+    le[i] = (uint8_t)(v >> (8 * i));
+  }
+  pb_tag(b, field, 1);
+  pb_bytes(b, le, 8);
+}
+
+static void pb_str(pb_t *b, uint32_t field, const char *s) {
+  size_t len = strlen(s);
+  pb_tag(b, field, 2);
+  pb_varint(b, len);
+  pb_bytes(b, s, len);
+}
+
+static void pb_msg(pb_t *b, uint32_t field, const pb_t *sub) {
+  if (sub->bad) {
+    b->bad = true;
+    return;
+  }
+  pb_tag(b, field, 2);
+  pb_varint(b, sub->n);
+  pb_bytes(b, sub->p, sub->n);
+}
+
+#define PB(name, size) \
+  uint8_t name##_storage[size]; \
+  pb_t name = {.p = name##_storage, .cap = size}
+
+// ---------------------------------------------------------------------------
+
+static void put_raw(accel_pf_writer_t *w, const void *data, size_t len) {
+  if (len > sizeof(w->buf) - w->len) {
+    accel_pf_flush(w);
+  }
+  if (len <= sizeof(w->buf) - w->len) {
+    memcpy(w->buf + w->len, data, len);
+    w->len += len;
+  }
+}
+
+static void write_packet(accel_pf_writer_t *w, const pb_t *packet) {
+  if (packet->bad) {
+    return;
+  }
+  PB(head, 16);
+  pb_tag(&head, F_TRACE_PACKET, 2);
+  pb_varint(&head, packet->n);
+  put_raw(w, head.p, head.n);
+  put_raw(w, packet->p, packet->n);
+}
+
+bool accel_pf_flush(accel_pf_writer_t *w) {
+  size_t off = 0;
+  while (off < w->len && !w->failed) {
+    ssize_t n = write(w->fd, w->buf + off, w->len - off);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      w->failed = true;
+      w->error = errno;
+      break;
+    }
+    off += (size_t)n;
+  }
+  w->len = 0;
+  return !w->failed;
+}
+
+static bool bit_test(const uint8_t *bits, uint32_t id) {
+  return (bits[id / 8] >> (id % 8)) & 1;
+}
+static void bit_set(uint8_t *bits, uint32_t id) {
+  bits[id / 8] = (uint8_t)(bits[id / 8] | (1u << (id % 8)));
+}
+
+static uint64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void accel_pf_begin(accel_pf_writer_t *w, int fd, int32_t pid,
+                    const char *process_name,
+                    const accel_pf_source_t *source) {
+  w->fd = fd;
+  w->failed = false;
+  w->error = 0;
+  w->pid = pid;
+  w->process_name = process_name;
+  w->source = *source;
+  w->last_ts = 0;
+  w->len = 0;
+  memset(w->described, 0, sizeof(w->described));
+  memset(w->counter_described, 0, sizeof(w->counter_described));
+  memset(w->depth, 0, sizeof(w->depth));
+  memset(w->sequence_started, 0, sizeof(w->sequence_started));
+  memset(w->flows, 0, sizeof(w->flows));
+  memset(w->starts, 0, sizeof(w->starts));
+  w->filter_flows = false;
+
+  // Clock snapshot: our timestamps are CLOCK_MONOTONIC; Perfetto's trace
+  // clock is BOOTTIME. One snapshot lets the trace processor convert.
+  PB(snap, 128);
+  const struct {
+    uint32_t id;
+    clockid_t clock;
+  } clocks[] = {{CLOCK_BOOTTIME_ID, CLOCK_BOOTTIME},
+                {CLOCK_MONOTONIC_ID, CLOCK_MONOTONIC},
+                {CLOCK_REALTIME_ID, CLOCK_REALTIME}};
+  for (size_t i = 0; i < sizeof(clocks) / sizeof(clocks[0]); ++i) {
+    PB(c, 32);
+    pb_u64(&c, F_CLOCK_ID, clocks[i].id);
+    pb_u64(&c, F_CLOCK_TIMESTAMP, clock_ns(clocks[i].clock));
+    pb_msg(&snap, F_CS_CLOCKS, &c);
+  }
+  pb_u64(&snap, F_CS_PRIMARY_TRACE_CLOCK, CLOCK_BOOTTIME_ID);
+  PB(packet, 256);
+  pb_msg(&packet, F_TP_CLOCK_SNAPSHOT, &snap);
+  pb_u64(&packet, F_TP_SEQUENCE_ID, SEQ_DESCRIPTORS);
+  pb_u64(&packet, F_TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+  bit_set(w->sequence_started, SEQ_DESCRIPTORS);
+  write_packet(w, &packet);
+
+  PB(proc, 128);
+  pb_u64(&proc, F_PD_PID, (uint64_t)(int64_t)pid);
+  pb_str(&proc, F_PD_PROCESS_NAME,
+         process_name != NULL ? process_name : "accel");
+  PB(td, 192);
+  pb_u64(&td, F_TD_UUID, 1);
+  pb_msg(&td, F_TD_PROCESS, &proc);
+  PB(p2, 256);
+  pb_msg(&p2, F_TP_TRACK_DESCRIPTOR, &td);
+  pb_u64(&p2, F_TP_SEQUENCE_ID, SEQ_DESCRIPTORS);
+  write_packet(w, &p2);
+}
+
+static void describe_track(accel_pf_writer_t *w, uint32_t id) {
+  if (id == 0 || id >= ACCEL_PF_MAX_TRACKS || bit_test(w->described, id)) {
+    return;
+  }
+  bit_set(w->described, id);
+  accel_trace_track_t t;
+  memset(&t, 0, sizeof(t));
+  if (!w->source.describe(w->source.ctx, id, &t)) {
+    t.kind = ACCEL_TRACK_DEVICE;
+    snprintf(t.name, sizeof(t.name), "track %u", id);
+  }
+  if ((t.kind == ACCEL_TRACK_STREAM || t.kind == ACCEL_TRACK_QUEUE) &&
+      t.parent != 0) {
+    describe_track(w, t.parent);
+  }
+  PB(td, 512);
+  pb_u64(&td, F_TD_UUID, accel_pf_track_uuid(id));
+  if (t.kind == ACCEL_TRACK_THREAD) {
+    PB(th, 160);
+    pb_u64(&th, F_THD_PID, (uint64_t)(int64_t)w->pid);
+    pb_u64(&th, F_THD_TID, (uint64_t)(int64_t)t.tid);
+    pb_str(&th, F_THD_THREAD_NAME, t.name);
+    pb_msg(&td, F_TD_THREAD, &th);
+  } else {
+    pb_str(&td, F_TD_NAME, t.name);
+    pb_u64(&td, F_TD_PARENT_UUID,
+           t.parent != 0 ? accel_pf_track_uuid(t.parent) : 1);
+  }
+  PB(packet, 640);
+  pb_msg(&packet, F_TP_TRACK_DESCRIPTOR, &td);
+  pb_u64(&packet, F_TP_SEQUENCE_ID, SEQ_DESCRIPTORS);
+  write_packet(w, &packet);
+}
+
+static void describe_counter(accel_pf_writer_t *w, uint32_t owner,
+                             uint32_t kind) {
+  uint32_t bit = owner * ACCEL_CTR_COUNT + kind;
+  if (owner >= ACCEL_PF_MAX_TRACKS / ACCEL_CTR_COUNT ||
+      bit_test(w->counter_described, bit)) {
+    return;
+  }
+  bit_set(w->counter_described, bit);
+  describe_track(w, owner);
+  accel_trace_track_t t;
+  memset(&t, 0, sizeof(t));
+  if (!w->source.describe(w->source.ctx, owner, &t)) {
+    snprintf(t.name, sizeof(t.name), "track %u", owner);
+  }
+  char name[128];
+  snprintf(name, sizeof(name), "%s %s", t.name, accel_counter_kind_name(kind));
+  const char *unit = accel_counter_kind_unit(kind);
+  PB(cd, 16);
+  pb_u64(&cd, F_CD_UNIT,
+         strcmp(unit, "bytes") == 0 ? UNIT_SIZE_BYTES
+         : strcmp(unit, "ns") == 0  ? UNIT_TIME_NS
+                                    : UNIT_COUNT);
+  PB(td, 256);
+  pb_u64(&td, F_TD_UUID, accel_pf_counter_uuid(owner, kind));
+  pb_str(&td, F_TD_NAME, name);
+  pb_u64(&td, F_TD_PARENT_UUID, accel_pf_track_uuid(owner));
+  pb_msg(&td, F_TD_COUNTER, &cd);
+  PB(packet, 320);
+  pb_msg(&packet, F_TP_TRACK_DESCRIPTOR, &td);
+  pb_u64(&packet, F_TP_SEQUENCE_ID, SEQ_DESCRIPTORS);
+  write_packet(w, &packet);
+}
+
+static void annotate_u64(pb_t *te, const char *name, uint64_t v) {
+  PB(da, 96);
+  pb_str(&da, F_DA_NAME, name);
+  pb_u64(&da, F_DA_UINT_VALUE, v);
+  pb_msg(te, F_TE_DEBUG_ANNOTATIONS, &da);
+}
+
+static void annotate_str(pb_t *te, const char *name, const char *v) {
+  PB(da, 640);
+  pb_str(&da, F_DA_NAME, name);
+  pb_str(&da, F_DA_STRING_VALUE, v);
+  pb_msg(te, F_TE_DEBUG_ANNOTATIONS, &da);
+}
+
+static void emit_track_event(accel_pf_writer_t *w, uint64_t ts,
+                             uint32_t sequence, const pb_t *te) {
+  PB(packet, 1024);
+  pb_u64(&packet, F_TP_TIMESTAMP, ts);
+  pb_u64(&packet, F_TP_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+  pb_u64(&packet, F_TP_SEQUENCE_ID, sequence);
+  if (sequence < ACCEL_PF_MAX_TRACKS + 64 &&
+      !bit_test(w->sequence_started, sequence)) {
+    // The first packet of a sequence: nothing from before applies (we use
+    // no interning, but readers expect the flag before track events).
+    bit_set(w->sequence_started, sequence);
+    pb_u64(&packet, F_TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+  }
+  pb_msg(&packet, F_TP_TRACK_EVENT, te);
+  write_packet(w, &packet);
+  if (ts > w->last_ts) {
+    w->last_ts = ts;
+  }
+}
+
+static void begin_te(pb_t *te, uint32_t type, uint32_t track,
+                     const char *name) {
+  pb_u64(te, F_TE_TYPE, type);
+  pb_u64(te, F_TE_TRACK_UUID, accel_pf_track_uuid(track));
+  if (name != NULL) {
+    pb_str(te, F_TE_CATEGORIES, "accel");
+    pb_str(te, F_TE_NAME, name);
+  }
+}
+
+// Flow sets: open addressing over ids (0 = empty, 1 = deleted).
+static bool set_op(uint64_t *table, uint64_t id, bool insert) {
+  uint32_t h = (uint32_t)((id * 0x9e3779b97f4a7c15ull) >> 50);
+  for (uint32_t i = 0; i < ACCEL_PF_FLOW_SLOTS; ++i) {
+    uint64_t *slot = &table[(h + i) % ACCEL_PF_FLOW_SLOTS];
+    if (insert && (*slot == 0 || *slot == 1)) {
+      *slot = id;
+      return true;
+    }
+    if (!insert && *slot == id) {
+      *slot = 1;
+      return true;
+    }
+    if (*slot == 0) {
+      return false;
+    }
+  }
+  return false;
+}
+
+static bool flow_slot(accel_pf_writer_t *w, uint64_t id, bool insert) {
+  return set_op(w->flows, id, insert);
+}
+
+void accel_pf_expect_start(accel_pf_writer_t *w, uint32_t stream,
+                           uint64_t seq) {
+  w->filter_flows = true;
+  set_op(w->starts, accel_pf_flow_id(stream, seq), true);
+}
+
+static const char *k_status[] = {
+    "ok",          "invalid_argument", "out_of_memory", "not_found",
+    "unsupported", "unavailable",      "not_ready",     "timeout",
+    "aborted",     "device_lost",      "format",        "version",
+    "io",          "busy",             "internal"};
+
+static const char *status_text(uint32_t status) {
+  return status < sizeof(k_status) / sizeof(k_status[0]) ? k_status[status]
+                                                         : "unknown";
+}
+
+const char *accel_pf_cmd_name(uint32_t kind, uint32_t dir) {
+  switch (kind) {
+    case ACCEL_CMD_HOST_CALL:
+      return "host_call";
+    case ACCEL_CMD_FILL:
+      return "fill";
+    case ACCEL_CMD_COPY:
+      return dir == ACCEL_COPY_HOST_TO_DEVICE   ? "copy h2d"
+             : dir == ACCEL_COPY_DEVICE_TO_HOST ? "copy d2h"
+                                                : "copy d2d";
+    case ACCEL_CMD_SIGNAL:
+      return "signal";
+    case ACCEL_CMD_WAIT:
+      return "wait";
+    case ACCEL_CMD_LAUNCH:
+      return "launch";
+    default:
+      return "command";
+  }
+}
+
+static const char *track_name(accel_pf_writer_t *w, uint32_t id, char *buf,
+                              size_t size) {
+  accel_trace_track_t t;
+  memset(&t, 0, sizeof(t));
+  if (w->source.describe(w->source.ctx, id, &t)) {
+    snprintf(buf, size, "%s", t.name);
+  } else {
+    snprintf(buf, size, "track %u", id);
+  }
+  return buf;
+}
+
+static void slice_end(accel_pf_writer_t *w, uint64_t ts, uint32_t seq_id,
+                      uint32_t track, uint32_t status) {
+  if (track == 0 || track >= ACCEL_PF_MAX_TRACKS || w->depth[track] == 0) {
+    return;  // its begin was not recorded (overwritten or before start)
+  }
+  w->depth[track]--;
+  PB(te, 256);
+  begin_te(&te, TYPE_SLICE_END, track, NULL);
+  if (status != 0) {
+    annotate_str(&te, "status", status_text(status));
+  }
+  emit_track_event(w, ts, seq_id, &te);
+}
+
+static void slice_begin(accel_pf_writer_t *w, uint64_t ts, uint32_t seq_id,
+                        uint32_t track, const char *name, pb_t *extra) {
+  describe_track(w, track);
+  if (track < ACCEL_PF_MAX_TRACKS && w->depth[track] < 255) {
+    w->depth[track]++;
+  }
+  PB(te, 768);
+  begin_te(&te, TYPE_SLICE_BEGIN, track, name);
+  if (extra != NULL) {
+    pb_bytes(&te, extra->p, extra->n);
+  }
+  emit_track_event(w, ts, seq_id, &te);
+}
+
+static void instant(accel_pf_writer_t *w, uint64_t ts, uint32_t seq_id,
+                    uint32_t track, const char *name, pb_t *extra) {
+  describe_track(w, track);
+  PB(te, 896);
+  begin_te(&te, TYPE_INSTANT, track, name);
+  if (extra != NULL) {
+    pb_bytes(&te, extra->p, extra->n);
+  }
+  emit_track_event(w, ts, seq_id, &te);
+}
+
+void accel_pf_counter(accel_pf_writer_t *w, uint64_t ts, uint32_t owner,
+                      uint32_t kind, uint64_t value) {
+  if (kind >= ACCEL_CTR_COUNT) {
+    return;
+  }
+  describe_counter(w, owner, kind);
+  PB(te, 64);
+  pb_u64(&te, F_TE_TYPE, TYPE_COUNTER);
+  pb_u64(&te, F_TE_TRACK_UUID, accel_pf_counter_uuid(owner, kind));
+  pb_u64(&te, F_TE_COUNTER_VALUE, value);
+  emit_track_event(w, ts, SEQ_DESCRIPTORS, &te);
+}
+
+void accel_pf_event(accel_pf_writer_t *w, uint32_t thread,
+                    const accel_trace_rec_t *ev) {
+  uint32_t seq_id = thread + 16;  // one sequence per producing thread
+  describe_track(w, thread);
+  PB(x, 640);
+  char name[96];
+  char obj[64];
+  uint32_t kind = ev->aux & 0xff;
+  uint32_t hi = ev->aux >> 8;
+  switch (ev->type) {
+    case ACCEL_TEV_CMD_ENQUEUE: {
+      uint64_t flow = accel_pf_flow_id(ev->track, ev->a);
+      annotate_str(&x, "stream", track_name(w, ev->track, obj, sizeof(obj)));
+      annotate_u64(&x, "seq", ev->a);
+      if (ev->b != 0) {
+        annotate_u64(&x, "bytes", ev->b);
+      }
+      if ((!w->filter_flows || set_op(w->starts, flow, false)) &&
+          flow_slot(w, flow, true)) {
+        pb_fixed64(&x, F_TE_FLOW_IDS, flow);
+      }
+      snprintf(name, sizeof(name), "enqueue %s", accel_pf_cmd_name(kind, hi));
+      instant(w, ev->ts, seq_id, thread, name, &x);
+      break;
+    }
+    case ACCEL_TEV_CMD_START: {
+      uint64_t flow = accel_pf_flow_id(ev->track, ev->a);
+      annotate_u64(&x, "seq", ev->a);
+      if (ev->b != 0) {
+        annotate_u64(&x, "bytes", ev->b);
+      }
+      if (flow_slot(w, flow, false)) {
+        pb_fixed64(&x, F_TE_TERMINATING_FLOW_IDS, flow);
+      }
+      slice_begin(w, ev->ts, seq_id, ev->track, accel_pf_cmd_name(kind, hi),
+                  &x);
+      break;
+    }
+    case ACCEL_TEV_CMD_END:
+    case ACCEL_TEV_LAUNCH_END:
+      slice_end(w, ev->ts, seq_id, ev->track,
+                ev->type == ACCEL_TEV_CMD_END ? hi : ev->aux);
+      break;
+    case ACCEL_TEV_LAUNCH_BEGIN: {
+      const char *kernel = w->source.string(w->source.ctx, (uint32_t)ev->b);
+      annotate_u64(&x, "seq", ev->a);
+      slice_begin(w, ev->ts, seq_id, ev->track,
+                  kernel != NULL ? kernel : "launch", &x);
+      break;
+    }
+    case ACCEL_TEV_SEM_SIGNAL:
+      annotate_u64(&x, "semaphore", ev->a);
+      annotate_u64(&x, "value", ev->b);
+      instant(w, ev->ts, seq_id, thread, "semaphore signal", &x);
+      break;
+    case ACCEL_TEV_SEM_WAIT:
+      annotate_u64(&x, "semaphore", ev->a);
+      annotate_u64(&x, "value", ev->b);
+      slice_begin(w, ev->ts, seq_id, thread, "semaphore wait", &x);
+      break;
+    case ACCEL_TEV_SEM_WAKE:
+      slice_end(w, ev->ts, seq_id, thread, ev->aux);
+      break;
+    case ACCEL_TEV_EVENT_RECORD:
+      annotate_u64(&x, "event", ev->a);
+      annotate_str(&x, "stream", track_name(w, ev->track, obj, sizeof(obj)));
+      annotate_u64(&x, "value", ev->b);
+      instant(w, ev->ts, seq_id, thread, "event record", &x);
+      break;
+    case ACCEL_TEV_EVENT_COMPLETE:
+      annotate_u64(&x, "event", ev->a);
+      annotate_u64(&x, "timestamp_ns", ev->b);
+      instant(w, ev->ts, seq_id, ev->track, "event complete", &x);
+      break;
+    case ACCEL_TEV_BUF_ALLOC:
+    case ACCEL_TEV_BUF_FREE:
+      annotate_str(&x, "device", track_name(w, ev->track, obj, sizeof(obj)));
+      annotate_u64(&x, "address", ev->a);
+      annotate_u64(&x, "bytes", ev->b);
+      instant(w, ev->ts, seq_id, thread,
+              ev->type == ACCEL_TEV_BUF_ALLOC ? "buffer alloc" : "buffer free",
+              &x);
+      break;
+    case ACCEL_TEV_ERROR: {
+      const char *msg = w->source.string(w->source.ctx, (uint32_t)ev->a);
+      annotate_str(&x, "message", msg != NULL ? msg : "(message dropped)");
+      snprintf(name, sizeof(name), "error %s", status_text(ev->aux));
+      instant(w, ev->ts, seq_id, thread, name, &x);
+      break;
+    }
+    case ACCEL_TEV_STREAM_FAIL:
+      annotate_u64(&x, "seq", ev->a);
+      annotate_str(&x, "status", status_text(ev->aux));
+      instant(w, ev->ts, seq_id, ev->track, "stream failed", &x);
+      break;
+    case ACCEL_TEV_LIFECYCLE: {
+      static const char *const k_life[] = {
+          "runtime create", "runtime destroy", "device open",
+          "device close",   "stream create",   "stream destroy"};
+      if (ev->aux < sizeof(k_life) / sizeof(k_life[0])) {
+        if (ev->track != 0) {
+          annotate_str(&x, "object",
+                       track_name(w, ev->track, obj, sizeof(obj)));
+        }
+        instant(w, ev->ts, seq_id, thread, k_life[ev->aux], &x);
+      }
+      break;
+    }
+    case ACCEL_TEV_COUNTER:
+      accel_pf_counter(w, ev->ts, ev->track, ev->aux, ev->a);
+      break;
+    case ACCEL_TEV_CLOCK_PAIR:
+      annotate_u64(&x, "host_ns", ev->a);
+      annotate_u64(&x, "device_ns", ev->b);
+      instant(w, ev->ts, seq_id, ev->track, "clock pair", &x);
+      break;
+    default:
+      break;
+  }
+}
+
+void accel_pf_close_slices(accel_pf_writer_t *w, uint64_t end_ts) {
+  if (end_ts < w->last_ts) {
+    end_ts = w->last_ts;
+  }
+  for (uint32_t id = 1; id < ACCEL_PF_MAX_TRACKS; ++id) {
+    while (w->depth[id] > 0) {
+      slice_end(w, end_ts, SEQ_DESCRIPTORS, id, 0);
+    }
+  }
+}

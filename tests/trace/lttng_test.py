@@ -1,0 +1,293 @@
+#!/usr/bin/python3
+"""End-to-end LTTng test: starts a real lttng-sessiond (as root in a private
+mount namespace whose /var/run/lttng is a temporary directory, with a private
+LTTNG_HOME; as another user in the private LTTNG_HOME alone), records
+trace-workload with `accel:*` enabled, reads the trace back with babeltrace2
+(python bt2) and checks events, fields and order, then converts it with
+accel-trace and checks the Perfetto output and `accel-trace summary` against
+the workload's known counts. Exits 77 (skip) only where LTTng is not
+installed."""
+import collections
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+WORKLOAD, TOOL = sys.argv[1], sys.argv[2]
+N = 8
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def fail(why):
+    print(f"FAIL: {why}")
+    sys.exit(1)
+
+
+def expect(cond, why):
+    if not cond:
+        fail(why)
+
+
+def in_private_namespace():
+    """Re-runs this script with a private /var/run/lttng (root only)."""
+    rundir = tempfile.mkdtemp(prefix="accel-lttng-run-")
+    os.makedirs("/var/run/lttng", exist_ok=True)
+    env = dict(os.environ, ACCEL_LTTNG_NAMESPACE="1")
+    script = 'mount --bind "$0" /var/run/lttng && exec "$@"'
+    try:
+        r = subprocess.run(["unshare", "--mount", "--propagation", "private",
+                            "sh", "-c", script, rundir, sys.executable,
+                            os.path.abspath(__file__)] + sys.argv[1:],
+                           env=env, timeout=100)
+    finally:
+        shutil.rmtree(rundir, ignore_errors=True)
+    return r.returncode
+
+
+def lttng(args, env):
+    r = subprocess.run(["lttng"] + args, env=env, capture_output=True,
+                       text=True, timeout=30)
+    expect(r.returncode == 0, f"lttng {' '.join(args)}: {r.stdout}{r.stderr}")
+
+
+def start_sessiond(home, env):
+    r = subprocess.run(["lttng-sessiond", "--daemonize", "--no-kernel"],
+                       env=env, capture_output=True, text=True, timeout=30)
+    expect(r.returncode == 0, f"lttng-sessiond: {r.stderr}")
+    rundir = "/var/run/lttng" if os.geteuid() == 0 else \
+        os.path.join(home, ".lttng")
+    with open(os.path.join(rundir, "lttng-sessiond.pid")) as f:
+        return int(f.read().strip())
+
+
+def stop_sessiond(pid):
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+
+
+def read_events(path):
+    try:
+        import bt2
+    except ImportError:
+        fail("python3-bt2 (babeltrace2's Python bindings) is missing: run "
+             "scripts/install-deps.sh")
+    events = []
+    for msg in bt2.TraceCollectionMessageIterator(path):
+        if type(msg) is not bt2._EventMessageConst:
+            continue
+        ev = msg.event
+        fields = {}
+        for k, v in ev.payload_field.items():
+            if isinstance(v, bt2._EnumerationFieldConst):
+                fields[k] = (int(v), list(v.labels))
+            elif isinstance(v, bt2._StringFieldConst):
+                fields[k] = str(v)
+            else:
+                fields[k] = int(v)
+        ctx = ev.common_context_field
+        fields["vtid"] = int(ctx["vtid"]) if ctx is not None else None
+        events.append((msg.default_clock_snapshot.value, ev.name, fields))
+    return events
+
+
+def label(field):
+    return field[1][0] if field[1] else None
+
+
+def check_lttng_events(events):
+    names = collections.Counter(e[1] for e in events)
+    cmds = 7 * N + 2  # 7 per iteration, the final signal, the failing call
+    want = {
+        "accel:runtime_create": 1, "accel:runtime_destroy": 1,
+        "accel:device_open": 1, "accel:device_close": 1,
+        "accel:stream_create": 3, "accel:stream_destroy": 3,
+        "accel:buffer_alloc": 2, "accel:buffer_free": 2,
+        "accel:cmd_enqueue": cmds, "accel:cmd_start": cmds,
+        "accel:cmd_end": cmds, "accel:copy_submit": 3 * N,
+        "accel:copy_start": 3 * N, "accel:copy_end": 3 * N,
+        "accel:event_record": N, "accel:event_complete": N,
+        "accel:semaphore_wait": 1, "accel:semaphore_wake": 1,
+        "accel:stream_fail": 1, "accel:launch_begin": N,
+        "accel:launch_end": N,
+    }
+    for name, count in want.items():
+        expect(names[name] == count, f"{name}: {names[name]} != {count}")
+    expect(names["accel:error"] >= 1, "no accel:error event")
+    streams = {e[2]["stream"]: e[2]["name"] for e in events
+               if e[1] == "accel:stream_create"}
+    by_name = {v: k for k, v in streams.items()}
+    expect(set(by_name) == {"host:0/compute", "host:0/copy",
+                            "host:0/failing"}, f"streams {streams}")
+    # Order: per stream, seqs 1..n; enqueue <= start <= end; starts in order.
+    phases = collections.defaultdict(dict)
+    main_tid = None
+    for ts, name, f in events:
+        if name in ("accel:cmd_enqueue", "accel:cmd_start", "accel:cmd_end"):
+            phase = name.split("_")[1]
+            key = (f["stream"], f["seq"])
+            expect(phase not in phases[key], f"{name} twice for {key}")
+            phases[key][phase] = (ts, f)
+            if phase == "enqueue":
+                main_tid = main_tid or f["vtid"]
+                expect(f["vtid"] == main_tid, "enqueues from several threads")
+            else:
+                expect(f["vtid"] != main_tid, f"{name} on the main thread")
+    for stream in streams:
+        seqs = sorted(s for (st, s) in phases if st == stream)
+        expect(seqs == list(range(1, len(seqs) + 1)),
+               f"stream {stream}: seqs {seqs}")
+        last_start = 0
+        for seq in seqs:
+            p = phases[(stream, seq)]
+            expect(set(p) == {"enqueue", "start", "end"}, f"{stream}#{seq}")
+            # The enqueue event is emitted once the submit returned; its
+            # enqueue_ns field is the time before the submit.
+            e, s, d = p["enqueue"][1]["enqueue_ns"], p["start"][0], p["end"][0]
+            expect(e <= p["enqueue"][0], f"{stream}#{seq}: enqueue_ns")
+            expect(e <= s <= d, f"{stream}#{seq}: {e} {s} {d}")
+            expect(s >= last_start, f"{stream}#{seq} started out of order")
+            last_start = s
+            kind = label(p["enqueue"][1]["kind"])
+            expect(kind == label(p["end"][1]["kind"]), "kind changed")
+            status = label(p["end"][1]["status"])
+            if streams[stream] == "host:0/failing":
+                expect(status == "internal", f"failing status {status}")
+            else:
+                expect(status == "ok", f"{stream}#{seq} status {status}")
+    copy, compute = by_name["host:0/copy"], by_name["host:0/compute"]
+    copies = collections.Counter()
+    for ts, name, f in events:
+        if name == "accel:copy_end":
+            copies[(f["engine"], label(f["direction"]), f["bytes"])] += 1
+    expect(copies == {(copy, "h2d", 65536): N, (compute, "d2h", 65536): N,
+                      (compute, "d2d", 4096): N}, f"copies {copies}")
+    # Event records complete, with a device time mapped into host time.
+    records = {f["value"]: f for _, n, f in events if n == "accel:event_record"}
+    expect(sorted(records) == list(range(1, N + 1)), "event record values")
+    for ts, name, f in events:
+        if name == "accel:event_complete":
+            expect(f["stream"] == copy and f["host_ns"] <= ts,
+                   f"event_complete {f}")
+    launches = [f for _, n, f in events if n == "accel:launch_begin"]
+    expect(all(f["kernel"] == "axpy" and f["grid_x"] == 4 and
+               f["stream"] == compute for f in launches),
+           f"launch_begin fields {launches[:1]}")
+    expect([f["seq"] for f in launches] == list(range(1, N + 1)),
+           "launch_begin seqs")
+    fails = [f for _, n, f in events if n == "accel:stream_fail"]
+    expect(label(fails[0]["status"]) == "internal" and
+           "command #1 (host_call) failed" in fails[0]["message"],
+           f"stream_fail {fails[0]}")
+    samples = {(f["scope_name"], f["name"]): f["value"] for _, n, f in events
+               if n == "accel:counter_sample"}
+    expect(samples.get(("host:0/copy", "copy_bytes_h2d")) == N * 65536,
+           "counter_sample copy_bytes_h2d")
+    expect(samples.get(("host:0/compute", "host_calls")) == N,
+           "counter_sample host_calls")
+    return len(events)
+
+
+def check_accel_trace(trace_dir, tmp):
+    out = os.path.join(tmp, "converted.pftrace")
+    r = subprocess.run([TOOL, "convert", trace_dir, "-o", out],
+                       capture_output=True, text=True, timeout=60)
+    expect(r.returncode == 0, f"accel-trace convert: {r.stderr}")
+    sys.path.insert(0, HERE)
+    import perfetto_check as pc
+    try:
+        trace, tracks = pc.load(out)
+        slices, counters, flows, instants = pc.check(trace, tracks)
+    except pc.Failure as e:
+        fail(f"converted trace: {e}")
+    for name, count in {"copy h2d": N, "copy d2h": N, "copy d2d": N,
+                        "host_call": N + 1, "fill": N, "wait": N,
+                        "signal": N + 1, "semaphore wait": 1,
+                        "axpy": N}.items():
+        expect(len(slices.get(name, [])) == count,
+               f"converted: {name}: {len(slices.get(name, []))} != {count}")
+    expect(len(flows) == 7 * N + 2, f"converted: {len(flows)} flows")
+    expect(counters.get("host:0/copy copy_bytes_h2d") == N * 65536,
+           "converted: counter track")
+    r = subprocess.run([TOOL, "summary", trace_dir], capture_output=True,
+                       text=True, timeout=60)
+    expect(r.returncode == 0, f"accel-trace summary: {r.stderr}")
+    rows = {}
+    for line in r.stdout.splitlines()[1:]:
+        cols = line.split()
+        name = " ".join(cols[1:-5])
+        rows[name] = (cols[0], int(cols[-5]), float(cols[-4]),
+                      float(cols[-3]), float(cols[-2]), int(cols[-1]))
+    want = {"copy h2d": ("copy", N, N * 65536),
+            "copy d2h": ("copy", N, N * 65536),
+            "copy d2d": ("copy", N, N * 4096),
+            "host_call": ("kernel", N + 1, 0), "axpy": ("kernel", N, 0),
+            "fill": ("command", N, N * 4096)}
+    for name, (cat, count, nbytes) in want.items():
+        expect(name in rows, f"summary: no row {name}: {r.stdout}")
+        c, n, total, p50, p99, b = rows[name]
+        expect((c, n, b) == (cat, count, nbytes),
+               f"summary {name}: {rows[name]} != {(cat, count, nbytes)}")
+        expect(0 <= p50 <= p99 and total >= p99, f"summary {name} times")
+    return r.stdout
+
+
+def main():
+    if shutil.which("lttng") is None or shutil.which("lttng-sessiond") is None:
+        print("SKIP: LTTng (lttng-tools) is not installed")
+        return 77
+    if len(sys.argv) > 3 and sys.argv[3] == "without-lttng-ust":
+        print("SKIP: accel was built without LTTng-UST (liblttng-ust-dev "
+              "not installed): no tracepoints to record")
+        return 77
+    if os.geteuid() == 0 and os.environ.get("ACCEL_LTTNG_NAMESPACE") != "1":
+        probe = subprocess.run(["unshare", "--mount", "true"],
+                               capture_output=True)
+        if probe.returncode == 0:
+            return in_private_namespace()
+        # No mount namespaces here: the root session daemon's run directory
+        # is the machine's; use it only if no daemon runs there.
+        if subprocess.run(["lttng", "list"], capture_output=True).returncode \
+                == 0:
+            fail("cannot isolate lttng-sessiond (no mount namespace) and one "
+                 "is already running")
+    tmp = tempfile.mkdtemp(prefix="accel-lttng-")
+    home = os.path.join(tmp, "home")
+    os.mkdir(home)
+    env = dict(os.environ, LTTNG_HOME=home, LTTNG_UST_REGISTER_TIMEOUT="10000")
+    trace_dir = os.path.join(tmp, "trace")
+    pid = start_sessiond(home, env)
+    try:
+        lttng(["create", "accel-e2e", f"--output={trace_dir}"], env)
+        lttng(["enable-event", "-u", "accel:*"], env)
+        lttng(["add-context", "-u", "-t", "vtid", "-t", "procname"], env)
+        lttng(["start"], env)
+        r = subprocess.run([WORKLOAD, os.path.join(tmp, "counters"), "--fail",
+                            "--iterations", str(N)], env=env,
+                           capture_output=True, text=True, timeout=60)
+        expect(r.returncode == 0, f"workload: {r.stderr}")
+        lttng(["stop"], env)
+        lttng(["destroy"], env)
+    finally:
+        stop_sessiond(pid)
+    n = check_lttng_events(read_events(trace_dir))
+    print(f"lttng: {n} events checked")
+    print(check_accel_trace(trace_dir, tmp))
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

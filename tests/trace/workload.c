@@ -1,0 +1,195 @@
+// trace-workload: a fixed program that runs host calls (the host device's
+// kernels), copies in every direction, fills, events and semaphores across
+// two streams, with known counts, for the trace tests.
+//
+//   trace-workload COUNTERS_OUT [--record PATH] [--fail] [--iterations N]
+//                  [--flight-dump PATH] [--abort]
+//
+// Writes the accel_counters_snapshot() taken after synchronizing, one
+// "scope_name<TAB>name<TAB>value" line per counter, to COUNTERS_OUT. With
+// --record the built-in recorder runs from before the runtime is created
+// until after the snapshot. With --fail a third stream runs a host call that
+// fails (a poisoned stream and an error). With --flight-dump it calls
+// accel_trace_flight_dump(PATH) at the end and prints the status; with
+// --abort it calls abort() once the work is done.
+//
+// Per iteration: stream "copy" copies 64 KiB host->device and records an
+// event; stream "compute" waits for that event, runs a host call, fills 4 KiB,
+// copies 4 KiB device->device and 64 KiB device->host. At the end "compute"
+// signals a semaphore to 1 and the host waits for it.
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accel/accel.h"
+#include "stream/semaphore_impl.h"
+#include "trace/trace_hooks.h"
+
+#define COPY_BYTES 65536u
+#define FILL_BYTES 4096u
+
+// The host device's "kernel": reports itself as a launch of "axpy" on a
+// 4x1x1 grid, the way the code that executes launch payloads does.
+typedef struct kernel_ctx {
+  accel_stream_t *stream;
+  unsigned count;
+} kernel_ctx_t;
+
+static accel_status_t host_kernel(void *user_data) {
+  kernel_ctx_t *k = user_data;
+  accel_trace_launch_begin(k->stream->queue, k->count + 1, "axpy", 4, 1, 1);
+  k->count++;
+  accel_trace_launch_end(k->stream->queue, k->count, ACCEL_OK);
+  return ACCEL_OK;
+}
+
+static accel_status_t failing_kernel(void *user_data) {
+  return ACCEL_ERROR_INTERNAL;
+}
+
+#define CHECK(expr)                                                       \
+  do {                                                                    \
+    accel_status_t st_ = (expr);                                          \
+    if (st_ != ACCEL_OK) {                                                \
+      fprintf(stderr, "trace-workload: %s: %s: %s\n", #expr,              \
+              accel_status_name(st_), accel_last_error());                \
+      return 1;                                                           \
+    }                                                                     \
+  } while (0)
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr,
+            "usage: trace-workload COUNTERS_OUT [--record PATH] [--fail] "
+            "[--iterations N]\n");
+    return 2;
+  }
+  const char *record = NULL;
+  const char *flight = NULL;
+  bool crash = false;
+  bool fail = false;
+  unsigned iterations = 8;
+  for (int i = 2; i < argc; ++i) {
+    if (strcmp(argv[i], "--record") == 0 && i + 1 < argc) {
+      record = argv[++i];
+    } else if (strcmp(argv[i], "--flight-dump") == 0 && i + 1 < argc) {
+      flight = argv[++i];
+    } else if (strcmp(argv[i], "--abort") == 0) {
+      crash = true;
+    } else if (strcmp(argv[i], "--fail") == 0) {
+      fail = true;
+    } else if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
+      iterations = (unsigned)strtoul(argv[++i], NULL, 10);
+    } else {
+      fprintf(stderr, "trace-workload: unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (iterations > 8) {
+    fprintf(stderr, "trace-workload: at most 8 iterations\n");
+    return 2;
+  }
+  if (record != NULL) {
+    CHECK(accel_trace_start(record));
+  }
+  accel_runtime_t *rt = NULL;
+  accel_device_t *dev = NULL;
+  CHECK(accel_runtime_create(NULL, &rt));
+  CHECK(accel_device_get(rt, 0, &dev));
+  accel_stream_desc_t d = {.struct_size = sizeof(d), .name = "compute"};
+  accel_stream_t *compute = NULL, *copy = NULL;
+  CHECK(accel_stream_create(dev, &d, &compute));
+  d.name = "copy";
+  CHECK(accel_stream_create(dev, &d, &copy));
+  accel_buffer_desc_t bd = {.struct_size = sizeof(bd),
+                            .size_bytes = 1u << 20};
+  accel_buffer_t *a = NULL, *b = NULL;
+  CHECK(accel_buffer_alloc(dev, &bd, &a));
+  CHECK(accel_buffer_alloc(dev, &bd, &b));
+  static unsigned char host_in[COPY_BYTES], host_out[COPY_BYTES];
+  for (unsigned i = 0; i < COPY_BYTES; ++i) {
+    host_in[i] = (unsigned char)(i * 7);
+  }
+  accel_event_t *ev = NULL;
+  CHECK(accel_event_create(dev, 0, &ev));
+  kernel_ctx_t kernels = {.stream = compute};
+  for (unsigned it = 0; it < iterations; ++it) {
+    // Each iteration uses its own slice of |a|: the copy stream runs ahead
+    // of the compute stream, which is only ordered after it (by |ev|).
+    uint64_t slot = (uint64_t)it * COPY_BYTES;
+    CHECK(accel_stream_copy_from_host(copy, a, slot, host_in, COPY_BYTES));
+    CHECK(accel_event_record(ev, copy));
+    CHECK(accel_stream_wait_event(compute, ev));
+    CHECK(accel_stream_host_call(compute, host_kernel, &kernels));
+    CHECK(accel_stream_fill(compute, b, 0, FILL_BYTES, 0xab, 1));
+    CHECK(accel_stream_copy(compute, a, 8 * COPY_BYTES + it * FILL_BYTES, b,
+                            0, FILL_BYTES));
+    CHECK(accel_stream_copy_to_host(compute, host_out, a, slot, COPY_BYTES));
+  }
+  accel_semaphore_t *sem = NULL;
+  CHECK(accel_semaphore_create(dev, 0, &sem));
+  CHECK(accel_stream_signal(compute, sem, 1));
+  CHECK(accel_semaphore_wait(sem, 1, ACCEL_TIMEOUT_INFINITE));
+  CHECK(accel_stream_synchronize(copy, ACCEL_TIMEOUT_INFINITE));
+  CHECK(accel_stream_synchronize(compute, ACCEL_TIMEOUT_INFINITE));
+  if (kernels.count != iterations ||
+      memcmp(host_in, host_out, COPY_BYTES) != 0) {
+    fprintf(stderr, "trace-workload: wrong results (%u kernels)\n",
+            kernels.count);
+    return 1;
+  }
+  accel_stream_t *bad = NULL;
+  if (fail) {
+    d.name = "failing";
+    CHECK(accel_stream_create(dev, &d, &bad));
+    CHECK(accel_stream_host_call(bad, failing_kernel, NULL));
+    accel_status_t st = accel_stream_synchronize(bad, ACCEL_TIMEOUT_INFINITE);
+    if (st != ACCEL_ERROR_INTERNAL) {
+      fprintf(stderr, "trace-workload: failing stream returned %s\n",
+              accel_status_name(st));
+      return 1;
+    }
+  }
+
+  size_t count = 0;
+  CHECK(accel_counters_snapshot(NULL, 0, &count));
+  accel_counter_t *counters = calloc(count, sizeof(*counters));
+  if (counters == NULL) {
+    return 1;
+  }
+  counters[0].struct_size = sizeof(*counters);
+  size_t n = 0;
+  CHECK(accel_counters_snapshot(counters, count, &n));
+  FILE *out = fopen(argv[1], "w");
+  if (out == NULL) {
+    perror(argv[1]);
+    return 1;
+  }
+  for (size_t i = 0; i < n && i < count; ++i) {
+    fprintf(out, "%s\t%s\t%llu\n", counters[i].scope_name, counters[i].name,
+            (unsigned long long)counters[i].value);
+  }
+  fclose(out);
+  free(counters);
+  if (record != NULL) {
+    CHECK(accel_trace_stop());
+  }
+  if (crash) {
+    abort();  // with ACCEL_FLIGHT_DIR: the flight recorder is written
+  }
+  if (flight != NULL) {
+    accel_status_t st = accel_trace_flight_dump(flight);
+    printf("flight dump: %s: %s\n", accel_status_name(st),
+           accel_last_error());
+  }
+  accel_stream_destroy(bad);
+  accel_semaphore_release(sem);
+  accel_event_release(ev);
+  accel_buffer_release(a);
+  accel_buffer_release(b);
+  accel_stream_destroy(copy);
+  accel_stream_destroy(compute);
+  accel_runtime_destroy(rt);
+  return 0;
+}

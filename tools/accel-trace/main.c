@@ -1,0 +1,847 @@
+// accel-trace: turns LTTng traces of accel into Perfetto traces and
+// summarizes traces.
+//
+//   accel-trace convert LTTNG_TRACE_DIR -o OUT.pftrace
+//   accel-trace summary TRACE        (an LTTng trace directory or a .pftrace)
+//
+// convert reads the CTF trace with libbabeltrace2 (source.ctf.fs through a
+// muxer into a simple sink) and writes the same Perfetto format as the
+// built-in recorder (lib/trace/perfetto.c): one track per device, stream and
+// thread (from the vtid context when recorded), command slices with flows
+// from enqueue to execution, and counter tracks. summary prints, per kernel
+// and per copy direction (and other command kinds), the count, total, p50 and
+// p99 durations and the bytes moved.
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "trace/perfetto.h"
+#include "trace/trace_impl.h"
+
+#if ACCEL_TRACE_HAVE_BABELTRACE
+#include <babeltrace2/babeltrace.h>
+#endif
+
+// ---------------------------------------------------------------------------
+// Names collected from the LTTng trace.
+// ---------------------------------------------------------------------------
+
+#define THREAD_TRACK_BASE 50000u
+#define MAX_THREADS 8192u
+#define MAX_STRINGS 8192u
+
+typedef struct lt_state {
+  accel_trace_track_t tracks[ACCEL_PF_MAX_TRACKS];  // by id; kind 0 = unknown
+  bool known[ACCEL_PF_MAX_TRACKS];
+  int64_t tids[MAX_THREADS];
+  uint32_t tid_count;
+  char *strings[MAX_STRINGS];
+  uint32_t string_count;
+  accel_pf_writer_t writer;
+  bool begun;
+  int fd;
+  uint64_t events;
+  uint64_t last_ts;
+  uint64_t clock_freq;
+  // Events read, written once sorted by time: an enqueue's time (taken
+  // before the submit) may precede events the muxer delivered before it.
+  struct lt_rec {
+    accel_trace_rec_t rec;
+    uint32_t thread;
+    uint64_t order;
+  } *recs;
+  size_t rec_count;
+  size_t rec_cap;
+} lt_state_t;
+
+static int cmp_rec(const void *a, const void *b) {
+  const struct lt_rec *x = a, *y = b;
+  if (x->rec.ts != y->rec.ts) {
+    return x->rec.ts < y->rec.ts ? -1 : 1;
+  }
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static bool lt_describe(void *ctx, uint32_t id, accel_trace_track_t *out) {
+  lt_state_t *s = ctx;
+  if (id >= ACCEL_PF_MAX_TRACKS || !s->known[id]) {
+    return false;
+  }
+  *out = s->tracks[id];
+  return true;
+}
+
+static const char *lt_string(void *ctx, uint32_t id) {
+  lt_state_t *s = ctx;
+  return id >= 1 && id <= s->string_count ? s->strings[id - 1] : NULL;
+}
+
+static uint32_t lt_intern(lt_state_t *s, const char *text) {
+  for (uint32_t i = 0; i < s->string_count; ++i) {
+    if (strcmp(s->strings[i], text) == 0) {
+      return i + 1;
+    }
+  }
+  if (s->string_count == MAX_STRINGS) {
+    return 0;
+  }
+  s->strings[s->string_count] = strdup(text);
+  return s->strings[s->string_count] != NULL ? ++s->string_count : 0;
+}
+
+static void lt_track(lt_state_t *s, uint64_t id, uint32_t kind,
+                     uint32_t parent, const char *name) {
+  if (id == 0 || id >= ACCEL_PF_MAX_TRACKS) {
+    return;
+  }
+  accel_trace_track_t *t = &s->tracks[id];
+  memset(t, 0, sizeof(*t));
+  t->id = (uint32_t)id;
+  t->kind = kind;
+  t->parent = parent;
+  snprintf(t->name, sizeof(t->name), "%s", name);
+  s->known[id] = true;
+}
+
+static uint32_t lt_thread(lt_state_t *s, int64_t tid, const char *procname) {
+  for (uint32_t i = 0; i < s->tid_count; ++i) {
+    if (s->tids[i] == tid) {
+      return THREAD_TRACK_BASE + i;
+    }
+  }
+  if (s->tid_count == MAX_THREADS) {
+    return THREAD_TRACK_BASE;
+  }
+  uint32_t id = THREAD_TRACK_BASE + s->tid_count;
+  s->tids[s->tid_count++] = tid;
+  char name[64];
+  snprintf(name, sizeof(name), "%s", procname != NULL ? procname : "thread");
+  lt_track(s, id, ACCEL_TRACK_THREAD, 0, name);
+  s->tracks[id].tid = (int32_t)tid;
+  return id;
+}
+
+static uint32_t counter_kind_by_name(const char *name) {
+  for (uint32_t k = 0; k < ACCEL_CTR_COUNT; ++k) {
+    if (strcmp(accel_counter_kind_name(k), name) == 0) {
+      return k;
+    }
+  }
+  return ACCEL_CTR_COUNT;
+}
+
+#if ACCEL_TRACE_HAVE_BABELTRACE
+
+static const bt_field *member(const bt_field *st, const char *name) {
+  return st != NULL ? bt_field_structure_borrow_member_field_by_name_const(
+                          st, name)
+                    : NULL;
+}
+
+static uint64_t u64(const bt_field *st, const char *name) {
+  const bt_field *f = member(st, name);
+  if (f == NULL) {
+    return 0;
+  }
+  bt_field_class_type t = bt_field_get_class_type(f);
+  if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER)) {
+    return (uint64_t)bt_field_integer_signed_get_value(f);
+  }
+  if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER)) {
+    return bt_field_integer_unsigned_get_value(f);
+  }
+  return 0;
+}
+
+static const char *str(const bt_field *st, const char *name) {
+  const bt_field *f = member(st, name);
+  if (f == NULL || bt_field_get_class_type(f) != BT_FIELD_CLASS_TYPE_STRING) {
+    return "";
+  }
+  return bt_field_string_get_value(f);
+}
+
+static void handle_event(lt_state_t *s, const bt_message *msg) {
+  const bt_event *event = bt_message_event_borrow_event_const(msg);
+  const char *full = bt_event_class_get_name(bt_event_borrow_class_const(event));
+  if (full == NULL || strncmp(full, "accel:", 6) != 0) {
+    return;
+  }
+  const char *name = full + 6;
+  const bt_clock_snapshot *cs =
+      bt_message_event_borrow_default_clock_snapshot_const(msg);
+  // LTTng's default clock counts CLOCK_MONOTONIC; keep that time base (the
+  // built-in recorder's) rather than the offset-to-epoch one.
+  uint64_t cycles = bt_clock_snapshot_get_value(cs);
+  uint64_t ts = s->clock_freq == 1000000000ull
+                    ? cycles
+                    : (uint64_t)((double)cycles * 1e9 / (double)s->clock_freq);
+  const bt_field *p = bt_event_borrow_payload_field_const(event);
+  const bt_field *ctx = bt_event_borrow_common_context_field_const(event);
+  int64_t tid = ctx != NULL && member(ctx, "vtid") != NULL
+                    ? (int64_t)u64(ctx, "vtid")
+                    : 0;
+  const char *procname =
+      ctx != NULL && member(ctx, "procname") != NULL ? str(ctx, "procname")
+                                                      : NULL;
+  uint32_t thread = lt_thread(s, tid, procname);
+  accel_trace_rec_t r = {.ts = ts};
+  if (strcmp(name, "device_open") == 0) {
+    lt_track(s, u64(p, "device"), ACCEL_TRACK_DEVICE, 0, str(p, "name"));
+    r.type = ACCEL_TEV_CLOCK_PAIR;
+    r.track = (uint32_t)u64(p, "device");
+    r.a = u64(p, "clock_host_ns");
+    r.b = u64(p, "clock_device_ns");
+  } else if (strcmp(name, "stream_create") == 0) {
+    lt_track(s, u64(p, "stream"), ACCEL_TRACK_STREAM,
+             (uint32_t)u64(p, "device"), str(p, "name"));
+    r.type = ACCEL_TEV_LIFECYCLE;
+    r.aux = ACCEL_TRACE_LIFE_STREAM_CREATE;
+    r.track = (uint32_t)u64(p, "stream");
+  } else if (strcmp(name, "stream_destroy") == 0) {
+    r.type = ACCEL_TEV_LIFECYCLE;
+    r.aux = ACCEL_TRACE_LIFE_STREAM_DESTROY;
+    r.track = (uint32_t)u64(p, "stream");
+  } else if (strcmp(name, "runtime_create") == 0 ||
+             strcmp(name, "runtime_destroy") == 0) {
+    r.type = ACCEL_TEV_LIFECYCLE;
+    r.aux = name[8] == 'c' ? ACCEL_TRACE_LIFE_RUNTIME_CREATE
+                           : ACCEL_TRACE_LIFE_RUNTIME_DESTROY;
+  } else if (strcmp(name, "device_close") == 0) {
+    r.type = ACCEL_TEV_LIFECYCLE;
+    r.aux = ACCEL_TRACE_LIFE_DEVICE_CLOSE;
+    r.track = (uint32_t)u64(p, "device");
+  } else if (strcmp(name, "cmd_enqueue") == 0 ||
+             strcmp(name, "cmd_start") == 0) {
+    r.type = name[4] == 'e' ? ACCEL_TEV_CMD_ENQUEUE : ACCEL_TEV_CMD_START;
+    uint32_t kind = (uint32_t)u64(p, "kind");
+    uint32_t dir = kind == 2 ? (uint32_t)u64(p, "flags") & 0xff : 0;
+    r.aux = kind | (dir << 8);
+    r.track = (uint32_t)u64(p, "stream");
+    r.a = u64(p, "seq");
+    r.b = u64(p, "bytes");
+    uint64_t enqueue_ns = u64(p, "enqueue_ns");
+    if (r.type == ACCEL_TEV_CMD_ENQUEUE && enqueue_ns != 0 && enqueue_ns <= ts) {
+      r.ts = enqueue_ns;  // the event is emitted after the submit returns
+    }
+  } else if (strcmp(name, "cmd_end") == 0) {
+    r.type = ACCEL_TEV_CMD_END;
+    r.aux = (uint32_t)u64(p, "kind") | ((uint32_t)u64(p, "status") << 8);
+    r.track = (uint32_t)u64(p, "stream");
+    r.a = u64(p, "seq");
+  } else if (strcmp(name, "launch_begin") == 0) {
+    r.type = ACCEL_TEV_LAUNCH_BEGIN;
+    r.track = (uint32_t)u64(p, "stream");
+    r.a = u64(p, "seq");
+    r.b = lt_intern(s, str(p, "kernel"));
+  } else if (strcmp(name, "launch_end") == 0) {
+    r.type = ACCEL_TEV_LAUNCH_END;
+    r.track = (uint32_t)u64(p, "stream");
+    r.a = u64(p, "seq");
+    r.aux = (uint32_t)u64(p, "status");
+  } else if (strcmp(name, "semaphore_signal") == 0 ||
+             strcmp(name, "semaphore_wait") == 0 ||
+             strcmp(name, "semaphore_wake") == 0) {
+    r.type = strcmp(name, "semaphore_signal") == 0 ? ACCEL_TEV_SEM_SIGNAL
+             : strcmp(name, "semaphore_wait") == 0   ? ACCEL_TEV_SEM_WAIT
+                                                     : ACCEL_TEV_SEM_WAKE;
+    r.track = (uint32_t)u64(p, "device");
+    r.a = u64(p, "semaphore");
+    r.b = u64(p, "value");
+    r.aux = (uint32_t)u64(p, "status");
+  } else if (strcmp(name, "event_record") == 0) {
+    r.type = ACCEL_TEV_EVENT_RECORD;
+    r.track = (uint32_t)u64(p, "stream");
+    r.a = u64(p, "event");
+    r.b = u64(p, "value");
+  } else if (strcmp(name, "event_complete") == 0) {
+    r.type = ACCEL_TEV_EVENT_COMPLETE;
+    r.track = (uint32_t)u64(p, "stream");
+    r.a = u64(p, "event");
+    r.b = u64(p, "device_ns");
+    r.ts = u64(p, "host_ns") != 0 && u64(p, "host_ns") <= ts ? u64(p, "host_ns")
+                                                           : ts;
+  } else if (strcmp(name, "buffer_alloc") == 0 ||
+             strcmp(name, "buffer_free") == 0) {
+    r.type = name[7] == 'a' ? ACCEL_TEV_BUF_ALLOC : ACCEL_TEV_BUF_FREE;
+    r.track = (uint32_t)u64(p, "device");
+    r.a = u64(p, "address");
+    r.b = u64(p, "size");
+  } else if (strcmp(name, "error") == 0) {
+    r.type = ACCEL_TEV_ERROR;
+    r.aux = (uint32_t)u64(p, "status");
+    r.a = lt_intern(s, str(p, "message"));
+  } else if (strcmp(name, "stream_fail") == 0) {
+    r.type = ACCEL_TEV_STREAM_FAIL;
+    r.track = (uint32_t)u64(p, "stream");
+    r.a = u64(p, "seq");
+    r.aux = (uint32_t)u64(p, "status");
+  } else if (strcmp(name, "counter_sample") == 0) {
+    r.type = ACCEL_TEV_COUNTER;
+    r.track = (uint32_t)u64(p, "scope");
+    r.aux = counter_kind_by_name(str(p, "name"));
+    r.a = u64(p, "value");
+    if (r.track < ACCEL_PF_MAX_TRACKS && !s->known[r.track]) {
+      lt_track(s, r.track, ACCEL_TRACK_STREAM, 0, str(p, "scope_name"));
+    }
+  } else {
+    return;  // copy_* events repeat cmd_* for copies
+  }
+  if (r.ts > s->last_ts) {
+    s->last_ts = r.ts;
+  }
+  if (s->rec_count == s->rec_cap) {
+    size_t cap = s->rec_cap ? s->rec_cap * 2 : 4096;
+    struct lt_rec *grown = realloc(s->recs, cap * sizeof(*grown));
+    if (grown == NULL) {
+      return;
+    }
+    s->recs = grown;
+    s->rec_cap = cap;
+  }
+  s->recs[s->rec_count] = (struct lt_rec){r, thread, s->rec_count};
+  s->rec_count++;
+  s->events++;
+}
+
+static bt_graph_simple_sink_component_consume_func_status consume(
+    bt_message_iterator *it, void *user_data) {
+  lt_state_t *s = user_data;
+  bt_message_array_const msgs;
+  uint64_t count = 0;
+  switch (bt_message_iterator_next(it, &msgs, &count)) {
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK:
+      break;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_END:
+      return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_END;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN:
+      return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_AGAIN;
+    case BT_MESSAGE_ITERATOR_NEXT_STATUS_MEMORY_ERROR:
+      return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_MEMORY_ERROR;
+    default:
+      return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_ERROR;
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    if (bt_message_get_type(msgs[i]) == BT_MESSAGE_TYPE_EVENT) {
+      if (s->clock_freq == 0) {
+        const bt_clock_snapshot *cs =
+            bt_message_event_borrow_default_clock_snapshot_const(msgs[i]);
+        s->clock_freq =
+            bt_clock_class_get_frequency(bt_clock_snapshot_borrow_clock_class_const(cs));
+      }
+      handle_event(s, msgs[i]);
+    }
+    bt_message_put_ref(msgs[i]);
+  }
+  return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_OK;
+}
+
+// Trace directories (those holding a CTF "metadata" file) under the root:
+// an LTTng session directory holds one per domain, user and ABI.
+static bt_value *g_inputs;
+static int g_input_count;
+
+static int find_metadata(const char *path, const struct stat *st, int type,
+                         struct FTW *ftw) {
+  const char *base = path + ftw->base;
+  if (type == FTW_F && strcmp(base, "metadata") == 0) {
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%.*s", ftw->base > 0 ? ftw->base - 1 : 0,
+             path);
+    if (bt_value_array_append_string_element(g_inputs, dir) ==
+        BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK) {
+      g_input_count++;
+    }
+  }
+  return 0;
+}
+
+// Reads the LTTng trace at |dir| into |s->writer|. Returns 0 or prints why.
+static int read_lttng(lt_state_t *s, const char *dir) {
+  int rc = 1;
+  const bt_plugin *ctf = NULL, *utils = NULL;
+  bt_value *params = NULL;
+  bt_graph *graph = bt_graph_create(0);
+  if (graph == NULL ||
+      bt_plugin_find("ctf", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE,
+                     &ctf) != BT_PLUGIN_FIND_STATUS_OK ||
+      bt_plugin_find("utils", BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE, BT_TRUE,
+                     &utils) != BT_PLUGIN_FIND_STATUS_OK) {
+    fprintf(stderr, "accel-trace: babeltrace2 plugins ctf/utils not found\n");
+    goto out;
+  }
+  params = bt_value_map_create();
+  bt_value *inputs = NULL;
+  if (params == NULL ||
+      bt_value_map_insert_empty_array_entry(params, "inputs", &inputs) !=
+          BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK) {
+    fprintf(stderr, "accel-trace: out of memory\n");
+    goto out;
+  }
+  g_inputs = inputs;
+  g_input_count = 0;
+  nftw(dir, find_metadata, 16, FTW_PHYS);
+  if (g_input_count == 0) {
+    fprintf(stderr, "accel-trace: no CTF trace (metadata file) under \"%s\"\n",
+            dir);
+    goto out;
+  }
+  const bt_component_source *src = NULL;
+  const bt_component_filter *mux = NULL;
+  const bt_component_sink *sink = NULL;
+  if (bt_graph_add_source_component(
+          graph, bt_plugin_borrow_source_component_class_by_name_const(ctf, "fs"),
+          "src", params, BT_LOGGING_LEVEL_ERROR, &src) !=
+      BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+    fprintf(stderr, "accel-trace: \"%s\" is not a readable CTF trace\n", dir);
+    goto out;
+  }
+  if (bt_graph_add_filter_component(
+          graph,
+          bt_plugin_borrow_filter_component_class_by_name_const(utils, "muxer"),
+          "mux", NULL, BT_LOGGING_LEVEL_ERROR, &mux) !=
+          BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
+      bt_graph_add_simple_sink_component(graph, "sink", NULL, consume, NULL,
+                                         s, &sink) !=
+          BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
+    fprintf(stderr, "accel-trace: cannot build the babeltrace2 graph\n");
+    goto out;
+  }
+  uint64_t n = bt_component_source_get_output_port_count(src);
+  for (uint64_t i = 0; i < n; ++i) {
+    const bt_port_output *out_port =
+        bt_component_source_borrow_output_port_by_index_const(src, i);
+    const bt_port_input *in_port =
+        bt_component_filter_borrow_input_port_by_index_const(mux, i);
+    if (bt_graph_connect_ports(graph, out_port, in_port, NULL) !=
+        BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
+      fprintf(stderr, "accel-trace: cannot connect stream %llu\n",
+              (unsigned long long)i);
+      goto out;
+    }
+  }
+  if (bt_graph_connect_ports(
+          graph, bt_component_filter_borrow_output_port_by_index_const(mux, 0),
+          bt_component_sink_borrow_input_port_by_index_const(sink, 0),
+          NULL) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
+    fprintf(stderr, "accel-trace: cannot connect the sink\n");
+    goto out;
+  }
+  bt_graph_run_status st;
+  do {
+    st = bt_graph_run(graph);
+  } while (st == BT_GRAPH_RUN_STATUS_AGAIN);
+  if (st != BT_GRAPH_RUN_STATUS_OK) {
+    fprintf(stderr, "accel-trace: reading \"%s\" failed\n", dir);
+    goto out;
+  }
+  rc = 0;
+out:
+  bt_value_put_ref(params);
+  bt_graph_put_ref(graph);
+  bt_plugin_put_ref(ctf);
+  bt_plugin_put_ref(utils);
+  return rc;
+}
+
+#endif  // ACCEL_TRACE_HAVE_BABELTRACE
+
+static int convert(const char *dir, const char *out_path) {
+#if ACCEL_TRACE_HAVE_BABELTRACE
+  lt_state_t *s = calloc(1, sizeof(*s));
+  if (s == NULL) {
+    fprintf(stderr, "accel-trace: out of memory\n");
+    return 1;
+  }
+  int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "accel-trace: cannot create \"%s\": %s\n", out_path,
+            strerror(errno));
+    free(s);
+    return 1;
+  }
+  accel_pf_source_t source = {lt_describe, lt_string, s};
+  accel_pf_begin(&s->writer, fd, 0, "accel (from LTTng)", &source);
+  int rc = read_lttng(s, dir);
+  if (rc == 0) {
+    qsort(s->recs, s->rec_count, sizeof(*s->recs), cmp_rec);
+    for (size_t i = 0; i < s->rec_count; ++i) {
+      accel_pf_event(&s->writer, s->recs[i].thread, &s->recs[i].rec);
+    }
+    accel_pf_close_slices(&s->writer, s->last_ts);
+    if (!accel_pf_flush(&s->writer)) {
+      fprintf(stderr, "accel-trace: writing \"%s\": %s\n", out_path,
+              strerror(s->writer.error));
+      rc = 1;
+    } else if (s->events == 0) {
+      fprintf(stderr, "accel-trace: no accel events in \"%s\"\n", dir);
+      rc = 1;
+    }
+  }
+  close(fd);
+  for (uint32_t i = 0; i < s->string_count; ++i) {
+    free(s->strings[i]);
+  }
+  free(s->recs);
+  free(s);
+  return rc;
+#else
+  fprintf(stderr,
+          "accel-trace: built without libbabeltrace2: cannot read LTTng "
+          "traces\n");
+  return 1;
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// summary: a minimal decoder of the Perfetto subset accel writes.
+// ---------------------------------------------------------------------------
+
+typedef struct rd {
+  const uint8_t *p;
+  const uint8_t *end;
+  bool bad;
+} rd_t;
+
+static uint64_t rd_varint(rd_t *r) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (r->p >= r->end) {
+      r->bad = true;
+      return 0;
+    }
+    uint8_t b = *r->p++;
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      return v;
+    }
+  }
+  r->bad = true;
+  return 0;
+}
+
+// Reads the next field: its number, wire type, and value or payload.
+static bool rd_field(rd_t *r, uint32_t *field, uint32_t *wire, uint64_t *v,
+                     rd_t *sub) {
+  if (r->p >= r->end || r->bad) {
+    return false;
+  }
+  uint64_t key = rd_varint(r);
+  *field = (uint32_t)(key >> 3);
+  *wire = (uint32_t)(key & 7);
+  switch (*wire) {
+    case 0:
+      *v = rd_varint(r);
+      break;
+    case 1:
+      if (r->end - r->p < 8) {
+        r->bad = true;
+        return false;
+      }
+      r->p += 8;
+      break;
+    case 2: {
+      uint64_t len = rd_varint(r);
+      if ((uint64_t)(r->end - r->p) < len) {
+        r->bad = true;
+        return false;
+      }
+      *sub = (rd_t){r->p, r->p + len, false};
+      r->p += len;
+      break;
+    }
+    case 5:
+      if (r->end - r->p < 4) {
+        r->bad = true;
+        return false;
+      }
+      r->p += 4;
+      break;
+    default:
+      r->bad = true;
+      return false;
+  }
+  return !r->bad;
+}
+
+typedef struct open_slice {
+  uint64_t track;
+  char name[96];
+  uint64_t ts;
+  uint64_t bytes;
+} open_slice_t;
+
+typedef struct stat_entry {
+  char name[96];
+  uint64_t count;
+  uint64_t bytes;
+  uint64_t *durations;
+  size_t cap;
+} stat_entry_t;
+
+typedef struct summary {
+  open_slice_t *open;
+  size_t open_count, open_cap;
+  stat_entry_t *stats;
+  size_t stat_count, stat_cap;
+} summary_t;
+
+static bool grow(void **p, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) {
+    return true;
+  }
+  size_t c = *cap ? *cap * 2 : 64;
+  while (c < need) {
+    c *= 2;
+  }
+  void *n = realloc(*p, c * size);
+  if (n == NULL) {
+    return false;
+  }
+  *p = n;
+  *cap = c;
+  return true;
+}
+
+static void add_duration(summary_t *s, const char *name, uint64_t ns,
+                         uint64_t bytes) {
+  stat_entry_t *e = NULL;
+  for (size_t i = 0; i < s->stat_count; ++i) {
+    if (strcmp(s->stats[i].name, name) == 0) {
+      e = &s->stats[i];
+    }
+  }
+  if (e == NULL) {
+    if (!grow((void **)&s->stats, &s->stat_cap, s->stat_count + 1,
+              sizeof(*s->stats))) {
+      return;
+    }
+    e = &s->stats[s->stat_count++];
+    memset(e, 0, sizeof(*e));
+    snprintf(e->name, sizeof(e->name), "%s", name);
+  }
+  if (!grow((void **)&e->durations, &e->cap, e->count + 1, sizeof(uint64_t))) {
+    return;
+  }
+  e->durations[e->count++] = ns;
+  e->bytes += bytes;
+}
+
+static void track_event(summary_t *s, uint64_t ts, rd_t te) {
+  uint32_t f, w;
+  uint64_t v = 0, type = 0, track = 0, bytes = 0;
+  rd_t sub;
+  char name[96] = "";
+  while (rd_field(&te, &f, &w, &v, &sub)) {
+    if (f == 9 && w == 0) {
+      type = v;
+    } else if (f == 11 && w == 0) {
+      track = v;
+    } else if (f == 23 && w == 2) {
+      size_t n = (size_t)(sub.end - sub.p);
+      n = n < sizeof(name) - 1 ? n : sizeof(name) - 1;
+      memcpy(name, sub.p, n);
+      name[n] = '\0';
+    } else if (f == 4 && w == 2) {
+      // DebugAnnotation: keep "bytes".
+      uint32_t f2, w2;
+      uint64_t v2 = 0, uv = 0;
+      rd_t s2;
+      bool is_bytes = false;
+      while (rd_field(&sub, &f2, &w2, &v2, &s2)) {
+        if (f2 == 10 && w2 == 2) {
+          is_bytes = (size_t)(s2.end - s2.p) == 5 &&
+                     memcmp(s2.p, "bytes", 5) == 0;
+        } else if (f2 == 3 && w2 == 0) {
+          uv = v2;
+        }
+      }
+      if (is_bytes) {
+        bytes = uv;
+      }
+    }
+  }
+  if (type == 1) {
+    if (grow((void **)&s->open, &s->open_cap, s->open_count + 1,
+             sizeof(*s->open))) {
+      open_slice_t *o = &s->open[s->open_count++];
+      o->track = track;
+      o->ts = ts;
+      o->bytes = bytes;
+      snprintf(o->name, sizeof(o->name), "%s", name);
+    }
+  } else if (type == 2) {
+    for (size_t i = s->open_count; i-- > 0;) {
+      if (s->open[i].track == track) {
+        open_slice_t o = s->open[i];
+        memmove(&s->open[i], &s->open[i + 1],
+                (s->open_count - i - 1) * sizeof(*s->open));
+        s->open_count--;
+        add_duration(s, o.name, ts >= o.ts ? ts - o.ts : 0, o.bytes);
+        break;
+      }
+    }
+  }
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int cmp_stat(const void *a, const void *b) {
+  return strcmp(((const stat_entry_t *)a)->name,
+                ((const stat_entry_t *)b)->name);
+}
+
+static const char *category(const char *name) {
+  static const char *const k_commands[] = {"fill", "signal", "wait",
+                                           "semaphore wait", "launch"};
+  if (strncmp(name, "copy ", 5) == 0) {
+    return "copy";
+  }
+  for (size_t i = 0; i < sizeof(k_commands) / sizeof(k_commands[0]); ++i) {
+    if (strcmp(name, k_commands[i]) == 0) {
+      return "command";
+    }
+  }
+  return "kernel";  // kernel launches by name, and host calls
+}
+
+// Nearest-rank percentile of sorted |d|.
+static uint64_t percentile(const uint64_t *d, uint64_t n, unsigned pct) {
+  uint64_t rank = (n * pct + 99) / 100;
+  return d[rank > 0 ? rank - 1 : 0];
+}
+
+static int summarize_file(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    fprintf(stderr, "accel-trace: cannot open \"%s\": %s\n", path,
+            strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+    }
+    return 1;
+  }
+  uint8_t *data = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
+  ssize_t got = data != NULL ? read(fd, data, (size_t)st.st_size) : -1;
+  close(fd);
+  if (got != st.st_size) {
+    fprintf(stderr, "accel-trace: cannot read \"%s\"\n", path);
+    free(data);
+    return 1;
+  }
+  summary_t s = {0};
+  rd_t r = {data, data + st.st_size, false};
+  uint32_t f, w;
+  uint64_t v = 0;
+  rd_t packet;
+  uint64_t packets = 0;
+  while (rd_field(&r, &f, &w, &v, &packet)) {
+    if (f != 1 || w != 2) {
+      continue;
+    }
+    packets++;
+    uint64_t ts = 0;
+    rd_t te = {0};
+    bool has_te = false;
+    rd_t sub;
+    while (rd_field(&packet, &f, &w, &v, &sub)) {
+      if (f == 8 && w == 0) {
+        ts = v;
+      } else if (f == 11 && w == 2) {
+        te = sub;
+        has_te = true;
+      }
+    }
+    if (has_te) {
+      track_event(&s, ts, te);
+    }
+  }
+  free(data);
+  if (r.bad || packets == 0) {
+    fprintf(stderr, "accel-trace: \"%s\" is not a Perfetto trace\n", path);
+    return 1;
+  }
+  qsort(s.stats, s.stat_count, sizeof(*s.stats), cmp_stat);
+  printf("%-8s %-24s %8s %12s %10s %10s %14s\n", "category", "name", "count",
+         "total_us", "p50_us", "p99_us", "bytes");
+  static const char *const k_order[] = {"kernel", "copy", "command"};
+  for (size_t c = 0; c < 3; ++c) {
+    for (size_t i = 0; i < s.stat_count; ++i) {
+      stat_entry_t *e = &s.stats[i];
+      if (strcmp(category(e->name), k_order[c]) != 0) {
+        continue;
+      }
+      qsort(e->durations, e->count, sizeof(uint64_t), cmp_u64);
+      uint64_t total = 0;
+      for (uint64_t k = 0; k < e->count; ++k) {
+        total += e->durations[k];
+      }
+      printf("%-8s %-24s %8llu %12.3f %10.3f %10.3f %14llu\n", k_order[c],
+             e->name, (unsigned long long)e->count, (double)total / 1e3,
+             (double)percentile(e->durations, e->count, 50) / 1e3,
+             (double)percentile(e->durations, e->count, 99) / 1e3,
+             (unsigned long long)e->bytes);
+    }
+  }
+  for (size_t i = 0; i < s.stat_count; ++i) {
+    free(s.stats[i].durations);
+  }
+  free(s.stats);
+  free(s.open);
+  return 0;
+}
+
+static int summary(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    fprintf(stderr, "accel-trace: \"%s\": %s\n", path, strerror(errno));
+    return 1;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return summarize_file(path);
+  }
+  char tmp[] = "/tmp/accel-trace-XXXXXX";
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    fprintf(stderr, "accel-trace: cannot create a temporary file: %s\n",
+            strerror(errno));
+    return 1;
+  }
+  close(fd);
+  int rc = convert(path, tmp);
+  if (rc == 0) {
+    rc = summarize_file(tmp);
+  }
+  unlink(tmp);
+  return rc;
+}
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: accel-trace convert LTTNG_TRACE_DIR -o OUT.pftrace\n"
+          "       accel-trace summary TRACE   (LTTng trace directory or "
+          ".pftrace)\n");
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "convert") == 0 &&
+      strcmp(argv[3], "-o") == 0) {
+    return convert(argv[2], argv[4]);
+  }
+  if (argc == 3 && strcmp(argv[1], "summary") == 0) {
+    return summary(argv[2]);
+  }
+  return usage();
+}
