@@ -77,8 +77,9 @@ typedef enum accel_dma_op {
 
 // One side of a copy: a buffer and an offset into it, or a host pointer.
 typedef struct accel_dma_ref {
-  // A buffer on the queue's device (device memory or pinned host memory),
-  // or NULL to use |host|.
+  // A buffer on the queue's device (device memory or pinned host memory,
+  // including host memory registered with accel_host_register, which is
+  // then copied directly), or NULL to use |host|.
   accel_buffer_t *buffer;
   // Pageable host memory when |buffer| is NULL (staged through bounce
   // buffers); must stay valid and unchanged (source) or untouched
