@@ -851,8 +851,6 @@ static accel_status_t submit_single_copy(accel_dma_queue_t *q,
         .user_op = ACCEL_DMA_OP_COPY_1D,
         .direction = direction_of(desc),
     };
-    hold(&p, &desc->dst.buffer->object);
-    hold(&p, &desc->src.buffer->object);
     accel_dma_hw_desc_t d = hw_desc(&p, ACCEL_DMA_HW_COPY, false);
     d.copy.dst = ref_address(&desc->dst);
     d.copy.src = ref_address(&desc->src);
@@ -860,11 +858,19 @@ static accel_status_t submit_single_copy(accel_dma_queue_t *q,
     d.copy.height = 1;
     d.copy.depth = 1;
     if (sem != NULL) {
-      hold(&p, &sem->object);
       d.signal_semaphore = sem->drv;
       d.signal_value = value;
     }
+    // Hand the descriptor over first, then take the references (room was
+    // reserved): the caller's own references keep the objects alive during
+    // the call, and the engine never drops references.
     emit_now(&p, 0, &d);
+    doorbell_all(&p);
+    hold(&p, &desc->dst.buffer->object);
+    hold(&p, &desc->src.buffer->object);
+    if (sem != NULL) {
+      hold(&p, &sem->object);
+    }
     commit_locked(q, &p, 1);
   }
   pthread_mutex_unlock(&q->submit_lock);
