@@ -9,10 +9,10 @@
 // after the previous one completed), like the commands of a stream. Inside one
 // descriptor, a large copy or fill is split into pieces spread over the
 // queue's engines. Copies from or to pageable host memory (a plain host
-// pointer) are staged through pinned bounce buffers owned by the queue, with
-// the staging copy of one chunk overlapping the transfer of the previous one;
-// buffers (device memory or ACCEL_MEMORY_KIND_HOST_PINNED) are accessed
-// directly.
+// pointer) are staged through pinned bounce buffers owned by the queue, in
+// chunks spread over the engines so that one engine stages while another
+// transfers; buffers (device memory or ACCEL_MEMORY_KIND_HOST_PINNED) are
+// accessed directly.
 //
 // A descriptor that fails (an engine error) fails the queue: the semaphores of
 // its submit and of every later submit fail with a message naming the
@@ -182,7 +182,8 @@ ACCEL_API void accel_dma_queue_destroy(accel_dma_queue_t *queue);
 // when all completed, each signal_semaphores[i] is raised to
 // signal_values[i] (a semaphore already higher is left as is).
 // Every descriptor is validated before anything is queued: on failure nothing
-// is queued. Buffers and semaphores are retained until the work retires; host
+// is queued. Buffers and semaphores are retained until the queue sees the
+// work complete (at a later submit, synchronize, query or destroy); host
 // pointers are borrowed and must stay valid until the signal. Descriptors are
 // never dropped: when the rings are full the call blocks until the engines
 // make room (or, on a non-blocking queue, returns ACCEL_ERROR_NOT_READY).
