@@ -780,10 +780,13 @@ static void plan_submit(plan_t *p, const accel_dma_desc_t *descs,
   }
 }
 
-// Publishes a written submit and does its bookkeeping (holds the lock).
+// Does a written submit's bookkeeping, then rings the doorbells (holds the
+// lock). The bookkeeping comes first: polling engines start on the handed
+// over descriptors meanwhile, and the doorbell's full barrier then finds the
+// descriptor stores done instead of waiting for them.
 static void commit_locked(accel_dma_queue_t *q, plan_t *p,
                           uint32_t desc_count) {
-  doorbell_all(p);
+  flush_pending(p);
   accel_dma_queue_seal_held_locked(q, p->holds, q->rings[0].tail);
   q->submit_count = p->submit_id;
   uint64_t occupancy = 0;
@@ -804,6 +807,7 @@ static void commit_locked(accel_dma_queue_t *q, plan_t *p,
   counter_add(&q->submits, 1);
   counter_add(&q->descriptors, desc_count);
   counter_add(&q->ring_descriptors, p->written);
+  doorbell_all(p);
 }
 
 // The latency path: one non-empty 1D copy between buffers, small enough not
@@ -865,7 +869,6 @@ static accel_status_t submit_single_copy(accel_dma_queue_t *q,
     // reserved): the caller's own references keep the objects alive during
     // the call, and the engine never drops references.
     emit_now(&p, 0, &d);
-    doorbell_all(&p);
     hold(&p, &desc->dst.buffer->object);
     hold(&p, &desc->src.buffer->object);
     if (sem != NULL) {
