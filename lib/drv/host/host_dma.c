@@ -42,6 +42,9 @@ struct accel_drv_dma_ring {
   _Atomic uint64_t bytes[ACCEL_DMA_DIR_COUNT];
   _Atomic int inject_status;  // test hook: fail the next COPY/FILL
   _Atomic uint32_t abort;     // dma_ring_abort was called
+  // CPU of the thread that rang the doorbell last (-1: unknown): an engine
+  // that finds itself on that CPU yields after its pass (see engine_main).
+  _Atomic int producer_cpu;
   _Alignas(64) _Atomic uint32_t failed;  // set once poisoned
 
   // Engine side (its thread only).
@@ -75,6 +78,7 @@ struct host_engine {
   // its semaphore wait.
   _Alignas(64) _Atomic uint32_t kick;
   _Atomic uint32_t parked;
+  _Atomic int cpu;  // CPU the engine last ran a pass on (-1: unknown)
   _Atomic uint32_t stopping;
   accel_host_waiter_t waiter;  // .cancel = &kick
 };
@@ -485,11 +489,18 @@ static void *engine_main(void *arg) {
         accel_host_futex_wake_all(&e->ack_word);
       }
     }
+    int my_cpu = sched_getcpu();
+    atomic_store_explicit(&e->cpu, my_cpu, memory_order_relaxed);
     bool progress = false;
+    bool share_cpu = false;
     uint32_t stall_count = 0;
     for (uint32_t i = 0; i < snap_count; ++i) {
       accel_dma_hw_desc_t *stall = NULL;
-      progress |= service(snap[i], &stall);
+      if (service(snap[i], &stall)) {
+        progress = true;
+        share_cpu |= atomic_load_explicit(&snap[i]->producer_cpu,
+                                          memory_order_relaxed) == my_cpu;
+      }
       if (stall != NULL) {
         stall_sems[stall_count] = stall->sem.semaphore;
         stall_values[stall_count] = stall->sem.value;
@@ -497,6 +508,12 @@ static void *engine_main(void *arg) {
       }
     }
     if (progress) {
+      // The submitter runs on this CPU (an oversubscribed machine put us
+      // together): it cannot see our signals, or submit more, while we spin,
+      // so hand the CPU over now rather than after the spin's yield period.
+      if (share_cpu && my_cpu >= 0) {
+        sched_yield();
+      }
       continue;
     }
     if (atomic_load_explicit(&e->stopping, memory_order_acquire)) {
@@ -638,6 +655,7 @@ accel_status_t accel_host_dma_init(accel_drv_device_t *device,
     pthread_mutex_init(&e->lock, NULL);
     atomic_init(&e->seen_generation, UINT64_MAX);
     e->waiter.cancel = &e->kick;
+    atomic_init(&e->cpu, -1);
   }
   device->dma = dma;
   return ACCEL_OK;
@@ -691,6 +709,7 @@ accel_status_t accel_host_dma_ring_create(
   r->engine = e;
   r->fence = params->fence;
   atomic_init(&r->wake_at, UINT64_MAX);
+  atomic_init(&r->producer_cpu, -1);
   r->mask = params->slot_count - 1;
   snprintf(r->name, sizeof(r->name), "%s",
            params->name != NULL ? params->name : "ring");
@@ -765,7 +784,17 @@ void accel_host_dma_ring_doorbell(accel_drv_dma_ring_t *r, uint64_t tail) {
   // before the new tail, and orders the store before wake_engine's |parked|
   // load (see engine_park).
   atomic_store_explicit(&r->tail, tail, memory_order_seq_cst);
-  wake_engine(r->engine);
+  host_engine_t *e = r->engine;
+  wake_engine(e);
+  // A submitter on the engine's CPU would spin while the engine cannot run:
+  // give the CPU to the engine now (the engine does the same when it finds
+  // the submitter on its CPU).
+  int cpu = sched_getcpu();
+  atomic_store_explicit(&r->producer_cpu, cpu, memory_order_relaxed);
+  if (cpu >= 0 && cpu == atomic_load_explicit(&e->cpu, memory_order_relaxed) &&
+      !atomic_load_explicit(&e->parked, memory_order_relaxed)) {
+    sched_yield();
+  }
 }
 
 accel_status_t accel_host_dma_ring_wait(accel_drv_dma_ring_t *r, uint64_t head,
