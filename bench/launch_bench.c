@@ -12,6 +12,12 @@
 //    last completion, against a bare single-producer/single-consumer ring
 //    measured the same way. Target 2x.
 //  - idle_cpu_fraction: CPU used by an idle runtime with a stream over 200 ms.
+//  - empty_kernel_roundtrip: accel_launch of an empty kernel (one work-group,
+//    registered with accel_kernel_register, so the full launch path: checks,
+//    launch record, ACCEL_CMD_LAUNCH, exec on the worker) and synchronize,
+//    against roundtrip_empty_command measured in the same run, interleaved
+//    run by run with it.
+//    Target 1.2x.
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -82,10 +88,17 @@ static void *handoff_worker(void *arg) {
   }
 }
 
-// Returns mean ns per round trip over |iters|.
+// Returns mean ns per round trip over |iters|. With the futex, each round
+// trip starts after an idle pause so that the worker really is parked, and
+// only the handoff itself is timed.
 static double handoff_run(handoff_t *h, int iters, uint64_t *seq) {
+  uint64_t total = 0;
   uint64_t t0 = bench_now_ns();
   for (int i = 0; i < iters; ++i) {
+    if (h->use_futex) {
+      usleep(300);
+      t0 = bench_now_ns();
+    }
     uint64_t s = ++*seq;
     h->fn = empty_work;
     if (h->use_futex) {
@@ -95,6 +108,7 @@ static double handoff_run(handoff_t *h, int iters, uint64_t *seq) {
       while ((v = atomic_load(&h->futex_done)) != (uint32_t)s) {
         futex_wait(&h->futex_done, v);
       }
+      total += bench_now_ns() - t0;
     } else {
       atomic_store_explicit(&h->request, s, memory_order_release);
       while (atomic_load_explicit(&h->done, memory_order_acquire) != s) {
@@ -102,7 +116,10 @@ static double handoff_run(handoff_t *h, int iters, uint64_t *seq) {
       }
     }
   }
-  return (double)(bench_now_ns() - t0) / iters;
+  if (!h->use_futex) {
+    total = bench_now_ns() - t0;
+  }
+  return (double)total / iters;
 }
 
 static double measure_handoff(int use_futex, int runs, int iters) {
@@ -177,6 +194,11 @@ static double measure_spsc(uint64_t n) {
 
 static accel_status_t empty_host_fn(void *user_data) { return ACCEL_OK; }
 
+static int32_t empty_kernel(const accel_kernel_dispatch_t *dispatch,
+                            const accel_kernel_workgroup_t *workgroup) {
+  return 0;
+}
+
 static int check(accel_status_t st, const char *what) {
   if (st != ACCEL_OK) {
     fprintf(stderr, "accel-bench launch: %s: %s: %s\n", what,
@@ -213,7 +235,7 @@ int accel_bench_launch(const bench_args_t *args) {
   snprintf(report.device, sizeof(report.device), "%s", info.id);
 
   double spin = measure_handoff(0, runs, iters);
-  double parked = measure_handoff(1, runs, iters / 10 + 1);
+  double parked = measure_handoff(1, runs, args->quick ? 20 : 100);
 
   // Round trip: enqueue + synchronize, one at a time.
   for (int i = 0; i < iters / 10; ++i) {
@@ -232,6 +254,77 @@ int accel_bench_launch(const bench_args_t *args) {
     rt_samples[r] = (double)(bench_now_ns() - t0) / iters;
   }
   double roundtrip = bench_median(rt_samples, runs);
+
+  // The same round trip when the worker parks at once (spin 1 ns): what a
+  // runtime that never spins pays, against the bare futex handoff.
+  double parked_rt = 0;
+  {
+    accel_runtime_options_t opts;
+    accel_runtime_options_init(&opts);
+    opts.spin_ns = 1;
+    accel_runtime_t *prt = NULL;
+    accel_device_t *pdev = NULL;
+    accel_stream_t *ps = NULL;
+    if (check(accel_runtime_create(&opts, &prt), "runtime (parked)") ||
+        check(accel_device_get(prt, 0, &pdev), "device (parked)") ||
+        check(accel_stream_create(pdev, NULL, &ps), "stream (parked)")) {
+      return 1;
+    }
+    int piters = args->quick ? 20 : 100;
+    double ps_samples[64];
+    for (int r = 0; r < runs; ++r) {
+      uint64_t total = 0;
+      for (int i = 0; i < piters; ++i) {
+        usleep(300);  // the worker is parked by now
+        uint64_t t0 = bench_now_ns();
+        accel_stream_host_call(ps, empty_host_fn, NULL);
+        accel_stream_synchronize(ps, ACCEL_TIMEOUT_INFINITE);
+        total += bench_now_ns() - t0;
+      }
+      ps_samples[r] = (double)total / piters;
+    }
+    parked_rt = bench_median(ps_samples, runs);
+    accel_stream_destroy(ps);
+    accel_runtime_destroy(prt);
+  }
+  // Empty kernel: the same loop through accel_launch.
+  accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
+                            .abi_version = ACCEL_KERNEL_ABI_VERSION,
+                            .name = "empty", .fn = empty_kernel};
+  accel_kernel_t *kernel = NULL;
+  if (check(accel_kernel_register(dev, &kd, &kernel), "kernel")) {
+    return 1;
+  }
+  accel_launch_desc_t ld = {.struct_size = sizeof(ld),
+                            .workgroup_count = {1, 1, 1}};
+  for (int i = 0; i < iters / 10; ++i) {
+    accel_launch(s, kernel, &ld);
+    accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE);
+  }
+  // Interleaved with the host-command loop so that both see the same
+  // machine (other processes on a shared host shift absolute times).
+  double kr_samples[64], hc_samples[64];
+  for (int r = 0; r < runs; ++r) {
+    uint64_t t0 = bench_now_ns();
+    for (int i = 0; i < iters; ++i) {
+      if (check(accel_stream_host_call(s, empty_host_fn, NULL), "enqueue") ||
+          check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+        return 1;
+      }
+    }
+    uint64_t t1 = bench_now_ns();
+    for (int i = 0; i < iters; ++i) {
+      if (check(accel_launch(s, kernel, &ld), "launch") ||
+          check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+        return 1;
+      }
+    }
+    hc_samples[r] = (double)(t1 - t0) / iters;
+    kr_samples[r] = (double)(bench_now_ns() - t1) / iters;
+  }
+  double host_roundtrip = bench_median(hc_samples, runs);
+  double kernel_roundtrip = bench_median(kr_samples, runs);
+  accel_kernel_release(kernel);
 
   // Batches: enqueue cost and completion rate.
   double enq[16], done[16], bare[16];
@@ -261,6 +354,8 @@ int accel_bench_launch(const bench_args_t *args) {
             "bare_spin_handoff", spin / 1000.0, "<= 1.5", runs);
   bench_add(&report, "bare_futex_handoff", parked / 1000.0, "us",
             "bare_spin_handoff", spin / 1000.0, NULL, runs);
+  bench_add(&report, "roundtrip_parked_worker", parked_rt / 1000.0, "us",
+            "bare_futex_handoff", parked / 1000.0, NULL, runs);
   bench_add(&report, "enqueue_ns_per_command", bench_median(enq, batch_runs),
             "ns", NULL, 0, "< 100", batch_runs);
   bench_add(&report, "completed_ns_per_command", bench_median(done, batch_runs),
@@ -268,6 +363,9 @@ int accel_bench_launch(const bench_args_t *args) {
             "<= 2", batch_runs);
   bench_add(&report, "idle_cpu_fraction", idle, "cpu/s", NULL, 0, "<= 0.01",
             1);
+  bench_add(&report, "empty_kernel_roundtrip", kernel_roundtrip / 1000.0, "us",
+            "roundtrip_empty_command", host_roundtrip / 1000.0, "<= 1.2",
+            runs);
   accel_stream_destroy(s);
   accel_runtime_destroy(rt);
   return bench_print(&report, args->json);

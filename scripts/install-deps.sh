@@ -3,8 +3,8 @@
 # Safe to run again: packages already present are skipped quickly.
 set -eu
 PKGS="meson ninja-build pkg-config gcc clang libclang-rt-14-dev
-  libcmocka-dev libhwloc-dev hwloc libnuma-dev libibverbs-dev libdrm-dev
-  liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
+  libcmocka-dev libhwloc-dev hwloc libnuma-dev libibverbs-dev libdrm-dev libjson-c-dev
+  libxxhash-dev liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
   libopenblas-dev libjemalloc-dev libmimalloc-dev protobuf-compiler
   python3-protobuf python3-numpy"
 missing=""

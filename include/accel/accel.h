@@ -6,10 +6,13 @@
 #include "accel/base.h"
 #include "accel/device.h"
 #include "accel/event.h"
+#include "accel/executable.h"
+#include "accel/kernel_abi.h"
 #include "accel/memory.h"
 #include "accel/runtime.h"
 #include "accel/semaphore.h"
 #include "accel/stream.h"
+#include "accel/topology.h"
 #include "accel/trace.h"
 
 #endif  // ACCEL_ACCEL_H_

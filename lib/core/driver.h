@@ -12,6 +12,7 @@
 #ifndef ACCEL_CORE_DRIVER_H_
 #define ACCEL_CORE_DRIVER_H_
 
+#include <sched.h>
 #include <stdbool.h>
 
 #include "accel/device.h"
@@ -113,6 +114,9 @@ typedef struct accel_drv_queue_params {
   // Signalled to each command's seq after it completes; failed with the
   // command's error when one fails (that poisons the queue). Not owned.
   accel_drv_semaphore_t *completion;
+  // If not NULL, set (under the queue's submit ordering) to the seq of the
+  // last command accepted, so that waits know their target without a CAS.
+  _Atomic uint64_t *submitted_seq;
   const char *name;
 } accel_drv_queue_params_t;
 
@@ -195,6 +199,24 @@ struct accel_driver {
   accel_status_t (*queue_submit)(accel_drv_queue_t *queue,
                                  const accel_cmd_t *commands, uint32_t count,
                                  uint64_t *out_last_seq);
+
+  // Optional (NULL: threads are not bound). Hands the device the CPUs its
+  // threads should run on (its NUMA node's cores, from lib/topo). Called by
+  // the runtime after device_open and before any queue_create; the backend
+  // copies |cpus| and applies it to the threads it starts later.
+  void (*device_set_affinity)(accel_drv_device_t *device,
+                              const cpu_set_t *cpus);
+  // Optional (host-visible devices): runs fn(ctx, id) once for every id in
+  // the grid [0, group_count[0]) x [0, group_count[1]) x [0, group_count[2])
+  // on the device's threads, the calling thread included, and returns when
+  // all have run. Ids run concurrently and in any order; after the first
+  // failure the remaining ids are skipped and that failure (status and
+  // message) is returned. NULL: callers run the grid themselves.
+  accel_status_t (*host_dispatch)(accel_drv_device_t *device,
+                                  const uint32_t group_count[3],
+                                  accel_status_t (*fn)(void *ctx,
+                                                       const uint32_t id[3]),
+                                  void *ctx);
 };
 
 // The built-in backends, in probe order.

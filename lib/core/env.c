@@ -25,6 +25,9 @@ static const accel_env_var_t k_env_vars[] = {
      "a fatal signal"},
     {"ACCEL_TOPOLOGY_XML",
      "hwloc XML file used instead of the live machine's topology"},
+    {"ACCEL_AFFINITY",
+     "0 leaves device worker threads unbound; default: bound to the cores of "
+     "their device's NUMA node"},
 };
 
 const accel_env_var_t *accel_env_vars(size_t *out_count) {

@@ -5,6 +5,7 @@
 #include "accel/runtime.h"
 #include "core/error.h"
 #include "core/runtime_impl.h"
+#include "topo/placement.h"
 #include "trace/trace_hooks.h"
 
 #define ACCEL_DEFAULT_SPIN_NS 100000ull
@@ -242,6 +243,8 @@ accel_status_t accel_runtime_create_with_drivers(
       goto err_close_devices;
     }
   }
+  // Bind each device's threads to its NUMA node's cores (best effort).
+  accel_topo_place_devices(rt);
   st = apply_visibility(rt, resolved.visible_devices);
   if (st != ACCEL_OK) {
     goto err_close_devices;

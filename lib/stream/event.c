@@ -101,8 +101,12 @@ accel_status_t accel_event_record(accel_event_t *event,
   if ((event->flags & ACCEL_EVENT_FLAG_DISABLE_TIMING) == 0) {
     cmd.signal.timestamp_out = &event->timestamp_ns;
   }
-  accel_object_retain(&event->object);  // keeps the semaphore and timestamp
+  // The event keeps the timestamp slot alive; the semaphore is held on its
+  // own, since a later record may replace the event's semaphore.
+  accel_object_retain(&event->object);
   cmd.refs[0] = &event->object;
+  accel_object_retain(&event->semaphore->object);
+  cmd.refs[1] = &event->semaphore->object;
   accel_status_t st = accel_stream_submit(stream, &cmd);
   if (st == ACCEL_OK) {
     event->target++;

@@ -26,7 +26,7 @@ struct accel_stream {
   // Signalled to each command's seq as it completes; failed when the stream
   // fails (the stream's sticky error lives here).
   accel_semaphore_t *completion;
-  // Highest seq handed out by the queue (max over concurrent submitters).
+  // Seq of the last command the queue accepted (written by the queue).
   _Atomic uint64_t last_seq;
   char name[64];
 };

@@ -52,6 +52,7 @@ accel_status_t accel_stream_create(accel_device_t *device,
       .priority = d.priority,
       .abort_on_destroy = (d.flags & ACCEL_STREAM_FLAG_ABORT_ON_DESTROY) != 0,
       .completion = s->completion->drv,
+      .submitted_seq = &s->last_seq,
       .name = s->name,
   };
   st = device->driver->queue_create(device->drv, &params, &s->queue);
@@ -99,15 +100,7 @@ accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd) {
     st = driver->queue_submit(stream->queue, cmd, 1, &seq);
     if (st == ACCEL_OK) {
       accel_trace_cmd_enqueue(stream->queue, cmd, seq, enqueued_at);
-      uint64_t last =
-          atomic_load_explicit(&stream->last_seq, memory_order_relaxed);
-      // Relaxed: last_seq is only a target for waits; ordering with the
-      // command itself comes from the queue and the completion semaphore.
-      while (seq > last && !atomic_compare_exchange_weak_explicit(
-                               &stream->last_seq, &last, seq,
-                               memory_order_relaxed, memory_order_relaxed)) {
-      }
-      return ACCEL_OK;
+      return ACCEL_OK;  // the queue updated stream->last_seq
     }
   }
   release_cmd_refs(cmd);

@@ -1,1 +1,114 @@
-// placeholder replaced below
+#include "fault_driver.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/runtime_impl.h"
+
+// Test-only global state: one armed fault per op.
+static struct {
+  _Atomic uint32_t calls;
+  uint32_t nth;
+  accel_status_t status;
+} g_faults[FAULT_OP_COUNT];
+
+static const char *const k_op_names[FAULT_OP_COUNT] = {
+    "open",       "device_open",      "va_reserve",   "phys_create",
+    "phys_map",   "semaphore_create", "queue_create", "queue_submit",
+};
+
+const char *fault_op_name(fault_op_t op) {
+  return op < FAULT_OP_COUNT ? k_op_names[op] : "?";
+}
+
+void fault_driver_arm(fault_op_t op, uint32_t nth, accel_status_t status) {
+  atomic_store(&g_faults[op].calls, 0);
+  g_faults[op].nth = nth;
+  g_faults[op].status = status;
+}
+
+void fault_driver_reset(void) {
+  for (int i = 0; i < FAULT_OP_COUNT; ++i) {
+    fault_driver_arm((fault_op_t)i, 0, ACCEL_OK);
+  }
+}
+
+uint32_t fault_driver_calls(fault_op_t op) {
+  return atomic_load(&g_faults[op].calls);
+}
+
+// Counts a call; returns the injected failure when this is the armed one.
+static accel_status_t hit(fault_op_t op) {
+  uint32_t n = atomic_fetch_add(&g_faults[op].calls, 1) + 1;
+  if (g_faults[op].nth != 0 && n == g_faults[op].nth) {
+    return accel_error(g_faults[op].status, "injected %s failure (call %u)",
+                       k_op_names[op], n);
+  }
+  return ACCEL_OK;
+}
+
+static accel_driver_t g_fault_driver;
+
+static accel_status_t f_open(const accel_driver_t *driver,
+                             const accel_drv_options_t *options,
+                             accel_drv_backend_t **out) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_OPEN));
+  return accel_host_driver.open(&accel_host_driver, options, out);
+}
+static accel_status_t f_device_open(accel_drv_backend_t *b, uint32_t ordinal,
+                                    accel_drv_device_t **out) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_DEVICE_OPEN));
+  return accel_host_driver.device_open(b, ordinal, out);
+}
+static accel_status_t f_va_reserve(accel_drv_device_t *d, uint64_t size,
+                                   uint64_t alignment, uint64_t *out) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_VA_RESERVE));
+  return accel_host_driver.va_reserve(d, size, alignment, out);
+}
+static accel_status_t f_phys_create(accel_drv_device_t *d, uint64_t size,
+                                    uint32_t flags, accel_drv_phys_t **out) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_PHYS_CREATE));
+  return accel_host_driver.phys_create(d, size, flags, out);
+}
+static accel_status_t f_phys_map(accel_drv_device_t *d, uint64_t address,
+                                 accel_drv_phys_t *phys, uint64_t offset,
+                                 uint64_t size) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_PHYS_MAP));
+  return accel_host_driver.phys_map(d, address, phys, offset, size);
+}
+static accel_status_t f_semaphore_create(accel_drv_device_t *d, uint64_t v,
+                                         accel_drv_semaphore_t **out) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_SEMAPHORE_CREATE));
+  return accel_host_driver.semaphore_create(d, v, out);
+}
+static accel_status_t f_queue_create(accel_drv_device_t *d,
+                                     const accel_drv_queue_params_t *params,
+                                     accel_drv_queue_t **out) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_QUEUE_CREATE));
+  return accel_host_driver.queue_create(d, params, out);
+}
+static accel_status_t f_queue_submit(accel_drv_queue_t *q,
+                                     const accel_cmd_t *cmds, uint32_t count,
+                                     uint64_t *out_last_seq) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_QUEUE_SUBMIT));
+  return accel_host_driver.queue_submit(q, cmds, count, out_last_seq);
+}
+
+accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,
+                                    accel_runtime_t **out_runtime) {
+  // Every op the wrapper does not intercept forwards to the host backend,
+  // including ops added after this file was written.
+  g_fault_driver = accel_host_driver;
+  g_fault_driver.name = "fault";
+  g_fault_driver.open = f_open;
+  g_fault_driver.device_open = f_device_open;
+  g_fault_driver.va_reserve = f_va_reserve;
+  g_fault_driver.phys_create = f_phys_create;
+  g_fault_driver.phys_map = f_phys_map;
+  g_fault_driver.semaphore_create = f_semaphore_create;
+  g_fault_driver.queue_create = f_queue_create;
+  g_fault_driver.queue_submit = f_queue_submit;
+  const accel_driver_t *drivers[] = {&g_fault_driver};
+  return accel_runtime_create_with_drivers(opts, drivers, 1, out_runtime);
+}

@@ -5,6 +5,8 @@
 
 // cmocka needs these before its header.
 #include <setjmp.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>

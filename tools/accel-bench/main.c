@@ -12,6 +12,10 @@ static const struct {
 } k_benches[] = {
     {"launch", accel_bench_launch,
      "host-command round trip and enqueue cost vs bare thread handoffs"},
+    {"topo", accel_bench_topo,
+     "runtime creation with device placement vs without; topology load"},
+    {"load", accel_bench_load,
+     "load an .axe with 1 GiB of weights to first launch vs read()"},
     {"trace", accel_bench_trace,
      "launch round trip with tracing off, counters, LTTng, recorder"},
 };

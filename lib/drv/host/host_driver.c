@@ -68,7 +68,17 @@ static accel_status_t host_device_open(accel_drv_backend_t *backend,
   return ACCEL_OK;
 }
 
-static void host_device_close(accel_drv_device_t *device) { free(device); }
+static void host_device_close(accel_drv_device_t *device) {
+  accel_host_pool_destroy(
+      atomic_load_explicit(&device->pool, memory_order_acquire));
+  free(device);
+}
+
+static void host_device_set_affinity(accel_drv_device_t *device,
+                                     const cpu_set_t *cpus) {
+  device->affinity = *cpus;
+  device->has_affinity = true;
+}
 
 static void cpu_model(char *out, size_t size) {
   snprintf(out, size, "unknown cpu");
@@ -262,4 +272,6 @@ const accel_driver_t accel_host_driver = {
     .queue_create = accel_host_queue_create,
     .queue_destroy = accel_host_queue_destroy,
     .queue_submit = accel_host_queue_submit,
+    .device_set_affinity = host_device_set_affinity,
+    .host_dispatch = accel_host_dispatch,
 };

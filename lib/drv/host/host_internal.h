@@ -20,12 +20,20 @@ struct accel_drv_backend {
   uint32_t device_count;
 };
 
+typedef struct accel_host_pool accel_host_pool_t;
+
 struct accel_drv_device {
   accel_drv_backend_t *backend;
   uint32_t ordinal;
   uint64_t spin_ns;
   int32_t numa_node;
   uint64_t page_size;
+  // CPUs the device's worker threads run on (device_set_affinity); set
+  // before any queue exists, read-only afterwards.
+  bool has_affinity;
+  cpu_set_t affinity;
+  // Work-group thread pool (host_dispatch.c), created on first use.
+  accel_host_pool_t *_Atomic pool;
 };
 
 struct accel_drv_phys {
@@ -137,5 +145,17 @@ void accel_host_queue_destroy(accel_drv_queue_t *queue);
 accel_status_t accel_host_queue_submit(accel_drv_queue_t *queue,
                                        const accel_cmd_t *commands,
                                        uint32_t count, uint64_t *out_last_seq);
+
+// ---------------------------------------------------------------------------
+// Work-group dispatch (host_dispatch.c).
+// ---------------------------------------------------------------------------
+
+accel_status_t accel_host_dispatch(accel_drv_device_t *device,
+                                   const uint32_t group_count[3],
+                                   accel_status_t (*fn)(void *ctx,
+                                                        const uint32_t id[3]),
+                                   void *ctx);
+// Stops and joins the pool's threads (NULL ignored).
+void accel_host_pool_destroy(accel_host_pool_t *pool);
 
 #endif  // ACCEL_DRV_HOST_INTERNAL_H_

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/resource.h>
 
 #include "drv/host/host_internal.h"
@@ -25,18 +26,18 @@ struct accel_drv_queue {
   bool abort_on_destroy;
   pthread_t thread;
 
-  // Producer side, guarded by |submit_lock|.
-  pthread_mutex_t submit_lock;
+  // Producer side, guarded by |submit_lock| (a spinlock: held for a few
+  // stores, so parking would cost more than it saves).
+  _Alignas(64) atomic_flag submit_lock;
   chunk_t *tail_chunk;
   uint32_t tail_index;
-  uint64_t submitted_local;
+  uint64_t next_seq;  // seq of the last command written
+  _Atomic uint64_t *submitted_seq;  // params.submitted_seq (may be NULL)
 
-  // Published count of commands; the worker reads it.
-  _Alignas(64) _Atomic uint64_t submitted;
-  // Set by the worker before it parks; producers wake it when set.
-  _Atomic uint32_t parked;
-  _Atomic uint32_t stopping;  // destroy called
-  _Atomic uint32_t cancel;    // abort pending work
+  // Shared flags.
+  _Alignas(64) _Atomic uint32_t parked;  // the worker is (about to be) asleep
+  _Atomic uint32_t stopping;             // destroy called
+  _Atomic uint32_t cancel;               // abort pending work
   accel_host_waiter_t waiter;  // the worker's futex word (also for waits)
 
   // One spare chunk handed from the consumer back to producers.
@@ -45,16 +46,42 @@ struct accel_drv_queue {
   // Consumer side (worker thread only).
   _Alignas(64) chunk_t *head_chunk;
   uint32_t head_index;
-  uint64_t consumed;
+  uint64_t consumed;           // seq of the last command processed
+  uint64_t completion_posted;  // last seq signalled on |completion|
   bool poisoned;
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
 };
 
+// A slot is published when its |seq| (written last, with release) equals the
+// seq the worker expects next. Recycled chunks hold smaller, older seqs and
+// fresh chunks are zeroed, so a stale slot never matches.
+static inline uint64_t slot_seq_acquire(const accel_cmd_t *slot) {
+  return __atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE);
+}
+
+static void submit_lock(accel_drv_queue_t *q) {
+  uint32_t spins = 0;
+  // Acquire: the holder's writes to the tail are visible after we take it.
+  while (atomic_flag_test_and_set_explicit(&q->submit_lock,
+                                           memory_order_acquire)) {
+    if (++spins < 64) {
+      accel_host_cpu_relax();
+    } else {
+      sched_yield();  // the holder was preempted (more threads than cores)
+    }
+  }
+}
+
+static void submit_unlock(accel_drv_queue_t *q) {
+  // Release: publishes the tail updates to the next holder.
+  atomic_flag_clear_explicit(&q->submit_lock, memory_order_release);
+}
+
 static chunk_t *chunk_get(accel_drv_queue_t *q) {
   chunk_t *c = atomic_exchange_explicit(&q->spare, NULL, memory_order_acquire);
   if (c == NULL) {
-    c = malloc(sizeof(*c));
+    c = calloc(1, sizeof(*c));  // zeroed seqs: never mistaken as published
     if (c == NULL) {
       return NULL;
     }
@@ -104,7 +131,8 @@ static accel_status_t execute(accel_drv_queue_t *q, accel_cmd_t *cmd) {
       accel_error_clear();
       accel_status_t st = cmd->host_call.fn(cmd->host_call.user_data);
       if (st != ACCEL_OK) {
-        const char *msg = accel_last_error();
+        char msg[ACCEL_ERROR_MESSAGE_MAX];
+        snprintf(msg, sizeof(msg), "%s", accel_last_error());
         return accel_error(st, "host function returned %s%s%s",
                            accel_status_name(st), msg[0] ? ": " : "", msg);
       }
@@ -132,10 +160,13 @@ static accel_status_t execute(accel_drv_queue_t *q, accel_cmd_t *cmd) {
       accel_status_t st = accel_host_semaphore_wait_ex(
           1, &sem, &cmd->wait.value, ACCEL_WAIT_ALL, ACCEL_TIMEOUT_INFINITE,
           NULL, &q->waiter, q->device->spin_ns);
-      if (st != ACCEL_OK && st != ACCEL_ERROR_ABORTED) {
+      if (st == ACCEL_ERROR_ABORTED) {
+        return accel_error(st, "aborted: stream destroyed with pending work");
+      }
+      if (st != ACCEL_OK) {
         return accel_error_context(st, "waited semaphore failed");
       }
-      return st;
+      return ACCEL_OK;
     }
     case ACCEL_CMD_LAUNCH:
       return cmd->launch.exec(cmd->launch.payload, q->device);
@@ -184,11 +215,18 @@ static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
       snprintf(why, sizeof(why), "%s", accel_last_error());
       poison(q, cmd, st, why);
       skip(q, cmd);
-    } else {
-      accel_host_semaphore_signal_max(q->completion, cmd->seq);
     }
   }
   release_refs(cmd);
+}
+
+// Publishes progress: the completion semaphore reaches the last command that
+// ran (batched, so that a burst of commands costs one signal).
+static void post_completion(accel_drv_queue_t *q) {
+  if (!q->poisoned && q->completion_posted != q->consumed) {
+    q->completion_posted = q->consumed;
+    accel_host_semaphore_signal_max(q->completion, q->consumed);
+  }
 }
 
 static void set_priority(uint32_t priority) {
@@ -205,31 +243,59 @@ static void set_priority(uint32_t priority) {
   }
 }
 
+// Returns the next published command, or NULL if none is ready.
+static accel_cmd_t *next_ready(accel_drv_queue_t *q) {
+  if (q->head_index == CHUNK_COMMANDS) {
+    // Acquire: the link was stored (release) before the first command of the
+    // new chunk was published.
+    chunk_t *next =
+        atomic_load_explicit(&q->head_chunk->next, memory_order_acquire);
+    if (next == NULL) {
+      return NULL;
+    }
+    chunk_put(q, q->head_chunk);
+    q->head_chunk = next;
+    q->head_index = 0;
+  }
+  accel_cmd_t *slot = &q->head_chunk->commands[q->head_index];
+  // Acquire: pairs with the producer's publishing store of |seq|, so that
+  // the command's other fields are visible.
+  return slot_seq_acquire(slot) == q->consumed + 1 ? slot : NULL;
+}
+
+#define COMPLETION_BATCH 64u
+
 static void *worker_main(void *arg) {
   accel_drv_queue_t *q = arg;
+  if (q->device->has_affinity) {
+    // Best effort: a failure leaves the thread where the scheduler puts it.
+    pthread_setaffinity_np(pthread_self(), sizeof(q->device->affinity),
+                           &q->device->affinity);
+  }
   set_priority(q->priority);
   uint64_t spin_ns = q->device->spin_ns;
   for (;;) {
-    // Acquire: pairs with the producer's release of |submitted| so that the
-    // command bytes (and chunk links) written before it are visible.
-    uint64_t available =
-        atomic_load_explicit(&q->submitted, memory_order_acquire);
-    if (q->consumed < available) {
-      while (q->consumed < available) {
-        if (q->head_index == CHUNK_COMMANDS) {
-          chunk_t *next =
-              atomic_load_explicit(&q->head_chunk->next, memory_order_acquire);
-          chunk_put(q, q->head_chunk);
-          q->head_chunk = next;
-          q->head_index = 0;
-        }
-        process(q, &q->head_chunk->commands[q->head_index++]);
-        q->consumed++;
+    accel_cmd_t *cmd = next_ready(q);
+    if (cmd != NULL) {
+      if (cmd->kind == ACCEL_CMD_WAIT) {
+        post_completion(q);  // waits may block: report what ran before
+      }
+      q->head_index++;
+      process(q, cmd);
+      q->consumed++;
+      if (q->consumed - q->completion_posted >= COMPLETION_BATCH) {
+        post_completion(q);
       }
       continue;
     }
+    post_completion(q);
+    // Acquire: destroy is called after every submit returned; seeing the
+    // flag makes their commands visible to next_ready below.
     if (atomic_load_explicit(&q->stopping, memory_order_acquire)) {
-      break;
+      if (next_ready(q) == NULL) {
+        break;
+      }
+      continue;
     }
     // Spin for new work before parking.
     uint64_t spin_until = accel_host_now_ns() + spin_ns;
@@ -237,8 +303,7 @@ static void *worker_main(void *arg) {
     uint32_t iter = 0;
     for (;;) {
       accel_host_cpu_relax();
-      if (atomic_load_explicit(&q->submitted, memory_order_relaxed) !=
-              available ||
+      if (next_ready(q) != NULL ||
           atomic_load_explicit(&q->stopping, memory_order_relaxed)) {
         found = true;
         break;
@@ -250,27 +315,24 @@ static void *worker_main(void *arg) {
     if (found) {
       continue;
     }
+    // Parking protocol: |parked| is set and read only under the submit lock.
+    // A producer whose critical section came first has published its command
+    // and the re-check below sees it; one that comes after sees |parked| and
+    // sets the futex word, which we cleared before taking the lock.
     atomic_store_explicit(&q->waiter.word, 0, memory_order_relaxed);
-    // Seq_cst: the parked store must precede the re-check of |submitted|, and
-    // pairs with the producer's seq_cst store of |submitted| then load of
-    // |parked| so that one of us sees the other (no lost wake-up).
-    atomic_store_explicit(&q->parked, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&q->submitted, memory_order_seq_cst) ==
-            available &&
-        !atomic_load_explicit(&q->stopping, memory_order_seq_cst)) {
+    submit_lock(q);
+    atomic_store_explicit(&q->parked, 1, memory_order_relaxed);
+    submit_unlock(q);
+    if (next_ready(q) == NULL &&
+        !atomic_load_explicit(&q->stopping, memory_order_acquire)) {
       accel_host_futex_wait(&q->waiter.word, 0, UINT64_MAX);
     }
+    // A stale 1 seen by a producer only costs it a spare wake-up.
     atomic_store_explicit(&q->parked, 0, memory_order_relaxed);
   }
   return NULL;
 }
 
-static void wake_worker(accel_drv_queue_t *q) {
-  // Seq_cst: see worker_main's parking protocol.
-  if (atomic_load_explicit(&q->parked, memory_order_seq_cst)) {
-    accel_host_waiter_wake(&q->waiter);
-  }
-}
 
 accel_status_t accel_host_queue_create(accel_drv_device_t *device,
                                        const accel_drv_queue_params_t *params,
@@ -283,6 +345,7 @@ accel_status_t accel_host_queue_create(accel_drv_device_t *device,
   memset(q, 0, sizeof(*q));
   q->device = device;
   q->completion = params->completion;
+  q->submitted_seq = params->submitted_seq;
   q->priority = params->priority;
   q->abort_on_destroy = params->abort_on_destroy;
   snprintf(q->name, sizeof(q->name), "%s",
@@ -296,7 +359,7 @@ accel_status_t accel_host_queue_create(accel_drv_device_t *device,
     goto err_free_queue;
   }
   q->head_chunk = q->tail_chunk;
-  pthread_mutex_init(&q->submit_lock, NULL);
+  atomic_flag_clear(&q->submit_lock);
   int rc = pthread_create(&q->thread, NULL, worker_main, q);
   if (rc != 0) {
     st = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
@@ -311,7 +374,6 @@ accel_status_t accel_host_queue_create(accel_drv_device_t *device,
   return ACCEL_OK;
 
 err_free_chunk:
-  pthread_mutex_destroy(&q->submit_lock);
   free(q->tail_chunk);
 err_free_queue:
   free(q);
@@ -323,55 +385,64 @@ void accel_host_queue_destroy(accel_drv_queue_t *q) {
     // Release: the worker reads |cancel| before deciding to run a command.
     atomic_store_explicit(&q->cancel, 1, memory_order_release);
   }
-  atomic_store_explicit(&q->stopping, 1, memory_order_seq_cst);
+  // Under the lock, like a submit: see the parking protocol in worker_main.
+  submit_lock(q);
+  atomic_store_explicit(&q->stopping, 1, memory_order_release);
+  submit_unlock(q);
   accel_host_waiter_wake(&q->waiter);
   pthread_join(q->thread, NULL);
   // Everything submitted was processed; the worker left at most the current
   // head chunk and the spare.
   free(q->head_chunk);
   free(atomic_load_explicit(&q->spare, memory_order_relaxed));
-  pthread_mutex_destroy(&q->submit_lock);
   free(q);
 }
 
 accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
                                        const accel_cmd_t *commands,
                                        uint32_t count, uint64_t *out_last_seq) {
-  pthread_mutex_lock(&q->submit_lock);
-  for (uint32_t i = 0; i < count; ++i) {
+  submit_lock(q);
+  uint32_t accepted = 0;
+  for (; accepted < count; ++accepted) {
     if (q->tail_index == CHUNK_COMMANDS) {
       chunk_t *c = chunk_get(q);
       if (c == NULL) {
-        // Commands before i are already written but unpublished; publish
-        // them so that none is lost, and report the rest.
-        uint64_t n = q->submitted_local + i;
-        atomic_store_explicit(&q->submitted, n, memory_order_seq_cst);
-        q->submitted_local = n;
-        *out_last_seq = n;
-        pthread_mutex_unlock(&q->submit_lock);
-        wake_worker(q);
-        return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                           "host queue: cannot grow the command ring "
-                           "(%u of %u commands submitted)",
-                           i, count);
+        break;
       }
-      // Release: the worker follows |next| only after acquiring |submitted|,
-      // but the link must be complete before the chunk is published.
+      // Release: the worker follows |next| with acquire before reading the
+      // new chunk's slots.
       atomic_store_explicit(&q->tail_chunk->next, c, memory_order_release);
       q->tail_chunk = c;
       q->tail_index = 0;
     }
     accel_cmd_t *slot = &q->tail_chunk->commands[q->tail_index++];
-    *slot = commands[i];
-    slot->seq = q->submitted_local + i + 1;
+    const accel_cmd_t *src = &commands[accepted];
+    slot->kind = src->kind;
+    slot->flags = src->flags;
+    memcpy(slot->pad0, src->pad0, sizeof(slot->pad0));
+    slot->fill = src->fill;  // the widest member: copies the whole union
+    slot->refs[0] = src->refs[0];
+    slot->refs[1] = src->refs[1];
+    // Release: publishes the command's fields to the worker.
+    __atomic_store_n(&slot->seq, ++q->next_seq, __ATOMIC_RELEASE);
   }
-  q->submitted_local += count;
-  *out_last_seq = q->submitted_local;
-  // Seq_cst (release at least): publishes the command bytes to the worker,
-  // and orders this store before the |parked| load in wake_worker.
-  atomic_store_explicit(&q->submitted, q->submitted_local,
-                        memory_order_seq_cst);
-  pthread_mutex_unlock(&q->submit_lock);
-  wake_worker(q);
+  *out_last_seq = q->next_seq;
+  if (q->submitted_seq != NULL) {
+    // Relaxed: a wait target only; the command itself is ordered by |seq|.
+    atomic_store_explicit(q->submitted_seq, q->next_seq, memory_order_relaxed);
+  }
+  // Read under the lock: see the parking protocol in worker_main.
+  bool wake = accepted > 0 &&
+              atomic_load_explicit(&q->parked, memory_order_relaxed) != 0;
+  submit_unlock(q);
+  if (wake) {
+    accel_host_waiter_wake(&q->waiter);
+  }
+  if (accepted < count) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host queue: cannot grow the command ring (%u of %u "
+                       "commands submitted)",
+                       accepted, count);
+  }
   return ACCEL_OK;
 }

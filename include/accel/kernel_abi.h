@@ -1,0 +1,147 @@
+// The custom-kernel ABI: what a host kernel receives from accel and what a
+// host code object (an ELF shared object inside an .axe file, or a library a
+// framework registers at run time) exports. This header stands alone (only
+// <stdint.h> and <stddef.h>) so that kernels include it without the runtime.
+// The full specification is docs/kernel-abi.md.
+//
+// Versioning: ACCEL_KERNEL_ABI_VERSION_MAJOR changes when a field below changes
+// meaning or moves; a runtime refuses a code object of another major with
+// ACCEL_ERROR_VERSION. MINOR grows when fields are appended at the end of a
+// struct (a kernel reads them only after checking |struct_size|) or when new
+// optional exports appear. A runtime accepts code objects whose minor is at
+// most its own. Every struct has explicit padding and reserved fields that are
+// zero.
+#ifndef ACCEL_KERNEL_ABI_H_
+#define ACCEL_KERNEL_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ACCEL_KERNEL_ABI_VERSION_MAJOR 1
+#define ACCEL_KERNEL_ABI_VERSION_MINOR 0
+// The version as one number: major << 16 | minor.
+#define ACCEL_KERNEL_ABI_VERSION \
+  ((uint32_t)ACCEL_KERNEL_ABI_VERSION_MAJOR << 16 | ACCEL_KERNEL_ABI_VERSION_MINOR)
+
+// Marks a symbol that a host code object exports (the library query below).
+#define ACCEL_KERNEL_EXPORT __attribute__((visibility("default")))
+
+// Access a kernel declares for a binding (bit set).
+enum accel_kernel_access_bits {
+  ACCEL_KERNEL_ACCESS_NONE = 0,
+  // The kernel reads the binding.
+  ACCEL_KERNEL_ACCESS_READ = 1u << 0,
+  // The kernel writes the binding.
+  ACCEL_KERNEL_ACCESS_WRITE = 1u << 1,
+};
+
+// One entry of the binding table: a host-visible range of device memory.
+typedef struct accel_kernel_binding {
+  // First byte of the range (the launch's buffer address plus its offset).
+  void *data;
+  // Length of the range in bytes (never below the declared minimum).
+  uint64_t size_bytes;
+  // accel_kernel_access_bits declared for this binding.
+  uint32_t access;
+  // Reserved, zero.
+  uint32_t reserved0;
+} accel_kernel_binding_t;
+
+// What every work-group of one launch receives (shared, read-only).
+typedef struct accel_kernel_dispatch {
+  // sizeof(accel_kernel_dispatch_t) as the runtime compiled it.
+  uint32_t struct_size;
+  // ACCEL_KERNEL_ABI_VERSION of the runtime running the launch.
+  uint32_t abi_version;
+  // Number of work-groups in x, y and z (each >= 1).
+  uint32_t workgroup_count[3];
+  // Work-group shape the kernel declared (items per group in x, y, z; >= 1).
+  uint32_t workgroup_size[3];
+  // Entries in |bindings| (exactly the declared count).
+  uint32_t binding_count;
+  // Bytes in |constants| (exactly the declared constants size).
+  uint32_t constants_size;
+  // The binding table, in declaration order; NULL when binding_count is 0.
+  const accel_kernel_binding_t *bindings;
+  // The constants block (aligned to 16 bytes); NULL when constants_size is 0.
+  const void *constants;
+  // The executable's scratch workspace (its requirements section sizes it),
+  // shared by all launches of the executable's kernels; NULL when none.
+  void *workspace;
+  // Bytes in |workspace|.
+  uint64_t workspace_size;
+} accel_kernel_dispatch_t;
+
+// Which work-group a call runs.
+typedef struct accel_kernel_workgroup {
+  // Work-group id in x, y, z: 0 <= id[i] < workgroup_count[i].
+  uint32_t id[3];
+  // Reserved, zero.
+  uint32_t reserved0;
+} accel_kernel_workgroup_t;
+
+// A host kernel: runs one work-group. Work-groups of one launch may run
+// concurrently on different threads and in any order. Returns 0 on success;
+// any other value fails the launch (and poisons its stream) with a message
+// that gives the value.
+typedef int32_t (*accel_kernel_fn_t)(const accel_kernel_dispatch_t *dispatch,
+                                     const accel_kernel_workgroup_t *workgroup);
+
+// One kernel a code object exports.
+typedef struct accel_kernel_export {
+  // Symbol name the executable's kernel table refers to (NUL-terminated).
+  const char *name;
+  // The entry point.
+  accel_kernel_fn_t fn;
+  // Optional: called once when the code object is loaded, before any launch;
+  // a non-zero return fails the load. NULL for none.
+  int32_t (*setup)(void);
+} accel_kernel_export_t;
+
+// What a host code object describes about itself.
+typedef struct accel_kernel_library {
+  // sizeof(accel_kernel_library_t) as the library compiled it.
+  uint32_t struct_size;
+  // ACCEL_KERNEL_ABI_VERSION the library was built against.
+  uint32_t abi_version;
+  // Library name for messages (NUL-terminated).
+  const char *name;
+  // Optional: called once after loading, before any setup; non-zero fails the
+  // load. NULL for none.
+  int32_t (*init)(void);
+  // Optional: called once before the code object is unloaded (after the last
+  // launch completed). NULL for none.
+  void (*fini)(void);
+  // Entries in |exports|.
+  uint32_t export_count;
+  // Reserved, zero.
+  uint32_t reserved0;
+  // The kernels, in any order; names are unique.
+  const accel_kernel_export_t *exports;
+} accel_kernel_library_t;
+
+// The one symbol a host code object must export. The runtime passes its own
+// ACCEL_KERNEL_ABI_VERSION; the library returns its descriptor (static
+// storage), or NULL when it cannot serve that runtime's major version.
+#define ACCEL_KERNEL_LIBRARY_QUERY_SYMBOL "accel_kernel_library_query"
+typedef const accel_kernel_library_t *(*accel_kernel_library_query_fn_t)(
+    uint32_t runtime_abi_version);
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(sizeof(accel_kernel_binding_t) == 24, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_dispatch_t, bindings) == 40,
+               "kernel ABI layout");
+_Static_assert(sizeof(accel_kernel_dispatch_t) == 72, "kernel ABI layout");
+_Static_assert(sizeof(accel_kernel_workgroup_t) == 16, "kernel ABI layout");
+_Static_assert(sizeof(accel_kernel_library_t) == 48, "kernel ABI layout");
+#endif
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // ACCEL_KERNEL_ABI_H_

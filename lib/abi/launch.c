@@ -1,0 +1,311 @@
+// Kernel launch: checks a launch against the kernel's declared signature at
+// enqueue, marshals it into one allocation (binding table, retained buffers,
+// constants) owned by a ref-counted launch record, and submits an
+// ACCEL_CMD_LAUNCH command. The queue worker runs launch_exec, which runs a
+// single work-group inline and spreads larger grids through the driver's
+// host_dispatch (a device thread pool) when the backend has one.
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "abi/executable_impl.h"
+#include "core/error.h"
+#include "mem/buffer_impl.h"
+#include "stream/semaphore_impl.h"
+
+#define MAX_GROUPS (1ull << 48)
+
+
+// The worker reads |fn|, |driver| and the dispatch's work-group count first:
+// they share the record's first cache line, so that a one-group launch of a
+// kernel that touches nothing else costs the worker one line beyond the
+// command itself.
+typedef struct launch {
+  accel_kernel_fn_t fn;
+  const accel_driver_t *driver;
+  accel_object_t object;
+  accel_kernel_dispatch_t dispatch;
+  const accel_kernel_t *kernel;  // its owner is held by the command's refs[1]
+  uint32_t buffer_count;
+  uint32_t capacity;  // bytes allocated for the record (for the cache)
+  accel_buffer_t **buffers;  // one reference each
+} launch_t;
+
+// Launch records of up to this many bytes are cached per kernel (one slot)
+// instead of freed: the worker frees a record on its thread and the
+// submitter allocates the next on another, which glibc serves slowly.
+#define CACHED_RECORD_BYTES 512u
+
+static void launch_destroy(accel_object_t *object) {
+  launch_t *l = (launch_t *)((uint8_t *)object - offsetof(launch_t, object));
+  for (uint32_t i = 0; i < l->buffer_count; ++i) {
+    accel_buffer_release(l->buffers[i]);
+  }
+  if (l->capacity == CACHED_RECORD_BYTES) {
+    accel_kernel_t *k = (accel_kernel_t *)l->kernel;
+    void *expected = NULL;
+    // Release: the next taker must see the record's last writes settled.
+    if (atomic_compare_exchange_strong_explicit(&k->record_cache, &expected,
+                                                (void *)l,
+                                                memory_order_release,
+                                                memory_order_relaxed)) {
+      return;
+    }
+  }
+  free(l);
+}
+
+static accel_status_t run_group(void *ctx, const uint32_t id[3]) {
+  const launch_t *l = ctx;
+  accel_kernel_workgroup_t wg = {.id = {id[0], id[1], id[2]}};
+  int32_t r = l->fn(&l->dispatch, &wg);
+  if (r != 0) {
+    return accel_error(ACCEL_ERROR_ABORTED,
+                       "kernel \"%s\" work-group (%u, %u, %u) returned %d",
+                       l->kernel->name, id[0], id[1], id[2], r);
+  }
+  return ACCEL_OK;
+}
+
+void accel_kernel_init_single_dispatch(accel_kernel_t *k) {
+  k->single_dispatch = (accel_kernel_dispatch_t){
+      .struct_size = sizeof(accel_kernel_dispatch_t),
+      .abi_version = ACCEL_KERNEL_ABI_VERSION,
+      .workgroup_count = {1, 1, 1},
+      .workgroup_size = {k->workgroup_size[0], k->workgroup_size[1],
+                         k->workgroup_size[2]},
+      .workspace = k->workspace,
+      .workspace_size = k->workspace_size,
+  };
+}
+
+// A one-group launch without bindings or constants: the payload is the
+// kernel itself (its owner is held by the command).
+static accel_status_t launch_exec_single(void *payload,
+                                         accel_drv_device_t *device) {
+  const accel_kernel_t *k = payload;
+  static const accel_kernel_workgroup_t wg = {.id = {0, 0, 0}};
+  int32_t r = k->fn(&k->single_dispatch, &wg);
+  if (r != 0) {
+    return accel_error(ACCEL_ERROR_ABORTED,
+                       "kernel \"%s\" work-group (0, 0, 0) returned %d",
+                       k->name, r);
+  }
+  return ACCEL_OK;
+}
+
+static accel_status_t launch_exec(void *payload, accel_drv_device_t *device) {
+  launch_t *l = payload;
+  const uint32_t *n = l->dispatch.workgroup_count;
+  if (n[0] == 1 && n[1] == 1 && n[2] == 1) {
+    // One work-group: run it here, no handoff (the empty-launch round trip).
+    static const uint32_t zero[3] = {0, 0, 0};
+    return run_group(l, zero);
+  }
+  if (l->driver->host_dispatch != NULL) {
+    return l->driver->host_dispatch(device, n, run_group, l);
+  }
+  // A host-visible backend without a thread pool runs the grid on the queue
+  // worker, in order.
+  uint32_t id[3];
+  for (id[2] = 0; id[2] < n[2]; ++id[2]) {
+    for (id[1] = 0; id[1] < n[1]; ++id[1]) {
+      for (id[0] = 0; id[0] < n[0]; ++id[0]) {
+        ACCEL_RETURN_IF_ERROR(run_group(l, id));
+      }
+    }
+  }
+  return ACCEL_OK;
+}
+
+static accel_status_t check_binding(const accel_stream_t *stream,
+                                    const accel_kernel_t *k, uint32_t i,
+                                    const accel_launch_binding_t *b,
+                                    uint64_t *out_length) {
+  const accel_kernel_binding_decl_t *d = &k->bindings[i];
+  const char *bn = d->name ? d->name : "";
+  if (b->buffer == NULL) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "launch of \"%s\": binding %u (%s) has no buffer",
+                       k->name, i, bn);
+  }
+  if (b->buffer->device != stream->device) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "launch of \"%s\": binding %u (%s) is a buffer on %s, "
+                       "the stream is on %s",
+                       k->name, i, bn, b->buffer->device->info.id,
+                       stream->device->info.id);
+  }
+  uint64_t size = b->buffer->size_bytes;
+  if (b->offset > size) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "launch of \"%s\": binding %u (%s) offset %llu is "
+                       "beyond the buffer's %llu bytes",
+                       k->name, i, bn, (unsigned long long)b->offset,
+                       (unsigned long long)size);
+  }
+  uint64_t length = b->length ? b->length : size - b->offset;
+  char what[320];
+  snprintf(what, sizeof(what), "launch of \"%s\": binding %u (%s)", k->name,
+           i, bn);
+  ACCEL_RETURN_IF_ERROR(
+      accel_buffer_check_range(b->buffer, b->offset, length, what));
+  if (length < d->min_size_bytes) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%s: %llu bytes bound, the kernel declares at least "
+                       "%llu",
+                       what, (unsigned long long)length,
+                       (unsigned long long)d->min_size_bytes);
+  }
+  uint64_t address = b->buffer->address + b->offset;
+  if (d->alignment > 1 && address % d->alignment != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%s: address 0x%llx is not %u-byte aligned", what,
+                       (unsigned long long)address, d->alignment);
+  }
+  if ((d->access & ACCEL_KERNEL_ACCESS_WRITE) != 0 &&
+      accel_executable_is_weight_buffer(b->buffer)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%s: the kernel writes it but the buffer is a "
+                       "read-only weight",
+                       what);
+  }
+  *out_length = length;
+  return ACCEL_OK;
+}
+
+accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
+                            const accel_launch_desc_t *desc) {
+  ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
+  ACCEL_CHECK_ARG(kernel != NULL, "kernel (NULL)");
+  ACCEL_CHECK_ARG(desc != NULL, "desc (NULL)");
+  if (desc->struct_size < sizeof(*desc)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "launch desc: struct_size %u is too small",
+                       desc->struct_size);
+  }
+  const accel_kernel_t *k = kernel;
+  if (k->device != stream->device) {
+    return accel_error(ACCEL_ERROR_UNSUPPORTED,
+                       "launch of \"%s\": the kernel was loaded for %s, the "
+                       "stream is on %s",
+                       k->name, k->device->info.id, stream->device->info.id);
+  }
+  if ((stream->device->info.caps & ACCEL_DEVICE_CAP_HOST_KERNELS) == 0) {
+    return accel_error(ACCEL_ERROR_UNSUPPORTED,
+                       "launch of \"%s\": %s does not run host kernels",
+                       k->name, stream->device->info.id);
+  }
+  const uint32_t *n = desc->workgroup_count;
+  if (n[0] == 0 || n[1] == 0 || n[2] == 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "launch of \"%s\": work-group count %ux%ux%u has a "
+                       "zero dim",
+                       k->name, n[0], n[1], n[2]);
+  }
+  if ((uint64_t)n[0] * n[1] > MAX_GROUPS ||
+      (uint64_t)n[0] * n[1] * n[2] > MAX_GROUPS) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "launch of \"%s\": %ux%ux%u work-groups exceed 2^48",
+                       k->name, n[0], n[1], n[2]);
+  }
+  if (desc->binding_count != k->binding_count) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "launch of \"%s\": %u bindings given, the kernel "
+                       "declares %u",
+                       k->name, desc->binding_count, k->binding_count);
+  }
+  if (desc->constants_size != k->constants_size) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "launch of \"%s\": %u constant bytes given, the kernel "
+                       "declares %u",
+                       k->name, desc->constants_size, k->constants_size);
+  }
+  if ((desc->binding_count > 0 && desc->bindings == NULL) ||
+      (desc->constants_size > 0 && desc->constants == NULL)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "launch of \"%s\": bindings or constants pointer is "
+                       "NULL",
+                       k->name);
+  }
+  uint64_t lengths[AXE_MAX_BINDINGS];
+  for (uint32_t i = 0; i < desc->binding_count; ++i) {
+    ACCEL_RETURN_IF_ERROR(
+        check_binding(stream, k, i, &desc->bindings[i], &lengths[i]));
+  }
+
+  accel_cmd_t cmd = {.kind = ACCEL_CMD_LAUNCH};
+  if (desc->binding_count == 0 && desc->constants_size == 0 && n[0] == 1 &&
+      n[1] == 1 && n[2] == 1) {
+    cmd.launch.exec = launch_exec_single;
+    cmd.launch.payload = kernel;
+    cmd.refs[1] = accel_launch_owner_take(k->owner);
+    return accel_stream_submit(stream, &cmd);
+  }
+
+  // One allocation: record, binding table, buffer references, constants.
+  uint32_t nb = desc->binding_count;
+  size_t bindings_at = (sizeof(launch_t) + 15) & ~(size_t)15;
+  size_t buffers_at = bindings_at + nb * sizeof(accel_kernel_binding_t);
+  size_t constants_at =
+      (buffers_at + nb * sizeof(accel_buffer_t *) + 15) & ~(size_t)15;
+  size_t total = constants_at + desc->constants_size;
+  uint32_t capacity = CACHED_RECORD_BYTES;
+  uint8_t *mem = NULL;
+  if (total <= CACHED_RECORD_BYTES) {
+    // Acquire: pairs with the release in launch_destroy.
+    mem = atomic_exchange_explicit(&kernel->record_cache, NULL,
+                                   memory_order_acquire);
+    if (mem == NULL) {
+      mem = aligned_alloc(64, CACHED_RECORD_BYTES);
+    }
+  } else {
+    capacity = (uint32_t)((total + 63) & ~(size_t)63);
+    mem = aligned_alloc(64, capacity);
+  }
+  if (mem == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "launch of \"%s\": cannot allocate %zu bytes", k->name,
+                       total);
+  }
+  launch_t *l = (launch_t *)mem;
+  accel_kernel_binding_t *table = (accel_kernel_binding_t *)(mem + bindings_at);
+  accel_object_init(&l->object, launch_destroy);
+  l->kernel = k;
+  l->fn = k->fn;
+  l->capacity = capacity;
+  l->driver = stream->device->driver;
+  l->buffers = (accel_buffer_t **)(mem + buffers_at);
+  l->buffer_count = nb;
+  for (uint32_t i = 0; i < nb; ++i) {
+    const accel_launch_binding_t *b = &desc->bindings[i];
+    accel_buffer_retain(b->buffer);
+    l->buffers[i] = b->buffer;
+    table[i] = (accel_kernel_binding_t){
+        .data = (void *)(uintptr_t)(b->buffer->address + b->offset),
+        .size_bytes = lengths[i],
+        .access = k->bindings[i].access};
+  }
+  if (desc->constants_size > 0) {
+    memcpy(mem + constants_at, desc->constants, desc->constants_size);
+  }
+  l->dispatch = (accel_kernel_dispatch_t){
+      .struct_size = sizeof(accel_kernel_dispatch_t),
+      .abi_version = ACCEL_KERNEL_ABI_VERSION,
+      .workgroup_count = {n[0], n[1], n[2]},
+      .workgroup_size = {k->workgroup_size[0], k->workgroup_size[1],
+                         k->workgroup_size[2]},
+      .binding_count = nb,
+      .constants_size = desc->constants_size,
+      .bindings = nb ? table : NULL,
+      .constants = desc->constants_size ? mem + constants_at : NULL,
+      .workspace = k->workspace,
+      .workspace_size = k->workspace_size,
+  };
+  cmd.launch.exec = launch_exec;
+  cmd.launch.payload = l;
+  cmd.refs[0] = &l->object;
+  cmd.refs[1] = accel_launch_owner_take(k->owner);
+  return accel_stream_submit(stream, &cmd);
+}

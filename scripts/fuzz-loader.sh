@@ -1,0 +1,35 @@
+#!/bin/sh
+# Builds the .axe loader's libFuzzer target with clang (ASan + UBSan) and runs
+# it for a bounded time, seeded from tests/data/abi. Crashes are written to
+# the build folder (crash-*): fix them and add the input to the corpus.
+#
+#   scripts/fuzz-loader.sh [--seconds N] [--build-dir DIR] [-- LIBFUZZER_ARGS]
+#
+# The meson test 'abi/fuzz_loader' (suite abi-fuzz) runs it for 20 s; run it
+# longer by hand, e.g. scripts/fuzz-loader.sh --seconds 3600.
+set -eu
+root=${ACCEL_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+seconds=20
+build=${TMPDIR:-/tmp}/accel-fuzz-loader
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=$2; shift 2 ;;
+    --build-dir) build=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "fuzz-loader: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if ! command -v clang >/dev/null 2>&1; then
+  echo "fuzz-loader: clang not found; skipping" >&2
+  exit 77
+fi
+mkdir -p "$build/corpus"
+cp "$root"/tests/data/abi/*.axe "$build/corpus/" 2>/dev/null || true
+clang -std=gnu17 -O1 -g -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+  -fno-sanitize-recover=undefined \
+  -I"$root/include" -I"$root/lib" \
+  "$root/fuzz/fuzz_loader.c" "$root/lib/abi/axe_reader.c" \
+  "$root/lib/core/error.c" -lxxhash -o "$build/fuzz_loader"
+cd "$build"
+exec ./fuzz_loader -max_total_time="$seconds" -max_len=65536 \
+  -rss_limit_mb=1024 -print_final_stats=1 "$@" corpus

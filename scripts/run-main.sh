@@ -1,0 +1,24 @@
+#!/bin/sh
+# The main job on the embedded default (the host device): installs what is
+# missing, builds, lists the devices, and runs the example program.
+set -eu
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+dir=$(scripts/build.sh release)
+echo "== accel-info"
+"$dir/tools/accel-info/accel-info"
+echo
+echo "== accel-topo"
+"$dir/tools/accel-topo/accel-topo"
+echo
+echo "== example-streams"
+"$dir/examples/example-streams"
+if [ -x "$dir/examples/example-mlp-layer" ]; then
+  echo
+  echo "== example-mlp-layer: pack, load and run a transformer MLP block"
+  axe="$dir/mlp_layer.axe"
+  "$dir/examples/example-mlp-layer" "$dir/kernels/host/libaccel_layer_kernels.so" "$axe"
+  echo
+  echo "== accel-inspect $axe"
+  "$dir/tools/accel-inspect/accel-inspect" "$axe"
+fi

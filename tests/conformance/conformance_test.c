@@ -1,0 +1,203 @@
+// Conformance: behaviour every backend must show, written once against the
+// public API and run on every device of the backend named by
+// ACCEL_CONFORMANCE_BACKEND. Exits 77 (skip) when that backend has no device.
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_support.h"
+
+static accel_runtime_t *g_runtime;
+static accel_device_t *g_devices[64];
+static uint32_t g_device_count;
+
+// Runs |body| for every device of the backend under test.
+#define FOR_EACH_DEVICE(dev)                                           \
+  for (uint32_t i__ = 0; i__ < g_device_count; ++i__)                  \
+    for (accel_device_t *dev = g_devices[i__]; dev != NULL; dev = NULL)
+
+// Device properties are consistent.
+static void test_device_info_is_consistent(void **state) {
+  FOR_EACH_DEVICE(dev) {
+    accel_device_info_t info = {.struct_size = sizeof(info)};
+    assert_accel_ok(accel_device_info(dev, &info));
+    assert_true(info.name[0] != '\0');
+    assert_true(strchr(info.id, ':') != NULL);
+    assert_true(info.page_size > 0 &&
+                (info.page_size & (info.page_size - 1)) == 0);
+    assert_true(info.compute_queue_count >= 1);
+    assert_true(info.target[0] != '\0');
+  }
+}
+
+// Data written to a buffer comes back unchanged through every copy kind.
+static void test_buffer_roundtrip_through_every_copy_kind(void **state) {
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  FOR_EACH_DEVICE(dev) {
+    uint64_t size = test_rng_range(&rng, 1, 3 << 20);
+    accel_buffer_desc_t desc = {.struct_size = sizeof(desc),
+                                .size_bytes = size};
+    accel_buffer_t *a = NULL, *b = NULL;
+    assert_accel_ok(accel_buffer_alloc(dev, &desc, &a));
+    assert_accel_ok(accel_buffer_alloc(dev, &desc, &b));
+    assert_int_equal(accel_buffer_size(a), size);
+    assert_ptr_equal(accel_buffer_device(a), dev);
+    assert_true(accel_buffer_address(a) % 256 == 0);
+    uint8_t *in = malloc(size), *out = malloc(size);
+    for (uint64_t j = 0; j < size; ++j) {
+      in[j] = (uint8_t)test_rng_next(&rng);
+    }
+    accel_stream_t *s = NULL;
+    assert_accel_ok(accel_stream_create(dev, NULL, &s));
+    assert_accel_ok(accel_stream_copy_from_host(s, a, 0, in, size));
+    assert_accel_ok(accel_stream_copy(s, b, 0, a, 0, size));
+    assert_accel_ok(accel_stream_fill(s, a, 0, size, 0, 1));
+    assert_accel_ok(accel_stream_copy_to_host(s, out, b, 0, size));
+    assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+    assert_memory_equal(in, out, size);
+    assert_accel_ok(accel_stream_copy_to_host(s, out, a, 0, size));
+    assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+    for (uint64_t j = 0; j < size; ++j) {
+      assert_int_equal(out[j], 0);
+    }
+    accel_stream_destroy(s);
+    accel_buffer_release(a);
+    accel_buffer_release(b);
+    free(in);
+    free(out);
+  }
+}
+
+static accel_status_t bump(void *user_data) {
+  uint32_t *p = user_data;
+  (*p)++;
+  return ACCEL_OK;
+}
+
+// Two streams ordered by a semaphore: the consumer sees the producer's work.
+static void test_semaphore_orders_two_streams(void **state) {
+  FOR_EACH_DEVICE(dev) {
+    accel_stream_t *p = NULL, *c = NULL;
+    accel_semaphore_t *sem = NULL;
+    assert_accel_ok(accel_stream_create(dev, NULL, &p));
+    assert_accel_ok(accel_stream_create(dev, NULL, &c));
+    assert_accel_ok(accel_semaphore_create(dev, 0, &sem));
+    accel_buffer_desc_t desc = {.struct_size = sizeof(desc), .size_bytes = 4};
+    accel_buffer_t *buf = NULL;
+    assert_accel_ok(accel_buffer_alloc(dev, &desc, &buf));
+    uint32_t result = 0;
+    assert_accel_ok(accel_stream_wait(c, sem, 1));
+    assert_accel_ok(accel_stream_copy_to_host(c, &result, buf, 0, 4));
+    assert_accel_ok(accel_stream_fill(p, buf, 0, 4, 0xc0ffee11u, 4));
+    assert_accel_ok(accel_stream_signal(p, sem, 1));
+    assert_accel_ok(accel_stream_synchronize(c, ACCEL_TIMEOUT_INFINITE));
+    assert_int_equal(result, 0xc0ffee11u);
+    accel_buffer_release(buf);
+    accel_semaphore_release(sem);
+    accel_stream_destroy(p);
+    accel_stream_destroy(c);
+  }
+}
+
+// Events carry ordered device times.
+static void test_events_time_work(void **state) {
+  FOR_EACH_DEVICE(dev) {
+    accel_stream_t *s = NULL;
+    accel_event_t *a = NULL, *b = NULL;
+    assert_accel_ok(accel_stream_create(dev, NULL, &s));
+    assert_accel_ok(accel_event_create(dev, 0, &a));
+    assert_accel_ok(accel_event_create(dev, 0, &b));
+    uint32_t n = 0;
+    assert_accel_ok(accel_event_record(a, s));
+    for (int j = 0; j < 100; ++j) {
+      assert_accel_ok(accel_stream_host_call(s, bump, &n));
+    }
+    assert_accel_ok(accel_event_record(b, s));
+    assert_accel_ok(accel_event_synchronize(b, ACCEL_TIMEOUT_INFINITE));
+    assert_int_equal(n, 100);
+    int64_t ns = -1;
+    assert_accel_ok(accel_event_elapsed_ns(a, b, &ns));
+    assert_true(ns >= 0);
+    accel_event_release(a);
+    accel_event_release(b);
+    accel_stream_destroy(s);
+  }
+}
+
+// A failed semaphore fails a stream that waits on it, and the fd fires.
+static void test_failure_propagates(void **state) {
+  FOR_EACH_DEVICE(dev) {
+    accel_device_info_t info = {.struct_size = sizeof(info)};
+    assert_accel_ok(accel_device_info(dev, &info));
+    accel_stream_t *s = NULL;
+    accel_semaphore_t *in = NULL, *out = NULL;
+    assert_accel_ok(accel_stream_create(dev, NULL, &s));
+    assert_accel_ok(accel_semaphore_create(dev, 0, &in));
+    assert_accel_ok(accel_semaphore_create(dev, 0, &out));
+    int fd = -1;
+    if (info.caps & ACCEL_DEVICE_CAP_SEMAPHORE_FD) {
+      assert_accel_ok(accel_semaphore_fd(out, 1, &fd));
+    } else {
+      assert_accel_status(accel_semaphore_fd(out, 1, &fd),
+                          ACCEL_ERROR_UNSUPPORTED);
+    }
+    assert_accel_ok(accel_stream_wait(s, in, 1));
+    assert_accel_ok(accel_stream_signal(s, out, 1));
+    assert_accel_ok(accel_semaphore_fail(in, ACCEL_ERROR_DEVICE_LOST, "x"));
+    assert_accel_status(accel_semaphore_wait(out, 1, ACCEL_TIMEOUT_INFINITE),
+                        ACCEL_ERROR_DEVICE_LOST);
+    assert_accel_status(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
+                        ACCEL_ERROR_DEVICE_LOST);
+    if (fd >= 0) {
+      struct pollfd p = {.fd = fd, .events = POLLIN};
+      assert_int_equal(poll(&p, 1, 5000), 1);
+      close(fd);
+    }
+    accel_semaphore_release(in);
+    accel_semaphore_release(out);
+    accel_stream_destroy(s);
+  }
+}
+
+int main(void) {
+  const char *backend = getenv("ACCEL_CONFORMANCE_BACKEND");
+  if (backend == NULL) {
+    backend = "host";
+  }
+  if (accel_runtime_create(NULL, &g_runtime) != ACCEL_OK) {
+    fprintf(stderr, "conformance: runtime: %s\n", accel_last_error());
+    return 1;
+  }
+  uint32_t n = 0;
+  accel_device_count(g_runtime, &n);
+  for (uint32_t i = 0; i < n && g_device_count < 64; ++i) {
+    accel_device_t *dev = NULL;
+    accel_device_get(g_runtime, i, &dev);
+    accel_device_info_t info = {.struct_size = sizeof(info)};
+    accel_device_info(dev, &info);
+    if (strcmp(info.backend, backend) == 0) {
+      g_devices[g_device_count++] = dev;
+    }
+  }
+  if (g_device_count == 0) {
+    printf("conformance: skipped: no %s device here (%u device(s) of other "
+           "backends)\n",
+           backend, n);
+    accel_runtime_destroy(g_runtime);
+    return 77;
+  }
+  printf("conformance: %u %s device(s)\n", g_device_count, backend);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_device_info_is_consistent),
+      cmocka_unit_test(test_buffer_roundtrip_through_every_copy_kind),
+      cmocka_unit_test(test_semaphore_orders_two_streams),
+      cmocka_unit_test(test_events_time_work),
+      cmocka_unit_test(test_failure_propagates),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  accel_runtime_destroy(g_runtime);
+  return rc;
+}

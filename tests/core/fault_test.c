@@ -1,0 +1,102 @@
+// Fault injection through the driver interface: every fallible backend call
+// made by the runtime, streams, events, semaphores and buffers is failed in
+// turn, and each failure must surface as the injected code with a message
+// and leave nothing behind (ASan's leak checker runs this test too).
+#include <string.h>
+
+#include "fault_driver.h"
+#include "test_support.h"
+
+static accel_status_t noop_fn(void *user_data) {
+  (*(int *)user_data)++;
+  return ACCEL_OK;
+}
+
+// A workload touching every constructor and command kind. Returns the first
+// failure; always cleans up what it created.
+static accel_status_t workload(void) {
+  accel_runtime_options_t opts;
+  accel_runtime_options_init(&opts);
+  opts.host_device_count = 2;
+  accel_runtime_t *rt = NULL;
+  accel_stream_t *s = NULL;
+  accel_buffer_t *buf = NULL;
+  accel_event_t *ev = NULL;
+  accel_semaphore_t *sem = NULL;
+  accel_device_t *dev = NULL;
+  int calls = 0;
+  uint8_t host[64] = {0};
+  accel_status_t st = fault_runtime_create(&opts, &rt);
+  if (st != ACCEL_OK) {
+    return st;
+  }
+  accel_device_get(rt, 1, &dev);
+  accel_buffer_desc_t desc = {.struct_size = sizeof(desc), .size_bytes = 64};
+  if ((st = accel_stream_create(dev, NULL, &s)) != ACCEL_OK) goto done;
+  if ((st = accel_buffer_alloc(dev, &desc, &buf)) != ACCEL_OK) goto done;
+  if ((st = accel_event_create(dev, 0, &ev)) != ACCEL_OK) goto done;
+  if ((st = accel_semaphore_create(dev, 0, &sem)) != ACCEL_OK) goto done;
+  if ((st = accel_stream_fill(s, buf, 0, 64, 0xab, 1)) != ACCEL_OK) goto done;
+  if ((st = accel_stream_copy_to_host(s, host, buf, 0, 64)) != ACCEL_OK)
+    goto done;
+  if ((st = accel_stream_host_call(s, noop_fn, &calls)) != ACCEL_OK) goto done;
+  if ((st = accel_stream_signal(s, sem, 1)) != ACCEL_OK) goto done;
+  if ((st = accel_stream_wait(s, sem, 1)) != ACCEL_OK) goto done;
+  if ((st = accel_event_record(ev, s)) != ACCEL_OK) goto done;
+  if ((st = accel_stream_wait_event(s, ev)) != ACCEL_OK) goto done;
+  if ((st = accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE)) != ACCEL_OK)
+    goto done;
+  if (host[0] != 0xab || host[63] != 0xab || calls != 1) {
+    st = ACCEL_ERROR_INTERNAL;
+  }
+done:
+  accel_stream_destroy(s);
+  accel_semaphore_release(sem);
+  accel_event_release(ev);
+  accel_buffer_release(buf);
+  accel_runtime_destroy(rt);
+  return st;
+}
+
+// The workload succeeds with no fault armed.
+static void test_workload_passes_without_faults(void **state) {
+  fault_driver_reset();
+  assert_accel_ok(workload());
+  assert_true(fault_driver_calls(FAULT_OP_QUEUE_SUBMIT) >= 7);
+}
+
+// Failing each call of each kind in turn fails the workload with that code.
+static void test_every_backend_failure_surfaces(void **state) {
+  uint32_t reached = 0;
+  for (int op = 0; op < FAULT_OP_COUNT; ++op) {
+    for (uint32_t nth = 1;; ++nth) {
+      fault_driver_reset();
+      fault_driver_arm((fault_op_t)op, nth, ACCEL_ERROR_OUT_OF_MEMORY);
+      accel_status_t st = workload();
+      if (fault_driver_calls((fault_op_t)op) < nth) {
+        assert_accel_ok(st);  // the workload no longer reaches the fault
+        break;
+      }
+      if (st != ACCEL_ERROR_OUT_OF_MEMORY) {
+        print_error("op %s call %u: got %s (%s)\n",
+                    fault_op_name((fault_op_t)op), nth, accel_status_name(st),
+                    accel_last_error());
+      }
+      assert_int_equal(st, ACCEL_ERROR_OUT_OF_MEMORY);
+      assert_non_null(strstr(accel_last_error(), "injected"));
+      reached++;
+    }
+  }
+  fault_driver_reset();
+  // open, 2 device opens, 3 buffer steps, 3 semaphores (stream completion,
+  // event, user), 1 queue and 7 submits.
+  assert_int_equal(reached, 17);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_workload_passes_without_faults),
+      cmocka_unit_test(test_every_backend_failure_surfaces),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,467 @@
+// Streams: ordering, copies and fills against a reference, poisoning, destroy
+// with pending work, concurrent enqueue, and argument checks.
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_support.h"
+
+typedef struct order_log {
+  uint32_t *entries;
+  uint32_t count;
+} order_log_t;
+
+typedef struct order_item {
+  order_log_t *log;
+  uint32_t value;
+} order_item_t;
+
+static accel_status_t append_fn(void *user_data) {
+  order_item_t *item = user_data;
+  item->log->entries[item->log->count++] = item->value;
+  return ACCEL_OK;
+}
+
+// 100,000 host commands on one stream run exactly once, in submission order.
+static void test_stream_runs_100000_commands_in_order(void **state) {
+  test_env_t *env = *state;
+  enum { N = 100000 };
+  order_log_t log = {.entries = calloc(N, sizeof(uint32_t))};
+  order_item_t *items = calloc(N, sizeof(*items));
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  for (uint32_t i = 0; i < N; ++i) {
+    items[i] = (order_item_t){.log = &log, .value = i};
+    assert_accel_ok(accel_stream_host_call(s, append_fn, &items[i]));
+  }
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  assert_accel_ok(accel_stream_query(s));
+  assert_int_equal(log.count, N);
+  for (uint32_t i = 0; i < N; ++i) {
+    assert_int_equal(log.entries[i], i);
+  }
+  accel_stream_destroy(s);
+  free(items);
+  free(log.entries);
+}
+
+static void reference_fill(uint8_t *dst, uint64_t size, uint64_t pattern,
+                           uint32_t pattern_size) {
+  for (uint64_t i = 0; i < size; ++i) {
+    dst[i] = (uint8_t)(pattern >> (8 * (i % pattern_size)));
+  }
+}
+
+// Random fills and copies (all directions) match a byte-by-byte reference.
+static void test_stream_copies_and_fills_match_reference(void **state) {
+  test_env_t *env = *state;
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  const uint64_t size = 1 << 16;
+  accel_buffer_t *a = NULL, *b = NULL;
+  accel_buffer_desc_t desc = {.struct_size = sizeof(desc), .size_bytes = size};
+  assert_accel_ok(accel_buffer_alloc(env->device, &desc, &a));
+  assert_accel_ok(accel_buffer_alloc(env->device, &desc, &b));
+  uint8_t *ref_a = calloc(size, 1), *ref_b = calloc(size, 1);
+  uint8_t *host = malloc(size), *out = malloc(size);
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  for (int iter = 0; iter < 300; ++iter) {
+    int kind = (int)test_rng_range(&rng, 0, 3);
+    uint64_t len = test_rng_range(&rng, 0, iter % 10 == 0 ? size : 257);
+    uint64_t off_a = test_rng_range(&rng, 0, size - len);
+    uint64_t off_b = test_rng_range(&rng, 0, size - len);
+    if (kind == 0) {  // fill a
+      uint32_t psize = 1u << test_rng_range(&rng, 0, 3);
+      uint64_t pattern = test_rng_next(&rng);
+      if (psize < 8) {
+        pattern &= (1ull << (8 * psize)) - 1;
+      }
+      off_a -= off_a % psize;
+      len -= len % psize;
+      assert_accel_ok(accel_stream_fill(s, a, off_a, len, pattern, psize));
+      reference_fill(ref_a + off_a, len, pattern, psize);
+    } else if (kind == 1) {  // host -> a
+      for (uint64_t i = 0; i < len; ++i) {
+        host[i] = (uint8_t)test_rng_next(&rng);
+      }
+      assert_accel_ok(accel_stream_copy_from_host(s, a, off_a, host, len));
+      memcpy(ref_a + off_a, host, len);
+      // The host source must stay valid until the copy ran.
+      assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+    } else if (kind == 2) {  // a -> b
+      assert_accel_ok(accel_stream_copy(s, b, off_b, a, off_a, len));
+      memcpy(ref_b + off_b, ref_a + off_a, len);
+    } else {  // a -> a, possibly overlapping (memmove semantics)
+      assert_accel_ok(accel_stream_copy(s, a, off_b, a, off_a, len));
+      memmove(ref_a + off_b, ref_a + off_a, len);
+    }
+  }
+  assert_accel_ok(accel_stream_copy_to_host(s, out, a, 0, size));
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  assert_memory_equal(out, ref_a, size);
+  assert_accel_ok(accel_stream_copy_to_host(s, out, b, 0, size));
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  assert_memory_equal(out, ref_b, size);
+  accel_stream_destroy(s);
+  accel_buffer_release(a);
+  accel_buffer_release(b);
+  free(ref_a);
+  free(ref_b);
+  free(host);
+  free(out);
+}
+
+// Out-of-range copies and bad fills are rejected at enqueue with a message.
+static void test_stream_rejects_bad_ranges(void **state) {
+  test_env_t *env = *state;
+  accel_buffer_t *buf = NULL;
+  accel_buffer_desc_t desc = {.struct_size = sizeof(desc), .size_bytes = 100};
+  assert_accel_ok(accel_buffer_alloc(env->device, &desc, &buf));
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  uint8_t host[200];
+  assert_accel_status(accel_stream_copy_from_host(s, buf, 1, host, 100),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "outside the buffer"));
+  assert_accel_status(
+      accel_stream_copy_from_host(s, buf, UINT64_MAX, host, 2),
+      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_copy(s, buf, 0, buf, 99, UINT64_MAX),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_fill(s, buf, 0, 100, 0, 3),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_fill(s, buf, 2, 8, 0, 4),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_fill(s, buf, 0, 8, 0x1ff, 1),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_copy_to_host(s, NULL, buf, 0, 1),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_copy(s, NULL, 0, buf, 0, 1),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  // Zero-length copies are valid no-ops.
+  assert_accel_ok(accel_stream_copy(s, buf, 100, buf, 100, 0));
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  accel_stream_destroy(s);
+  accel_buffer_release(buf);
+}
+
+// Objects of one device are rejected on another device's stream.
+static void test_stream_rejects_objects_of_other_devices(void **state) {
+  accel_runtime_options_t opts;
+  accel_runtime_options_init(&opts);
+  opts.host_device_count = 2;
+  accel_runtime_t *rt = NULL;
+  assert_accel_ok(accel_runtime_create(&opts, &rt));
+  accel_device_t *d0 = NULL, *d1 = NULL;
+  assert_accel_ok(accel_device_get(rt, 0, &d0));
+  assert_accel_ok(accel_device_get(rt, 1, &d1));
+  accel_stream_t *s = NULL;
+  accel_buffer_t *buf = NULL;
+  accel_semaphore_t *sem = NULL;
+  accel_event_t *ev = NULL;
+  accel_buffer_desc_t desc = {.struct_size = sizeof(desc), .size_bytes = 64};
+  assert_accel_ok(accel_stream_create(d0, NULL, &s));
+  assert_accel_ok(accel_buffer_alloc(d1, &desc, &buf));
+  assert_accel_ok(accel_semaphore_create(d1, 0, &sem));
+  assert_accel_ok(accel_event_create(d1, 0, &ev));
+  assert_accel_status(accel_stream_fill(s, buf, 0, 64, 0, 1),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "host:1"));
+  assert_accel_status(accel_stream_signal(s, sem, 1),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_wait(s, sem, 1),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_event_record(ev, s), ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_wait_event(s, ev),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  accel_event_release(ev);
+  accel_semaphore_release(sem);
+  accel_buffer_release(buf);
+  accel_stream_destroy(s);
+  accel_runtime_destroy(rt);
+}
+
+// Fails the way a user callback would: a code, and a message left with
+// accel's thread message through a failing accel call.
+static accel_status_t fail_fn(void *user_data) {
+  (void)user_data;
+  accel_buffer_desc_t bad = {.struct_size = 1};
+  accel_buffer_alloc(NULL, &bad, NULL);  // sets a message
+  return ACCEL_ERROR_IO;
+}
+
+static int g_ran_after_failure;
+static accel_status_t mark_fn(void *user_data) {
+  g_ran_after_failure = 1;
+  return ACCEL_OK;
+}
+
+// A failing command poisons the stream: later commands do not run, the
+// semaphores it would signal fail, and every call reports the first error.
+static void test_stream_failure_poisons_later_work(void **state) {
+  test_env_t *env = *state;
+  accel_stream_t *s = NULL;
+  accel_stream_desc_t desc = {.struct_size = sizeof(desc), .name = "poison"};
+  assert_accel_ok(accel_stream_create(env->device, &desc, &s));
+  accel_semaphore_t *sem = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &sem));
+  g_ran_after_failure = 0;
+  int dummy = 0;
+  assert_accel_ok(accel_stream_host_call(s, mark_fn, &dummy));
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  g_ran_after_failure = 0;
+  // Hold the stream so that the failure happens after everything below was
+  // enqueued (an enqueue after it would already return the stored error).
+  accel_semaphore_t *gate = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &gate));
+  assert_accel_ok(accel_stream_wait(s, gate, 1));
+  assert_accel_ok(accel_stream_host_call(s, fail_fn, NULL));
+  assert_accel_ok(accel_stream_host_call(s, mark_fn, &dummy));
+  assert_accel_ok(accel_stream_signal(s, sem, 5));
+  assert_accel_ok(accel_semaphore_signal(gate, 1));
+  accel_semaphore_release(gate);
+  accel_status_t st = accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE);
+  assert_int_equal(st, ACCEL_ERROR_IO);
+  const char *msg = accel_last_error();
+  assert_non_null(strstr(msg, "poison"));
+  assert_non_null(strstr(msg, "#3"));
+  assert_non_null(strstr(msg, "host_call"));
+  assert_non_null(strstr(msg, "ACCEL_ERROR_IO"));
+  assert_non_null(strstr(msg, "accel_buffer_alloc"));  // the callback's message
+  assert_int_equal(g_ran_after_failure, 0);
+  // The semaphore the stream would have signalled carries the error.
+  assert_accel_status(accel_semaphore_wait(sem, 5, ACCEL_TIMEOUT_INFINITE),
+                      ACCEL_ERROR_IO);
+  // Later calls report the stored error.
+  assert_accel_status(accel_stream_query(s), ACCEL_ERROR_IO);
+  assert_accel_status(accel_stream_host_call(s, mark_fn, &dummy),
+                      ACCEL_ERROR_IO);
+  assert_non_null(strstr(accel_last_error(), "#3"));
+  accel_semaphore_release(sem);
+  accel_stream_destroy(s);
+  assert_int_equal(g_ran_after_failure, 0);
+}
+
+typedef struct counter {
+  _Atomic uint32_t value;
+} counter_t;
+
+static accel_status_t count_fn(void *user_data) {
+  counter_t *c = user_data;
+  atomic_fetch_add(&c->value, 1);
+  return ACCEL_OK;
+}
+
+// Destroy drains pending work by default.
+static void test_stream_destroy_drains_pending_work(void **state) {
+  test_env_t *env = *state;
+  counter_t c = {0};
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  accel_semaphore_t *gate = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &gate));
+  assert_accel_ok(accel_stream_wait(s, gate, 1));
+  for (int i = 0; i < 1000; ++i) {
+    assert_accel_ok(accel_stream_host_call(s, count_fn, &c));
+  }
+  assert_int_equal(atomic_load(&c.value), 0);
+  assert_accel_ok(accel_semaphore_signal(gate, 1));
+  accel_stream_destroy(s);  // returns after all 1000 ran
+  assert_int_equal(atomic_load(&c.value), 1000);
+  accel_semaphore_release(gate);
+}
+
+// With the abort flag, destroy cancels pending work, including a blocked
+// wait, and fails the semaphores it would have signalled with ABORTED.
+static void test_stream_destroy_with_abort_cancels_pending_work(void **state) {
+  test_env_t *env = *state;
+  counter_t c = {0};
+  accel_stream_desc_t desc = {.struct_size = sizeof(desc),
+                              .flags = ACCEL_STREAM_FLAG_ABORT_ON_DESTROY};
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, &desc, &s));
+  accel_semaphore_t *gate = NULL, *done = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &gate));
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &done));
+  assert_accel_ok(accel_stream_host_call(s, count_fn, &c));
+  assert_accel_ok(accel_stream_wait(s, gate, 1));  // never signalled
+  assert_accel_ok(accel_stream_host_call(s, count_fn, &c));
+  assert_accel_ok(accel_stream_signal(s, done, 1));
+  usleep(20000);  // let the worker reach the wait and park on it
+  accel_stream_destroy(s);
+  assert_int_equal(atomic_load(&c.value), 1);
+  assert_accel_status(accel_semaphore_wait(done, 1, ACCEL_TIMEOUT_INFINITE),
+                      ACCEL_ERROR_ABORTED);
+  assert_non_null(strstr(accel_last_error(), "aborted"));
+  accel_semaphore_release(gate);
+  accel_semaphore_release(done);
+}
+
+typedef struct producer {
+  accel_stream_t *stream;
+  uint32_t id;
+  uint32_t per_thread;
+  uint32_t *last_seen;  // per producer, written by the worker only
+  _Atomic uint32_t *misordered;
+  order_item_t *items;
+} producer_t;
+
+static accel_status_t check_order_fn(void *user_data) {
+  order_item_t *item = user_data;
+  producer_t *p = (producer_t *)item->log;
+  if (item->value != p->last_seen[p->id] + 1) {
+    atomic_fetch_add(p->misordered, 1);
+  }
+  p->last_seen[p->id] = item->value;
+  return ACCEL_OK;
+}
+
+static void *producer_main(void *arg) {
+  producer_t *p = arg;
+  for (uint32_t i = 0; i < p->per_thread; ++i) {
+    p->items[i] = (order_item_t){.log = (order_log_t *)p, .value = i + 1};
+    if (accel_stream_host_call(p->stream, check_order_fn, &p->items[i]) !=
+        ACCEL_OK) {
+      atomic_fetch_add(p->misordered, 1000000);
+    }
+  }
+  return NULL;
+}
+
+// Many threads enqueue to one stream at once; each thread's commands keep
+// their order and none is lost (run under TSan too).
+static void test_stream_concurrent_enqueue_keeps_per_thread_order(
+    void **state) {
+  test_env_t *env = *state;
+  enum { THREADS = 8, PER = 20000 };
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  uint32_t last_seen[THREADS] = {0};
+  _Atomic uint32_t misordered = 0;
+  producer_t producers[THREADS];
+  pthread_t threads[THREADS];
+  for (uint32_t t = 0; t < THREADS; ++t) {
+    producers[t] = (producer_t){.stream = s,
+                                .id = t,
+                                .per_thread = PER,
+                                .last_seen = last_seen,
+                                .misordered = &misordered,
+                                .items = calloc(PER, sizeof(order_item_t))};
+    pthread_create(&threads[t], NULL, producer_main, &producers[t]);
+  }
+  for (uint32_t t = 0; t < THREADS; ++t) {
+    pthread_join(threads[t], NULL);
+  }
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  assert_int_equal(atomic_load(&misordered), 0);
+  for (uint32_t t = 0; t < THREADS; ++t) {
+    assert_int_equal(last_seen[t], PER);
+    free(producers[t].items);
+  }
+  accel_stream_destroy(s);
+}
+
+// Stream descriptors are validated; priorities are accepted.
+static void test_stream_create_validates_desc(void **state) {
+  test_env_t *env = *state;
+  accel_stream_t *s = NULL;
+  accel_stream_desc_t desc = {.struct_size = sizeof(desc), .priority = 7};
+  assert_accel_status(accel_stream_create(env->device, &desc, &s),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  desc = (accel_stream_desc_t){.struct_size = sizeof(desc), .flags = 0x80};
+  assert_accel_status(accel_stream_create(env->device, &desc, &s),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  desc = (accel_stream_desc_t){.struct_size = 2};
+  assert_accel_status(accel_stream_create(env->device, &desc, &s),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_create(NULL, NULL, &s),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_create(env->device, NULL, NULL),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_null(s);
+  for (uint32_t p = ACCEL_STREAM_PRIORITY_NORMAL; p <= ACCEL_STREAM_PRIORITY_LOW;
+       ++p) {
+    desc = (accel_stream_desc_t){.struct_size = sizeof(desc), .priority = p};
+    assert_accel_ok(accel_stream_create(env->device, &desc, &s));
+    counter_t c = {0};
+    assert_accel_ok(accel_stream_host_call(s, count_fn, &c));
+    assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+    assert_int_equal(atomic_load(&c.value), 1);
+    assert_ptr_equal(accel_stream_device(s), env->device);
+    accel_stream_destroy(s);
+  }
+  accel_stream_destroy(NULL);
+  assert_null(accel_stream_device(NULL));
+}
+
+// Every stream entry point rejects NULL arguments.
+static void test_stream_entry_points_reject_null(void **state) {
+  accel_buffer_t *buf = (accel_buffer_t *)0;
+  uint8_t host[4];
+  assert_accel_status(accel_stream_host_call(NULL, count_fn, NULL),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_fill(NULL, buf, 0, 0, 0, 1),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_copy(NULL, buf, 0, buf, 0, 0),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_copy_from_host(NULL, buf, 0, host, 0),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_copy_to_host(NULL, host, buf, 0, 0),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_signal(NULL, NULL, 1),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_wait(NULL, NULL, 1),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_synchronize(NULL, 0),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_query(NULL), ACCEL_ERROR_INVALID_ARGUMENT);
+  test_env_t *env = *state;
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  assert_accel_status(accel_stream_host_call(s, NULL, NULL),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_status(accel_stream_signal(s, NULL, 1),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  accel_stream_destroy(s);
+}
+
+// Synchronize with a timeout returns TIMEOUT while work is blocked, and the
+// stream recovers once the blocker is released.
+static void test_stream_synchronize_times_out(void **state) {
+  test_env_t *env = *state;
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  accel_semaphore_t *gate = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &gate));
+  assert_accel_ok(accel_stream_wait(s, gate, 1));
+  uint64_t t0 = test_now_ns();
+  assert_accel_status(accel_stream_synchronize(s, 20000000),
+                      ACCEL_ERROR_TIMEOUT);
+  uint64_t waited = test_now_ns() - t0;
+  assert_true(waited >= 20000000);
+  assert_true(waited < 2000000000);
+  assert_accel_status(accel_stream_query(s), ACCEL_ERROR_NOT_READY);
+  assert_accel_ok(accel_semaphore_signal(gate, 1));
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  accel_stream_destroy(s);
+  accel_semaphore_release(gate);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_stream_runs_100000_commands_in_order),
+      cmocka_unit_test(test_stream_copies_and_fills_match_reference),
+      cmocka_unit_test(test_stream_rejects_bad_ranges),
+      cmocka_unit_test(test_stream_rejects_objects_of_other_devices),
+      cmocka_unit_test(test_stream_failure_poisons_later_work),
+      cmocka_unit_test(test_stream_destroy_drains_pending_work),
+      cmocka_unit_test(test_stream_destroy_with_abort_cancels_pending_work),
+      cmocka_unit_test(test_stream_concurrent_enqueue_keeps_per_thread_order),
+      cmocka_unit_test(test_stream_create_validates_desc),
+      cmocka_unit_test(test_stream_entry_points_reject_null),
+      cmocka_unit_test(test_stream_synchronize_times_out),
+  };
+  return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
+}

@@ -1,0 +1,39 @@
+// A backend that wraps the host backend and fails the Nth call of a chosen
+// kind, so that every error path of the runtime's constructors and commands
+// is reached by a test (and, under ASan, shown to leak nothing).
+#ifndef ACCEL_TESTS_FAULT_DRIVER_H_
+#define ACCEL_TESTS_FAULT_DRIVER_H_
+
+#include "accel/accel.h"
+#include "core/driver.h"
+
+typedef enum fault_op {
+  FAULT_OP_OPEN = 0,
+  FAULT_OP_DEVICE_OPEN,
+  FAULT_OP_VA_RESERVE,
+  FAULT_OP_PHYS_CREATE,
+  FAULT_OP_PHYS_MAP,
+  FAULT_OP_SEMAPHORE_CREATE,
+  FAULT_OP_QUEUE_CREATE,
+  FAULT_OP_QUEUE_SUBMIT,
+  FAULT_OP_COUNT,
+} fault_op_t;
+
+// Names an op for messages.
+const char *fault_op_name(fault_op_t op);
+
+// Arms |op| to fail its |nth| call from now (1 = the next call) with
+// |status|; 0 disarms. Counters restart at arming. Not thread-safe.
+void fault_driver_arm(fault_op_t op, uint32_t nth, accel_status_t status);
+
+// Disarms every op and clears the counters.
+void fault_driver_reset(void);
+
+// Calls of |op| since it was last armed or reset.
+uint32_t fault_driver_calls(fault_op_t op);
+
+// Creates a runtime whose only backend is the fault wrapper ("fault:0").
+accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,
+                                    accel_runtime_t **out_runtime);
+
+#endif  // ACCEL_TESTS_FAULT_DRIVER_H_

@@ -1,0 +1,279 @@
+// accel-inspect FILE.axe [--json] [--skip-hashes]: verifies an .axe file
+// (structure, versions, every section hash) and prints what it holds: header,
+// sections, requirements, kernels and their bindings, code objects, weights
+// with their quantization, and user metadata. Exit 0 when the file is valid,
+// 1 (with the loader's message) when it is not.
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "abi/axe_reader.h"
+#include "accel/accel.h"
+
+static void json_string(const char *s) {
+  putchar('"');
+  for (; *s; ++s) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      printf("\\%c", c);
+    } else if (c < 0x20) {
+      printf("\\u%04x", c);
+    } else {
+      putchar(c);
+    }
+  }
+  putchar('"');
+}
+
+static void uuid_string(const uint8_t *u, char out[37]) {
+  static const int dash[] = {4, 6, 8, 10};
+  int o = 0;
+  for (int i = 0, d = 0; i < 16; ++i) {
+    if (d < 4 && i == dash[d]) {
+      out[o++] = '-';
+      d++;
+    }
+    o += sprintf(out + o, "%02x", u[i]);
+  }
+  out[o] = '\0';
+}
+
+static const char *access_name(uint32_t a) {
+  return a == 1 ? "r" : a == 2 ? "w" : a == 3 ? "rw" : "?";
+}
+
+static const char *scheme_name(uint32_t s) {
+  static const char *names[] = {"none", "per_tensor", "per_channel",
+                                "groupwise"};
+  return s < 4 ? names[s] : "?";
+}
+
+static void shape_string(const axe_weight_t *w, char *out, size_t size) {
+  size_t o = (size_t)snprintf(out, size, "[");
+  for (uint32_t d = 0; d < w->rank && o < size; ++d) {
+    o += (size_t)snprintf(out + o, size - o, "%s%llu", d ? "," : "",
+                          (unsigned long long)w->shape[d]);
+  }
+  if (o < size) {
+    snprintf(out + o, size - o, "]");
+  }
+}
+
+static void print_text(const axe_view_t *v, const char *path, bool hashed) {
+  const axe_header_t *h = v->header;
+  char uuid[37];
+  uuid_string(h->uuid, uuid);
+  printf("%s: .axe format %u.%u, %llu bytes, uuid %s\n", path,
+         h->version_major, h->version_minor, (unsigned long long)h->file_size,
+         uuid);
+  printf("sections (%u):\n", v->section_count);
+  for (uint32_t i = 0; i < v->section_count; ++i) {
+    const axe_section_t *s = &v->sections[i];
+    printf("  %2u %-12s offset %-10llu size %-10llu align %-5u %s%s%s%s\n", i,
+           axe_section_kind_name(s->kind), (unsigned long long)s->offset,
+           (unsigned long long)s->size, s->alignment,
+           (s->flags & AXE_SECTION_FLAG_REQUIRED) ? "required" : "optional",
+           (s->flags & AXE_SECTION_FLAG_MAPPABLE) ? " mappable" : "",
+           s->name ? " name=" : "", s->name ? axe_string(v, s->name) : "");
+  }
+  const axe_requirements_t *r = v->requirements;
+  printf("requirements: runtime >= %u.%u, kernel ABI %u.%u, caps 0x%x, "
+         "workspace %llu bytes\n",
+         r->min_runtime_version >> 16, r->min_runtime_version & 0xffff,
+         r->kernel_abi_version >> 16, r->kernel_abi_version & 0xffff,
+         r->required_caps, (unsigned long long)r->workspace_bytes);
+  printf("kernels (%u):\n", v->kernel_count);
+  for (uint32_t i = 0; i < v->kernel_count; ++i) {
+    const axe_kernel_t *k = &v->kernels[i];
+    printf("  %s (symbol %s, ABI %u.%u, workgroup %ux%ux%u, %u constant "
+           "bytes)\n",
+           axe_string(v, k->name), axe_string(v, k->symbol),
+           k->abi_version >> 16, k->abi_version & 0xffff, k->workgroup_size[0],
+           k->workgroup_size[1], k->workgroup_size[2], k->constants_size);
+    for (uint32_t b = 0; b < k->binding_count; ++b) {
+      const axe_binding_t *bd = &v->bindings[k->binding_first + b];
+      printf("    binding %u %-2s %s min %llu align %u\n", b,
+             access_name(bd->access), bd->name ? axe_string(v, bd->name) : "-",
+             (unsigned long long)bd->min_size_bytes,
+             bd->alignment ? bd->alignment : 1);
+    }
+  }
+  printf("weights (%u):\n", v->weight_count);
+  for (uint32_t i = 0; i < v->weight_count; ++i) {
+    const axe_weight_t *w = &v->weights[i];
+    char shape[256];
+    shape_string(w, shape, sizeof(shape));
+    printf("  %s %s%s %llu bytes%s", axe_string(v, w->name),
+           accel_dtype_name((accel_dtype_t)w->dtype), shape,
+           (unsigned long long)w->size_bytes,
+           w->layout == ACCEL_WEIGHT_LAYOUT_BLOCKED ? " blocked" : "");
+    if (w->quant != AXE_NONE) {
+      const axe_quant_t *q = &v->quants[w->quant];
+      printf(" quant %s axis %u group %u scale %s", scheme_name(q->scheme),
+             q->axis, q->group_size, axe_string(v, v->weights[q->scale].name));
+      if (q->zero_point != AXE_NONE) {
+        printf(" zero %s", axe_string(v, v->weights[q->zero_point].name));
+      }
+    }
+    printf("\n");
+  }
+  printf("metadata (%u):\n", v->metadata_count);
+  for (uint32_t i = 0; i < v->metadata_count; ++i) {
+    printf("  %s = %s\n", axe_string(v, v->metadata[i].key),
+           axe_string(v, v->metadata[i].value));
+  }
+  printf("verified: structure ok, %s\n",
+         hashed ? "all section hashes match" : "section hashes not checked");
+}
+
+static void print_json(const axe_view_t *v, const char *path, bool hashed) {
+  const axe_header_t *h = v->header;
+  char uuid[37];
+  uuid_string(h->uuid, uuid);
+  printf("{\"file\": ");
+  json_string(path);
+  printf(", \"valid\": true, \"hashes_checked\": %s, \"format\": \"%u.%u\", "
+         "\"size\": %llu, \"uuid\": \"%s\",\n",
+         hashed ? "true" : "false", h->version_major, h->version_minor,
+         (unsigned long long)h->file_size, uuid);
+  printf(" \"sections\": [");
+  for (uint32_t i = 0; i < v->section_count; ++i) {
+    const axe_section_t *s = &v->sections[i];
+    printf("%s\n  {\"index\": %u, \"kind\": \"%s\", \"kind_id\": %u, "
+           "\"offset\": %llu, \"size\": %llu, \"alignment\": %u, "
+           "\"required\": %s, \"mappable\": %s, \"name\": ",
+           i ? "," : "", i, axe_section_kind_name(s->kind), s->kind,
+           (unsigned long long)s->offset, (unsigned long long)s->size,
+           s->alignment,
+           (s->flags & AXE_SECTION_FLAG_REQUIRED) ? "true" : "false",
+           (s->flags & AXE_SECTION_FLAG_MAPPABLE) ? "true" : "false");
+    json_string(axe_string(v, s->name));
+    printf("}");
+  }
+  const axe_requirements_t *r = v->requirements;
+  printf("],\n \"requirements\": {\"min_runtime\": \"%u.%u\", "
+         "\"kernel_abi\": \"%u.%u\", \"caps\": %u, \"workspace_bytes\": "
+         "%llu},\n",
+         r->min_runtime_version >> 16, r->min_runtime_version & 0xffff,
+         r->kernel_abi_version >> 16, r->kernel_abi_version & 0xffff,
+         r->required_caps, (unsigned long long)r->workspace_bytes);
+  printf(" \"kernels\": [");
+  for (uint32_t i = 0; i < v->kernel_count; ++i) {
+    const axe_kernel_t *k = &v->kernels[i];
+    printf("%s\n  {\"name\": ", i ? "," : "");
+    json_string(axe_string(v, k->name));
+    printf(", \"symbol\": ");
+    json_string(axe_string(v, k->symbol));
+    printf(", \"abi\": \"%u.%u\", \"workgroup_size\": [%u, %u, %u], "
+           "\"constants_size\": %u, \"bindings\": [",
+           k->abi_version >> 16, k->abi_version & 0xffff, k->workgroup_size[0],
+           k->workgroup_size[1], k->workgroup_size[2], k->constants_size);
+    for (uint32_t b = 0; b < k->binding_count; ++b) {
+      const axe_binding_t *bd = &v->bindings[k->binding_first + b];
+      printf("%s{\"name\": ", b ? ", " : "");
+      json_string(axe_string(v, bd->name));
+      printf(", \"access\": \"%s\", \"min_size\": %llu, \"alignment\": %u}",
+             access_name(bd->access), (unsigned long long)bd->min_size_bytes,
+             bd->alignment ? bd->alignment : 1);
+    }
+    printf("]}");
+  }
+  printf("],\n \"weights\": [");
+  for (uint32_t i = 0; i < v->weight_count; ++i) {
+    const axe_weight_t *w = &v->weights[i];
+    char shape[256];
+    shape_string(w, shape, sizeof(shape));
+    printf("%s\n  {\"name\": ", i ? "," : "");
+    json_string(axe_string(v, w->name));
+    printf(", \"dtype\": \"%s\", \"shape\": %s, \"size\": %llu, \"layout\": "
+           "\"%s\", \"quant\": \"%s\"}",
+           accel_dtype_name((accel_dtype_t)w->dtype), shape,
+           (unsigned long long)w->size_bytes,
+           w->layout == ACCEL_WEIGHT_LAYOUT_BLOCKED ? "blocked" : "strided",
+           w->quant == AXE_NONE ? "none" : scheme_name(v->quants[w->quant].scheme));
+  }
+  printf("],\n \"metadata\": {");
+  for (uint32_t i = 0; i < v->metadata_count; ++i) {
+    printf("%s", i ? ", " : "");
+    json_string(axe_string(v, v->metadata[i].key));
+    printf(": ");
+    json_string(axe_string(v, v->metadata[i].value));
+  }
+  printf("}}\n");
+}
+
+int main(int argc, char **argv) {
+  const char *path = NULL;
+  bool json = false, skip_hashes = false;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--json") == 0) {
+      json = true;
+    } else if (strcmp(argv[i], "--skip-hashes") == 0) {
+      skip_hashes = true;
+    } else if (argv[i][0] != '-' && path == NULL) {
+      path = argv[i];
+    } else {
+      path = NULL;
+      break;
+    }
+  }
+  if (path == NULL) {
+    fprintf(stderr,
+            "usage: accel-inspect FILE.axe [--json] [--skip-hashes]\n"
+            "  verifies an .axe executable and prints what it holds\n");
+    return 2;
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    fprintf(stderr, "accel-inspect: cannot open %s: %s\n", path,
+            strerror(errno));
+    return 1;
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    fprintf(stderr, "accel-inspect: cannot stat %s: %s\n", path,
+            strerror(errno));
+    close(fd);
+    return 1;
+  }
+  uint64_t size = (uint64_t)sb.st_size;
+  void *data = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+  close(fd);
+  if (data == MAP_FAILED) {
+    fprintf(stderr, "accel-inspect: cannot map %s: %s\n", path,
+            strerror(errno));
+    return 1;
+  }
+  axe_view_t view;
+  static const uint8_t empty[8] __attribute__((aligned(8)));
+  accel_status_t st =
+      axe_parse(data ? data : empty, size, skip_hashes, &view);
+  if (st != ACCEL_OK) {
+    if (json) {
+      printf("{\"file\": ");
+      json_string(path);
+      printf(", \"valid\": false, \"status\": \"%s\", \"error\": ",
+             accel_status_name(st));
+      json_string(accel_last_error());
+      printf("}\n");
+    }
+    fprintf(stderr, "accel-inspect: %s is not valid: %s: %s\n", path,
+            accel_status_name(st), accel_last_error());
+    if (data) {
+      munmap(data, size);
+    }
+    return 1;
+  }
+  if (json) {
+    print_json(&view, path, !skip_hashes);
+  } else {
+    print_text(&view, path, !skip_hashes);
+  }
+  munmap(data, size);
+  return 0;
+}
