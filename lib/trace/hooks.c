@@ -167,6 +167,8 @@ void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
                         cmd_aux(cmd), t->id, cmd->seq, cmd_bytes(cmd));
   }
   ACCEL_TP(cmd_start, t->id, cmd->kind, cmd->flags, cmd->seq, cmd_bytes(cmd));
+  accel_trace_current_g =
+      (accel_trace_current_t){.track = t->id, .seq = cmd->seq};
   if (cmd->kind == ACCEL_CMD_COPY) {
     ACCEL_TP(copy_start, t->id, cmd->flags, cmd->copy.size_bytes, cmd->seq);
   }
@@ -207,6 +209,15 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
     ACCEL_TP(event_complete, (uint64_t)(uintptr_t)cmd->refs[0], t->id, dev_ns,
              host_ns);
   }
+  accel_trace_current_t *cur = &accel_trace_current_g;
+  if (cur->launch_open && cur->track == t->id && cur->seq == cmd->seq) {
+    cur->launch_open = false;
+    if (mask & ACCEL_TRACE_M_EVENTS) {
+      accel_trace_emit_at(ticks, ACCEL_TEV_LAUNCH_END, (uint32_t)status, t->id,
+                          cmd->seq, 0);
+    }
+    ACCEL_TP(launch_end, t->id, cmd->seq, (uint32_t)status);
+  }
   if (mask & ACCEL_TRACE_M_EVENTS) {
     accel_trace_emit_at(ticks, ACCEL_TEV_CMD_END,
                         (uint32_t)cmd->kind | ((uint32_t)status << 8), t->id,
@@ -231,22 +242,15 @@ void accel_trace_stream_fail_slow(const void *queue, uint64_t seq,
   accel_trace_flight_on_failure(id);
 }
 
-void accel_trace_launch_begin_slow(const void *queue, uint64_t seq,
-                                   const char *kernel, uint32_t grid_x,
+void accel_trace_launch_begin_slow(const char *kernel, uint32_t grid_x,
                                    uint32_t grid_y, uint32_t grid_z) {
-  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)queue));
+  accel_trace_current_t *cur = &accel_trace_current_g;
   if (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) {
-    accel_trace_emit(ACCEL_TEV_LAUNCH_BEGIN, 0, id, seq,
+    accel_trace_emit(ACCEL_TEV_LAUNCH_BEGIN, 0, cur->track, cur->seq,
                      accel_trace_intern(kernel, true));
   }
-  ACCEL_TP(launch_begin, id, seq, kernel, grid_x, grid_y, grid_z);
-}
-
-void accel_trace_launch_end_slow(const void *queue, uint64_t seq,
-                                 accel_status_t status) {
-  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)queue));
-  accel_trace_emit(ACCEL_TEV_LAUNCH_END, (uint32_t)status, id, seq, 0);
-  ACCEL_TP(launch_end, id, seq, (uint32_t)status);
+  ACCEL_TP(launch_begin, cur->track, cur->seq, kernel, grid_x, grid_y, grid_z);
+  cur->launch_open = true;
 }
 
 // --- semaphores and events -------------------------------------------------------

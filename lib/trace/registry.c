@@ -26,6 +26,8 @@ _Atomic uint64_t accel_trace_remove_gen_g;
 #define g_remove_gen accel_trace_remove_gen_g
 __attribute__((tls_model("initial-exec"))) _Thread_local accel_trace_cache_t
     accel_trace_cache_g;
+__attribute__((tls_model("initial-exec"))) _Thread_local accel_trace_current_t
+    accel_trace_current_g;
 
 static char *g_strings[STRINGS_MAX];
 static _Atomic uint32_t g_string_count;

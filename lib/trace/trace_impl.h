@@ -180,6 +180,17 @@ void accel_trace_track_remove(uintptr_t key);
 // cache in front of the locked table).
 accel_trace_track_t *accel_trace_track_find(uintptr_t key);
 
+// The command a queue worker is running (set at its start when anything
+// records launches), so that code running inside it (launch payloads) can
+// report without knowing its queue.
+typedef struct accel_trace_current {
+  uint32_t track;
+  bool launch_open;  // a launch_begin was recorded for this command
+  uint64_t seq;
+} accel_trace_current_t;
+extern __attribute__((tls_model("initial-exec"))) _Thread_local
+    accel_trace_current_t accel_trace_current_g;
+
 // Bumped by every track removal; per-thread caches are valid while it holds.
 extern _Atomic uint64_t accel_trace_remove_gen_g;
 
