@@ -242,12 +242,38 @@ void accel_trace_stream_fail_slow(const void *queue, uint64_t seq,
   accel_trace_flight_on_failure(id);
 }
 
+// Kernel name -> string id, cached per thread: a launch's name pointer is
+// stable while its kernel lives, and a hit is confirmed by comparing the
+// text (a pointer reused by another kernel misses).
+static uint32_t kernel_name_id(const char *kernel) {
+  enum { WAYS = 8 };
+  static __attribute__((tls_model("initial-exec"))) _Thread_local struct {
+    const char *ptr;
+    uint32_t id;
+  } cache[WAYS];
+  static __attribute__((tls_model("initial-exec"))) _Thread_local uint32_t
+      next;
+  for (uint32_t i = 0; i < WAYS; ++i) {
+    if (cache[i].ptr == kernel) {
+      const char *text = accel_trace_string(cache[i].id);
+      if (text != NULL && strcmp(text, kernel) == 0) {
+        return cache[i].id;
+      }
+    }
+  }
+  uint32_t id = accel_trace_intern(kernel, true);
+  cache[next % WAYS].ptr = kernel;
+  cache[next % WAYS].id = id;
+  next++;
+  return id;
+}
+
 void accel_trace_launch_begin_slow(const char *kernel, uint32_t grid_x,
                                    uint32_t grid_y, uint32_t grid_z) {
   accel_trace_current_t *cur = &accel_trace_current_g;
   if (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) {
     accel_trace_emit(ACCEL_TEV_LAUNCH_BEGIN, 0, cur->track, cur->seq,
-                     accel_trace_intern(kernel, true));
+                     kernel_name_id(kernel));
   }
   ACCEL_TP(launch_begin, cur->track, cur->seq, kernel, grid_x, grid_y, grid_z);
   cur->launch_open = true;

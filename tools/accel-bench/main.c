@@ -17,7 +17,7 @@ static const struct {
     {"load", accel_bench_load,
      "load an .axe with 1 GiB of weights to first launch vs read()"},
     {"trace", accel_bench_trace,
-     "launch round trip with tracing off, counters, LTTng, recorder"},
+     "empty-kernel launch round trip: tracing off, counters, LTTng, recorder"},
 };
 
 static int usage(void) {
