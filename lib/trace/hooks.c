@@ -211,11 +211,9 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
   }
   accel_trace_current_t *cur = &accel_trace_current_g;
   if (cur->launch_open && cur->track == t->id && cur->seq == cmd->seq) {
+    // The recorders close the launch's slice with the command's (one event
+    // less per launch); LTTng gets its own event.
     cur->launch_open = false;
-    if (mask & ACCEL_TRACE_M_EVENTS) {
-      accel_trace_emit_at(ticks, ACCEL_TEV_LAUNCH_END, (uint32_t)status, t->id,
-                          cmd->seq, 0);
-    }
     ACCEL_TP(launch_end, t->id, cmd->seq, (uint32_t)status);
   }
   if (mask & ACCEL_TRACE_M_EVENTS) {

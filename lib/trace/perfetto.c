@@ -516,9 +516,14 @@ void accel_pf_event(accel_pf_writer_t *w, uint32_t thread,
       break;
     }
     case ACCEL_TEV_CMD_END:
+      // A launch inside the command ends with it.
+      if (ev->track < ACCEL_PF_MAX_TRACKS && w->depth[ev->track] >= 2) {
+        slice_end(w, ev->ts, seq_id, ev->track, hi);
+      }
+      slice_end(w, ev->ts, seq_id, ev->track, hi);
+      break;
     case ACCEL_TEV_LAUNCH_END:
-      slice_end(w, ev->ts, seq_id, ev->track,
-                ev->type == ACCEL_TEV_CMD_END ? hi : ev->aux);
+      slice_end(w, ev->ts, seq_id, ev->track, ev->aux);
       break;
     case ACCEL_TEV_LAUNCH_BEGIN: {
       const char *kernel = w->source.string(w->source.ctx, (uint32_t)ev->b);

@@ -24,7 +24,9 @@ typedef enum accel_trace_event_type {
   ACCEL_TEV_CMD_START = 2,     // track=stream aux=kind|dir<<8 a=seq b=bytes
   ACCEL_TEV_CMD_END = 3,       // track=stream aux=kind|status<<8 a=seq
   ACCEL_TEV_LAUNCH_BEGIN = 4,  // track=stream a=seq b=kernel name string id
-  ACCEL_TEV_LAUNCH_END = 5,    // track=stream aux=status a=seq
+  ACCEL_TEV_LAUNCH_END = 5,    // track=stream aux=status a=seq (from LTTng
+                               // only: the recorder ends a launch with its
+                               // command)
   ACCEL_TEV_SEM_SIGNAL = 6,    // track=device a=semaphore id b=value
   ACCEL_TEV_SEM_WAIT = 7,      // track=device a=semaphore id b=value
   ACCEL_TEV_SEM_WAKE = 8,      // track=device aux=status a=semaphore id b=value
