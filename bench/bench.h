@@ -54,6 +54,7 @@ bool bench_target_met(const char *target, double x);
 
 // Subcommands. Each returns a process exit code.
 int accel_bench_launch(const bench_args_t *args);
+int accel_bench_alloc(const bench_args_t *args);
 int accel_bench_topo(const bench_args_t *args);
 int accel_bench_load(const bench_args_t *args);
 int accel_bench_trace(const bench_args_t *args);

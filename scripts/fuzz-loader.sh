@@ -25,11 +25,23 @@ if ! command -v clang >/dev/null 2>&1; then
 fi
 mkdir -p "$build/corpus"
 cp "$root"/tests/data/abi/*.axe "$build/corpus/" 2>/dev/null || true
+# The loader alone, with every optional dependency (tracing included) off.
+cat > "$build/accel_config.h" <<'CONF'
+#define ACCEL_HAVE_NUMA 0
+#define ACCEL_HAVE_HWLOC 0
+#define ACCEL_HAVE_IBVERBS 0
+#define ACCEL_HAVE_DRM 0
+#define ACCEL_HAVE_LTTNG 0
+#define ACCEL_HAVE_CUDA_HEADERS 0
+#define ACCEL_VERSION_STRING "fuzz"
+CONF
 clang -std=gnu17 -O1 -g -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=undefined \
-  -I"$root/include" -I"$root/lib" \
+  -I"$build" -I"$root/include" -I"$root/lib" \
   "$root/fuzz/fuzz_loader.c" "$root/lib/abi/axe_reader.c" \
-  "$root/lib/core/error.c" -lxxhash -o "$build/fuzz_loader"
+  "$root/lib/core/error.c" "$root/lib/trace/hooks.c" \
+  "$root/lib/trace/registry.c" "$root/lib/trace/recorder.c" \
+  "$root/lib/trace/perfetto.c" -lxxhash -o "$build/fuzz_loader"
 cd "$build"
 exec ./fuzz_loader -max_total_time="$seconds" -max_len=65536 \
   -rss_limit_mb=1024 -print_final_stats=1 "$@" corpus

@@ -217,6 +217,35 @@ struct accel_driver {
                                   accel_status_t (*fn)(void *ctx,
                                                        const uint32_t id[3]),
                                   void *ctx);
+
+  // --- Appended for lib/mem (issue 3). Optional: NULL means unsupported. ---
+
+  // Access to a mapped range (cuMemSetAccess): one of ACCEL_DRV_ACCESS_*.
+  accel_status_t (*va_set_access)(accel_drv_device_t *device,
+                                  uint64_t address, uint64_t size_bytes,
+                                  uint32_t access);
+  // Pins host memory the caller owns for device access (cuMemHostRegister)
+  // and returns the device address the device uses for it. |host_ptr| and
+  // |size_bytes| are multiples of the host page size.
+  accel_status_t (*host_register)(accel_drv_device_t *device, void *host_ptr,
+                                  uint64_t size_bytes, uint64_t *out_address);
+  void (*host_unregister)(accel_drv_device_t *device, void *host_ptr,
+                          uint64_t size_bytes);
+  // Exports physical memory as a file descriptor another process can import
+  // (cuMemExportToShareableHandle). The caller owns the returned fd.
+  accel_status_t (*phys_export_fd)(accel_drv_phys_t *phys, int *out_fd);
+  // Imports physical memory of |size_bytes| from |fd| (not consumed: the
+  // backend duplicates it). Fails if the fd is not memory of that size.
+  accel_status_t (*phys_import_fd)(accel_drv_device_t *device, int fd,
+                                   uint64_t size_bytes,
+                                   accel_drv_phys_t **out_phys);
+};
+
+// Access modes for va_set_access.
+enum {
+  ACCEL_DRV_ACCESS_NONE = 0,
+  ACCEL_DRV_ACCESS_READ = 1,
+  ACCEL_DRV_ACCESS_READ_WRITE = 3,
 };
 
 // The built-in backends, in probe order.

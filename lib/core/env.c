@@ -23,6 +23,9 @@ static const accel_env_var_t k_env_vars[] = {
      "turns the flight recorder on (1024 events per thread unless "
      "ACCEL_FLIGHT_EVENTS says) and writes it there when a stream fails or on "
      "a fatal signal"},
+    {"ACCEL_MEM_PAGE_CACHE_BYTES",
+     "bytes of free 2 MiB device pages each device keeps (zeroed) for reuse "
+     "between pools before returning them; default 67108864"},
     {"ACCEL_TOPOLOGY_XML",
      "hwloc XML file used instead of the live machine's topology"},
     {"ACCEL_AFFINITY",

@@ -147,6 +147,9 @@ static accel_status_t apply_visibility(accel_runtime_t *rt,
 static void close_devices(accel_runtime_t *rt) {
   for (uint32_t i = rt->all_device_count; i > 0; --i) {
     accel_device_t *dev = rt->all_devices[i - 1];
+    if (dev->mem_fini != NULL) {
+      dev->mem_fini(dev);
+    }
     accel_trace_device_close(dev);
     dev->driver->device_close(dev->drv);
     free(dev);

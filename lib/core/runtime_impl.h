@@ -15,6 +15,11 @@ struct accel_device {
   accel_device_info_t info;      // filled at open; index set when visible
   uint32_t ordinal;              // within its backend
   _Atomic uint32_t stream_counter;  // numbers default stream names
+  // lib/mem's per-device state (allocators, statistics), created on first
+  // use; |mem_fini| tears it down before the device closes. Core does not
+  // look inside.
+  _Atomic(void *) mem;
+  void (*mem_fini)(accel_device_t *device);
 };
 
 struct accel_runtime {

@@ -1,21 +1,142 @@
+// Buffers: the one front door (accel_buffer_alloc picks the allocator from
+// the request), ref counting, checked frees, growth, and the accessors.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/runtime_impl.h"
-#include "mem/buffer_impl.h"
+#include "mem/mem_internal.h"
 #include "trace/trace_hooks.h"
 
-static void buffer_destroy(accel_object_t *object) {
-  accel_buffer_t *buf = (accel_buffer_t *)object;
-  const accel_driver_t *drv = buf->device->driver;
-  accel_trace_buffer_free(buf->device, buf->address, buf->size_bytes,
-                          buf->mapped_bytes);
-  drv->phys_unmap(buf->device->drv, buf->address, buf->mapped_bytes);
-  drv->va_release(buf->device->drv, buf->address, buf->mapped_bytes);
-  drv->phys_release(buf->phys);
-  free(buf);
+// Validates |desc|; |*out| points at it, or at |copy| holding it with the
+// trailing fields an older caller omitted set to zero.
+static accel_status_t read_desc(const accel_buffer_desc_t *desc,
+                                accel_buffer_desc_t *copy,
+                                const accel_buffer_desc_t **out,
+                                uint64_t *alignment) {
+  if (desc->struct_size < offsetof(accel_buffer_desc_t, tag)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "buffer desc: struct_size %u is too small",
+                       desc->struct_size);
+  }
+  const accel_buffer_desc_t *d = desc;
+  if (desc->struct_size < sizeof(*d)) {
+    memset(copy, 0, sizeof(*copy));
+    memcpy(copy, desc, desc->struct_size);
+    d = copy;
+  }
+  *out = d;
+  if (d->size_bytes == 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "buffer alloc: size_bytes is 0");
+  }
+  if (d->kind > ACCEL_MEMORY_KIND_HOST_PINNED) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "buffer alloc: unknown memory kind %u", d->kind);
+  }
+  *alignment = d->alignment ? d->alignment : 256;
+  if ((*alignment & (*alignment - 1)) != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "buffer alloc: alignment %llu is not a power of two",
+                       (unsigned long long)*alignment);
+  }
+  const uint32_t known = ACCEL_BUFFER_FLAG_ZERO | ACCEL_BUFFER_FLAG_NUMA_NODE |
+                         ACCEL_BUFFER_FLAG_EXPORTABLE;
+  if ((d->flags & ~known) != 0 || d->reserved0 != 0 || d->reserved1 != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "buffer alloc: unknown flags 0x%x or reserved fields "
+                       "set",
+                       d->flags & ~known);
+  }
+  if (__builtin_expect(d->size_bytes > (1ull << 56), 0)) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "buffer alloc: %llu bytes exceeds the address space",
+                       (unsigned long long)d->size_bytes);
+  }
+  if ((d->flags & ACCEL_BUFFER_FLAG_NUMA_NODE) &&
+      d->kind != ACCEL_MEMORY_KIND_HOST_PINNED) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "buffer alloc: a NUMA node applies to pinned host "
+                       "memory only");
+  }
+  if ((d->flags & ACCEL_BUFFER_FLAG_EXPORTABLE) &&
+      (d->kind != ACCEL_MEMORY_KIND_DEVICE || d->pool != NULL)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "buffer alloc: exportable buffers are device memory "
+                       "outside pools");
+  }
+  return ACCEL_OK;
+}
+
+accel_status_t accel_mem_alloc_backing(accel_mem_device_t *mem, uint64_t size,
+                                       uint64_t alignment,
+                                       accel_buffer_t **out) {
+  if (accel_mem_slab_class(size, alignment) >= 0) {
+    return accel_mem_slab_alloc(mem->slab, size, alignment, 0, out);
+  }
+  if (size < ACCEL_MEM_CHUNK_BYTES) {
+    return accel_mem_dedicated_alloc(mem->dedicated, size, alignment, false, 0,
+                                     out);
+  }
+  return accel_mem_paged_alloc(mem->paged, size, alignment, size, 0, out);
+}
+
+static accel_status_t alloc_from(accel_mem_device_t *mem,
+                                 const accel_buffer_desc_t *d,
+                                 uint64_t alignment, uint32_t tag,
+                                 accel_buffer_t **out) {
+  if (d->kind == ACCEL_MEMORY_KIND_HOST_PINNED) {
+    int32_t node = (d->flags & ACCEL_BUFFER_FLAG_NUMA_NODE)
+                       ? d->numa_node
+                       : mem->device->info.numa_node;
+    return accel_mem_host_alloc(mem->host, d->size_bytes, node, tag, out);
+  }
+  if (d->flags & ACCEL_BUFFER_FLAG_EXPORTABLE) {
+    return accel_mem_dedicated_alloc(mem->dedicated, d->size_bytes, alignment,
+                                     true, tag, out);
+  }
+  if (d->pool != NULL) {
+    accel_mem_allocator_t *a = &d->pool->base;
+    switch (a->type) {
+      case ACCEL_MEMPOOL_TYPE_SLAB:
+        return accel_mem_slab_alloc(a, d->size_bytes, alignment, tag, out);
+      case ACCEL_MEMPOOL_TYPE_PAGED:
+        return accel_mem_paged_alloc(a, d->size_bytes, alignment,
+                                     d->max_size_bytes, tag, out);
+      default:
+        return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                           "buffer alloc: pool \"%s\" is stream-ordered; use "
+                           "accel_buffer_alloc_async",
+                           a->name);
+    }
+  }
+  if (d->max_size_bytes <= d->size_bytes &&
+      accel_mem_slab_class(d->size_bytes, alignment) >= 0) {
+    return accel_mem_slab_alloc(mem->slab, d->size_bytes, alignment, tag, out);
+  }
+  if (d->max_size_bytes <= d->size_bytes &&
+      d->size_bytes < ACCEL_MEM_CHUNK_BYTES) {
+    return accel_mem_dedicated_alloc(mem->dedicated, d->size_bytes, alignment,
+                                     false, tag, out);
+  }
+  return accel_mem_paged_alloc(mem->paged, d->size_bytes, alignment,
+                               d->max_size_bytes, tag, out);
+}
+
+static accel_status_t finish_alloc(accel_mem_device_t *mem,
+                                   const accel_buffer_desc_t *d,
+                                   accel_buffer_t *buf) {
+  if (buf->tag_index != 0) {
+    accel_mem_tag_account(mem, buf->tag_index, (int64_t)buf->size_bytes, 1);
+  }
+  if (d->flags & ACCEL_BUFFER_FLAG_ZERO) {
+    accel_status_t st = accel_mem_zero(mem->device, buf->address,
+                                       buf->size_bytes);
+    if (st != ACCEL_OK) {
+      accel_buffer_release(buf);
+      return st;
+    }
+  }
+  return ACCEL_OK;
 }
 
 accel_status_t accel_buffer_alloc(accel_device_t *device,
@@ -24,81 +145,148 @@ accel_status_t accel_buffer_alloc(accel_device_t *device,
   ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
   ACCEL_CHECK_ARG(desc != NULL, "desc (NULL)");
   ACCEL_CHECK_ARG(out_buffer != NULL, "out_buffer (NULL)");
-  if (desc->struct_size < offsetof(accel_buffer_desc_t, tag)) {
+  // Fast path: a plain small device buffer from a current descriptor (the
+  // checks below are those of read_desc for exactly this case).
+  accel_mem_device_t *fast_mem =
+      atomic_load_explicit(&device->mem, memory_order_acquire);
+  if (fast_mem != NULL && desc->struct_size >= sizeof(*desc) &&
+      desc->size_bytes - 1 < ACCEL_MEM_SLAB_MAX_BYTES &&
+      desc->alignment <= 256 && (desc->alignment & (desc->alignment - 1)) == 0 &&
+      (desc->kind | desc->flags | desc->reserved0 | desc->reserved1) == 0 &&
+      desc->pool == NULL && desc->tag == NULL && desc->max_size_bytes == 0) {
+    accel_status_t st = accel_mem_slab_alloc(fast_mem->slab, desc->size_bytes,
+                                             256, 0, out_buffer);
+    if (__builtin_expect(st != ACCEL_OK, 0)) {
+      accel_trace_buffer_alloc_failed(device, desc->size_bytes, st);
+      return accel_error_context(st, "buffer alloc of %llu bytes on %s",
+                                 (unsigned long long)desc->size_bytes,
+                                 device->info.id);
+    }
+    accel_trace_buffer_alloc(device, (*out_buffer)->address,
+                             (*out_buffer)->size_bytes,
+                             (*out_buffer)->reserved_bytes,
+                             (*out_buffer)->kind);
+    return ACCEL_OK;
+  }
+  accel_buffer_desc_t copy;
+  const accel_buffer_desc_t *dp = NULL;
+  uint64_t alignment = 0;
+  ACCEL_RETURN_IF_ERROR(read_desc(desc, &copy, &dp, &alignment));
+  const accel_buffer_desc_t *d = dp;
+  if (d->pool != NULL && d->pool->base.device != device) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "buffer desc: struct_size %u is too small",
-                       desc->struct_size);
+                       "buffer alloc: pool \"%s\" is on %s, not %s",
+                       d->pool->base.name, d->pool->base.device->info.id,
+                       device->info.id);
   }
-  if (desc->size_bytes == 0) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "buffer alloc: size_bytes is 0");
-  }
-  if (desc->kind > ACCEL_MEMORY_KIND_HOST_PINNED) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "buffer alloc: unknown memory kind %u", desc->kind);
-  }
-  uint64_t alignment = desc->alignment ? desc->alignment : 256;
-  if ((alignment & (alignment - 1)) != 0) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "buffer alloc: alignment %llu is not a power of two",
-                       (unsigned long long)alignment);
-  }
-  if ((desc->flags & ~(uint32_t)ACCEL_BUFFER_FLAG_ZERO) != 0 ||
-      desc->reserved0 != 0) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "buffer alloc: unknown flags 0x%x", desc->flags);
-  }
-  const accel_driver_t *drv = device->driver;
-  uint64_t page = device->info.page_size;
-  if (desc->size_bytes > UINT64_MAX - page) {
-    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                       "buffer alloc: %llu bytes exceeds the address space",
-                       (unsigned long long)desc->size_bytes);
-  }
-  uint64_t mapped = (desc->size_bytes + page - 1) / page * page;
-
-  accel_buffer_t *buf = calloc(1, sizeof(*buf));
-  if (buf == NULL) {
-    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                       "buffer alloc: cannot allocate the host record");
-  }
-  accel_status_t st =
-      drv->va_reserve(device->drv, mapped, alignment, &buf->address);
+  accel_mem_device_t *mem = NULL;
+  ACCEL_RETURN_IF_ERROR(accel_mem_device_get(device, &mem));
+  uint32_t tag = accel_mem_tag_intern(mem, d->tag);
+  accel_buffer_t *buf = NULL;
+  accel_status_t st = alloc_from(mem, d, alignment, tag, &buf);
   if (st != ACCEL_OK) {
-    goto err_free_buffer;
+    accel_trace_buffer_alloc_failed(device, d->size_bytes, st);
+    return accel_error_context(st, "buffer alloc of %llu bytes on %s",
+                               (unsigned long long)d->size_bytes,
+                               device->info.id);
   }
-  st = drv->phys_create(device->drv, mapped, 0, &buf->phys);
-  if (st != ACCEL_OK) {
-    goto err_release_va;
-  }
-  st = drv->phys_map(device->drv, buf->address, buf->phys, 0, mapped);
-  if (st != ACCEL_OK) {
-    goto err_release_phys;
-  }
-  accel_object_init(&buf->object, buffer_destroy);
-  buf->device = device;
-  buf->size_bytes = desc->size_bytes;
-  buf->kind = desc->kind;
-  buf->mapped_bytes = mapped;
-  if (desc->struct_size > offsetof(accel_buffer_desc_t, tag) &&
-      desc->tag != NULL) {
-    snprintf(buf->tag, sizeof(buf->tag), "%s", desc->tag);
-  }
-  accel_trace_buffer_alloc(device, buf->address, buf->size_bytes, mapped,
-                           buf->kind);
+  ACCEL_RETURN_IF_ERROR(finish_alloc(mem, d, buf));
+  accel_trace_buffer_alloc(device, buf->address, buf->size_bytes,
+                           buf->reserved_bytes, buf->kind);
   *out_buffer = buf;
   return ACCEL_OK;
+}
 
-err_release_phys:
-  drv->phys_release(buf->phys);
-err_release_va:
-  drv->va_release(device->drv, buf->address, mapped);
-err_free_buffer:
-  free(buf);
-  accel_trace_buffer_alloc_failed(device, desc->size_bytes, st);
-  return accel_error_context(st, "buffer alloc of %llu bytes on %s",
-                             (unsigned long long)desc->size_bytes,
-                             device->info.id);
+accel_status_t accel_mem_alloc_async_checked(accel_device_t *device,
+                                             accel_stream_t *stream,
+                                             const accel_buffer_desc_t *desc,
+                                             accel_buffer_t **out_buffer) {
+  accel_buffer_desc_t copy;
+  const accel_buffer_desc_t *dp = NULL;
+  uint64_t alignment = 0;
+  ACCEL_RETURN_IF_ERROR(read_desc(desc, &copy, &dp, &alignment));
+  const accel_buffer_desc_t *d = dp;
+  if (d->kind != ACCEL_MEMORY_KIND_DEVICE ||
+      (d->flags & ACCEL_BUFFER_FLAG_EXPORTABLE) || d->max_size_bytes != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "alloc async: only plain device memory (no pinned, "
+                       "exportable or growable buffers)");
+  }
+  accel_mem_device_t *mem = NULL;
+  ACCEL_RETURN_IF_ERROR(accel_mem_device_get(device, &mem));
+  accel_mem_allocator_t *a = mem->async;
+  if (d->pool != NULL) {
+    a = &d->pool->base;
+    if (a->type != ACCEL_MEMPOOL_TYPE_STREAM_ORDERED || a->device != device) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "alloc async: pool \"%s\" is not a stream-ordered "
+                         "pool of %s",
+                         a->name, device->info.id);
+    }
+  }
+  uint32_t tag = d->tag != NULL ? accel_mem_tag_intern(mem, d->tag) : 0;
+  accel_buffer_t *buf = NULL;
+  accel_status_t st =
+      accel_mem_async_alloc(a, stream, d, alignment, tag, &buf);
+  if (st != ACCEL_OK) {
+    accel_trace_buffer_alloc_failed(device, d->size_bytes, st);
+    return accel_error_context(st, "alloc async on %s", device->info.id);
+  }
+  ACCEL_RETURN_IF_ERROR(finish_alloc(mem, d, buf));
+  accel_trace_buffer_alloc(device, buf->address, buf->size_bytes,
+                           buf->reserved_bytes, buf->kind);
+  *out_buffer = buf;
+  return ACCEL_OK;
+}
+
+accel_status_t accel_buffer_free(accel_buffer_t *buffer) {
+  ACCEL_CHECK_ARG(buffer != NULL, "buffer (NULL)");
+  if (buffer->allocator == NULL) {
+    // A buffer another module made (an executable's weights): the owner's
+    // free is a release.
+    accel_object_release(&buffer->object);
+    return ACCEL_OK;
+  }
+  ACCEL_RETURN_IF_ERROR(accel_mem_owner_free(buffer, "buffer free"));
+  // Sole holder: nobody else can retain (that needs a reference), so the
+  // count can be dropped without a locked instruction.
+  // Acquire: pairs with the release of the last other holder's drop.
+  if (atomic_load_explicit(&buffer->object.ref_count, memory_order_acquire) ==
+      1) {
+    atomic_store_explicit(&buffer->object.ref_count, 0, memory_order_relaxed);
+    buffer->object.destroy(&buffer->object);
+    return ACCEL_OK;
+  }
+  accel_object_release(&buffer->object);
+  return ACCEL_OK;
+}
+
+accel_status_t accel_mem_free(accel_device_t *device, uint64_t address) {
+  ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
+  accel_mem_device_t *mem = NULL;
+  ACCEL_RETURN_IF_ERROR(accel_mem_device_get(device, &mem));
+  accel_buffer_t *found = NULL;
+  accel_status_t st = ACCEL_ERROR_NOT_FOUND;
+  pthread_mutex_lock(&mem->lock);
+  for (accel_mem_allocator_t *a = mem->allocators; a != NULL; a = a->next) {
+    if (a->vt->lookup == NULL) {
+      continue;
+    }
+    st = a->vt->lookup(a, address, &found);
+    if (st != ACCEL_ERROR_NOT_FOUND) {
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mem->lock);
+  if (st == ACCEL_ERROR_NOT_FOUND) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "mem free: no allocator of %s gave address 0x%llx",
+                       device->info.id, (unsigned long long)address);
+  }
+  if (st != ACCEL_OK) {
+    return accel_error_context(st, "mem free on %s", device->info.id);
+  }
+  return accel_buffer_free(found);
 }
 
 void accel_buffer_retain(accel_buffer_t *buffer) {
@@ -125,10 +313,23 @@ accel_device_t *accel_buffer_device(const accel_buffer_t *buffer) {
   return buffer != NULL ? buffer->device : NULL;
 }
 
+accel_status_t accel_buffer_kind(const accel_buffer_t *buffer,
+                                 uint32_t *out_kind) {
+  ACCEL_CHECK_ARG(buffer != NULL, "buffer (NULL)");
+  ACCEL_CHECK_ARG(out_kind != NULL, "out_kind (NULL)");
+  *out_kind = buffer->kind;
+  return ACCEL_OK;
+}
+
 accel_status_t accel_buffer_host_pointer(const accel_buffer_t *buffer,
                                          void **out_ptr) {
   ACCEL_CHECK_ARG(buffer != NULL, "buffer (NULL)");
   ACCEL_CHECK_ARG(out_ptr != NULL, "out_ptr (NULL)");
+  if (buffer->allocator != NULL &&
+      buffer->kind == ACCEL_MEMORY_KIND_HOST_PINNED) {
+    *out_ptr = buffer->u.host.host_ptr;
+    return ACCEL_OK;
+  }
   void *p = buffer->device->driver->host_pointer(buffer->device->drv,
                                                  buffer->address);
   if (p == NULL) {
@@ -138,6 +339,19 @@ accel_status_t accel_buffer_host_pointer(const accel_buffer_t *buffer,
   }
   *out_ptr = p;
   return ACCEL_OK;
+}
+
+accel_status_t accel_buffer_grow(accel_buffer_t *buffer,
+                                 uint64_t new_size_bytes) {
+  ACCEL_CHECK_ARG(buffer != NULL, "buffer (NULL)");
+  accel_mem_allocator_t *a = buffer->allocator;
+  if (a == NULL || a->vt->grow == NULL) {
+    return accel_error(ACCEL_ERROR_UNSUPPORTED,
+                       "buffer grow: buffers of \"%s\" cannot grow in place "
+                       "(allocate from a paged pool, or with max_size_bytes)",
+                       a != NULL ? a->name : buffer->tag);
+  }
+  return a->vt->grow(a, buffer, new_size_bytes);
 }
 
 accel_status_t accel_buffer_check_range(const accel_buffer_t *buffer,

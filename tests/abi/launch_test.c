@@ -99,6 +99,9 @@ static void test_launch_reduction_across_workgroups(void **state) {
     accel_buffer_t *in = alloc_buffer((uint64_t)n * 4);
     accel_buffer_t *out = alloc_buffer(8);
     accel_buffer_t *scratch = alloc_buffer(64 + 8ull * groups);
+    // The kernel's arrival counter starts at zero; allocators reuse memory
+    // without clearing it (ACCEL_BUFFER_FLAG_ZERO would).
+    memset(host(scratch), 0, 64);
     float *pi = host(in);
     for (uint32_t i = 0; i < n; ++i) {
       pi[i] = (float)((double)(test_rng_next(&rng) % 1000000) / 1000.0 - 500.0);

@@ -12,6 +12,8 @@ static const struct {
 } k_benches[] = {
     {"launch", accel_bench_launch,
      "host-command round trip and enqueue cost vs bare thread handoffs"},
+    {"alloc", accel_bench_alloc,
+     "slab vs malloc/jemalloc/mimalloc, paged KV-cache trace, async pool"},
     {"topo", accel_bench_topo,
      "runtime creation with device placement vs without; topology load"},
     {"load", accel_bench_load,

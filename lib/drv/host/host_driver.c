@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
@@ -245,6 +248,89 @@ static void *host_host_pointer(accel_drv_device_t *device, uint64_t address) {
   return (void *)(uintptr_t)address;
 }
 
+static accel_status_t host_va_set_access(accel_drv_device_t *device,
+                                         uint64_t address, uint64_t size_bytes,
+                                         uint32_t access) {
+  int prot = access == ACCEL_DRV_ACCESS_READ_WRITE ? PROT_READ | PROT_WRITE
+             : access == ACCEL_DRV_ACCESS_READ     ? PROT_READ
+                                                   : PROT_NONE;
+  if (mprotect((void *)(uintptr_t)address, size_bytes, prot) != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "host set access: mprotect of %llu bytes at 0x%llx "
+                       "failed: %s",
+                       (unsigned long long)size_bytes,
+                       (unsigned long long)address, strerror(errno));
+  }
+  return ACCEL_OK;
+}
+
+// Pinning on the host device is mlock: the pages stay resident, which is
+// what a copy engine reading them needs.
+static accel_status_t host_host_register(accel_drv_device_t *device,
+                                         void *host_ptr, uint64_t size_bytes,
+                                         uint64_t *out_address) {
+  if (mlock(host_ptr, size_bytes) != 0) {
+    int e = errno;
+    struct rlimit rl = {0};
+    getrlimit(RLIMIT_MEMLOCK, &rl);
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host register: mlock of %llu bytes failed: %s "
+                       "(RLIMIT_MEMLOCK %llu bytes)",
+                       (unsigned long long)size_bytes, strerror(e),
+                       (unsigned long long)rl.rlim_cur);
+  }
+  *out_address = (uint64_t)(uintptr_t)host_ptr;
+  return ACCEL_OK;
+}
+
+static void host_host_unregister(accel_drv_device_t *device, void *host_ptr,
+                                 uint64_t size_bytes) {
+  munlock(host_ptr, size_bytes);
+}
+
+static accel_status_t host_phys_export_fd(accel_drv_phys_t *phys,
+                                          int *out_fd) {
+  int fd = fcntl(phys->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host phys export: dup failed: %s", strerror(errno));
+  }
+  *out_fd = fd;
+  return ACCEL_OK;
+}
+
+static accel_status_t host_phys_import_fd(accel_drv_device_t *device, int fd,
+                                          uint64_t size_bytes,
+                                          accel_drv_phys_t **out_phys) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "host phys import: fd %d: %s", fd, strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < size_bytes) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "host phys import: fd %d is not device memory of at "
+                       "least %llu bytes (%lld bytes)",
+                       fd, (unsigned long long)size_bytes,
+                       (long long)st.st_size);
+  }
+  accel_drv_phys_t *phys = calloc(1, sizeof(*phys));
+  if (phys == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host phys: cannot allocate %zu bytes", sizeof(*phys));
+  }
+  phys->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (phys->fd < 0) {
+    int e = errno;
+    free(phys);
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host phys import: dup failed: %s", strerror(e));
+  }
+  phys->size_bytes = size_bytes;
+  *out_phys = phys;
+  return ACCEL_OK;
+}
+
 const accel_driver_t accel_host_driver = {
     .name = "host",
     .open = host_open,
@@ -274,4 +360,9 @@ const accel_driver_t accel_host_driver = {
     .queue_submit = accel_host_queue_submit,
     .device_set_affinity = host_device_set_affinity,
     .host_dispatch = accel_host_dispatch,
+    .va_set_access = host_va_set_access,
+    .host_register = host_host_register,
+    .host_unregister = host_host_unregister,
+    .phys_export_fd = host_phys_export_fd,
+    .phys_import_fd = host_phys_import_fd,
 };
