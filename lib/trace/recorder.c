@@ -329,6 +329,11 @@ void accel_trace_emit_at(uint64_t ts, uint32_t type, uint32_t aux,
 
 void accel_trace_emit(uint32_t type, uint32_t aux, uint32_t track, uint64_t a,
                       uint64_t b) {
+  // The clock is read only when something records.
+  if ((atomic_load_explicit(&accel_trace_mask_g, memory_order_relaxed) &
+       ACCEL_TRACE_M_EVENTS) == 0) {
+    return;
+  }
   accel_trace_emit_at(accel_trace_ticks(), type, aux, track, a, b);
 }
 
