@@ -76,6 +76,7 @@ void accel_trace_device_close_slow(const void *device) {
   if (t == NULL) {
     return;
   }
+  accel_trace_device_memory_source(device, NULL, NULL);
   accel_trace_emit(ACCEL_TEV_LIFECYCLE, ACCEL_TRACE_LIFE_DEVICE_CLOSE, t->id,
                    0, 0);
   ACCEL_TP(device_close, t->id);
@@ -330,49 +331,29 @@ void accel_trace_event_record_slow(const void *event, const void *queue,
 
 // --- memory and errors ---------------------------------------------------------
 
+// Buffer events. The device's memory counters come from its memory layer
+// (accel_trace_device_memory_source), which counts every allocator.
 void accel_trace_buffer_alloc_slow(const void *device, uint64_t address,
                                    uint64_t size_bytes, uint64_t mapped_bytes,
                                    uint32_t kind) {
-  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
-  if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
-    ctr_add(dev, ACCEL_CTR_ALLOCATIONS, 1);
-    ctr_add(dev, ACCEL_CTR_BYTES_RESERVED, mapped_bytes);
-    uint64_t in_use = atomic_fetch_add_explicit(
-                          &dev->counters[ACCEL_CTR_BYTES_IN_USE], size_bytes,
-                          memory_order_relaxed) +
-                      size_bytes;
-    uint64_t peak = atomic_load_explicit(&dev->counters[ACCEL_CTR_BYTES_PEAK],
-                                         memory_order_relaxed);
-    while (in_use > peak &&
-           !atomic_compare_exchange_weak_explicit(
-               &dev->counters[ACCEL_CTR_BYTES_PEAK], &peak, in_use,
-               memory_order_relaxed, memory_order_relaxed)) {
-    }
-  }
-  accel_trace_emit(ACCEL_TEV_BUF_ALLOC, kind, track_id(dev), address,
-                   size_bytes);
-  ACCEL_TP(buffer_alloc, track_id(dev), address, size_bytes, kind);
+  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)device));
+  accel_trace_emit(ACCEL_TEV_BUF_ALLOC, kind, id, address, size_bytes);
+  ACCEL_TP(buffer_alloc, id, address, size_bytes, kind);
 }
 
 void accel_trace_buffer_free_slow(const void *device, uint64_t address,
                                   uint64_t size_bytes, uint64_t mapped_bytes) {
-  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
-  if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
-    ctr_add(dev, ACCEL_CTR_FREES, 1);
-    ctr_add(dev, ACCEL_CTR_BYTES_RESERVED, (uint64_t)0 - mapped_bytes);
-    ctr_add(dev, ACCEL_CTR_BYTES_IN_USE, (uint64_t)0 - size_bytes);
-  }
-  accel_trace_emit(ACCEL_TEV_BUF_FREE, 0, track_id(dev), address, size_bytes);
-  ACCEL_TP(buffer_free, track_id(dev), address, size_bytes);
+  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)device));
+  accel_trace_emit(ACCEL_TEV_BUF_FREE, 0, id, address, size_bytes);
+  ACCEL_TP(buffer_free, id, address, size_bytes);
 }
 
 void accel_trace_buffer_alloc_failed_slow(const void *device,
                                           uint64_t size_bytes,
                                           accel_status_t status) {
-  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
-  if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
-    ctr_add(dev, ACCEL_CTR_ALLOC_FAILURES, 1);
-  }
+  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)device));
+  accel_trace_emit(ACCEL_TEV_BUF_ALLOC, (uint32_t)status << 8, id, 0,
+                   size_bytes);
 }
 
 void accel_trace_error_slow(accel_status_t status, const char *message) {

@@ -406,50 +406,14 @@ static void process_name(char *out, size_t size) {
   }
 }
 
-// Counter values collected under the registry lock and written after it
-// (the writer takes the lock itself to describe tracks).
-typedef struct sample_ctx {
-  struct {
-    uint32_t owner;
-    uint32_t kind;
-    uint64_t value;
-    char scope[64];
-  } *items;
-  size_t count;
-  size_t capacity;
-} sample_ctx_t;
-
-static void collect_sample(const accel_trace_track_t *t, void *arg) {
-  sample_ctx_t *ctx = arg;
-  for (uint32_t k = 0; k < ACCEL_CTR_COUNT; ++k) {
-    if (!accel_trace_counter_applies(t->kind, k)) {
-      continue;
-    }
-    if (ctx->count == ctx->capacity) {
-      size_t cap = ctx->capacity ? ctx->capacity * 2 : 64;
-      void *grown = realloc(ctx->items, cap * sizeof(*ctx->items));
-      if (grown == NULL) {
-        return;
-      }
-      ctx->items = grown;
-      ctx->capacity = cap;
-    }
-    ctx->items[ctx->count].owner = t->id;
-    ctx->items[ctx->count].kind = k;
-    ctx->items[ctx->count].value = accel_trace_counter_value(t, k);
-    memcpy(ctx->items[ctx->count].scope, t->name, sizeof(t->name));
-    ctx->count++;
-  }
-}
-
 static void write_samples(accel_pf_writer_t *w, uint64_t ts) {
-  sample_ctx_t ctx = {0};
-  accel_trace_track_foreach(collect_sample, &ctx);
-  for (size_t i = 0; i < ctx.count; ++i) {
-    accel_pf_counter(w, ts, ctx.items[i].owner, ctx.items[i].kind,
-                     ctx.items[i].value);
+  size_t n = 0;
+  bool failed = false;
+  accel_trace_counter_item_t *items = accel_trace_counters_collect(&n, &failed);
+  for (size_t i = 0; i < n; ++i) {
+    accel_pf_counter(w, ts, items[i].owner, items[i].kind, items[i].value);
   }
-  free(ctx.items);
+  free(items);
 }
 
 // Drains every thread's recorded events (merged by timestamp) into the
@@ -789,22 +753,22 @@ void accel_trace_sample_counters(void) {
   if ((m & ACCEL_TRACE_M_RECORD) == 0 && !lttng) {
     return;
   }
-  sample_ctx_t ctx = {0};
-  accel_trace_track_foreach(collect_sample, &ctx);
+  size_t n = 0;
+  bool failed = false;
+  accel_trace_counter_item_t *items = accel_trace_counters_collect(&n, &failed);
   uint64_t ts = accel_trace_ticks();
-  for (size_t i = 0; i < ctx.count; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     if (m & ACCEL_TRACE_M_RECORD) {
-      accel_trace_emit_at(ts, ACCEL_TEV_COUNTER, ctx.items[i].kind,
-                          ctx.items[i].owner, ctx.items[i].value, 0);
+      accel_trace_emit_at(ts, ACCEL_TEV_COUNTER, items[i].kind, items[i].owner,
+                          items[i].value, 0);
     }
 #if ACCEL_HAVE_LTTNG
-    lttng_ust_tracepoint(accel, counter_sample, ctx.items[i].owner,
-                         ctx.items[i].scope,
-                         accel_counter_kind_name(ctx.items[i].kind),
-                         ctx.items[i].value);
+    lttng_ust_tracepoint(accel, counter_sample, items[i].owner,
+                         items[i].scope, accel_counter_kind_name(items[i].kind),
+                         items[i].value);
 #endif
   }
-  free(ctx.items);
+  free(items);
 }
 
 static void *sampler_main(void *arg) {

@@ -318,8 +318,8 @@ static inline void accel_trace_buffer_alloc(const void *device,
                                             uint64_t size_bytes,
                                             uint64_t mapped_bytes,
                                             uint32_t kind) {
-  uint32_t m = accel_trace_mask();
-  if (ACCEL_TRACE_UNLIKELY(m != 0 || ACCEL_TP_ON(buffer_alloc))) {
+  if (ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0 ||
+                           ACCEL_TP_ON(buffer_alloc))) {
     accel_trace_buffer_alloc_slow(device, address, size_bytes, mapped_bytes,
                                   kind);
   }
@@ -329,8 +329,8 @@ static inline void accel_trace_buffer_free(const void *device,
                                            uint64_t address,
                                            uint64_t size_bytes,
                                            uint64_t mapped_bytes) {
-  uint32_t m = accel_trace_mask();
-  if (ACCEL_TRACE_UNLIKELY(m != 0 || ACCEL_TP_ON(buffer_free))) {
+  if (ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0 ||
+                           ACCEL_TP_ON(buffer_free))) {
     accel_trace_buffer_free_slow(device, address, size_bytes, mapped_bytes);
   }
 }
@@ -338,7 +338,7 @@ static inline void accel_trace_buffer_free(const void *device,
 static inline void accel_trace_buffer_alloc_failed(const void *device,
                                                    uint64_t size_bytes,
                                                    accel_status_t status) {
-  if (accel_trace_mask() != 0) {
+  if ((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0) {
     accel_trace_buffer_alloc_failed_slow(device, size_bytes, status);
   }
 }
