@@ -34,7 +34,8 @@
 #define FLIGHT_DEFAULT 1024u
 #define FLIGHT_MAX (1u << 20)
 #define FLIGHT_FILES_MAX 4u
-#define SAMPLE_PERIOD_NS 10000000ull  // 10 ms
+#define SAMPLE_PERIOD_NS 10000000ull  // 10 ms, while something samples
+#define IDLE_PERIOD_NS 250000000ull   // 250 ms between checks otherwise
 #define EXITED_KEPT 32u
 
 _Atomic uint32_t accel_trace_mask_g = ACCEL_TRACE_M_COUNTERS;
@@ -744,14 +745,14 @@ static void install_signal_handlers(void) {
 // Counter sampling and attach.
 // ---------------------------------------------------------------------------
 
-void accel_trace_sample_counters(void) {
+bool accel_trace_sample_counters(void) {
   uint32_t m = atomic_load_explicit(&accel_trace_mask_g, memory_order_relaxed);
   bool lttng = false;
 #if ACCEL_HAVE_LTTNG
   lttng = lttng_ust_tracepoint_enabled(accel, counter_sample);
 #endif
   if ((m & ACCEL_TRACE_M_RECORD) == 0 && !lttng) {
-    return;
+    return false;
   }
   size_t n = 0;
   bool failed = false;
@@ -769,16 +770,19 @@ void accel_trace_sample_counters(void) {
 #endif
   }
   free(items);
+  return true;
 }
 
 static void *sampler_main(void *arg) {
   pthread_setname_np(pthread_self(), "accel-sampler");
   pthread_mutex_lock(&g_attach_lock);
+  bool active = false;
   while (!g_sampler_stop) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t deadline = (uint64_t)ts.tv_sec * 1000000000ull +
-                        (uint64_t)ts.tv_nsec + SAMPLE_PERIOD_NS;
+                        (uint64_t)ts.tv_nsec +
+                        (active ? SAMPLE_PERIOD_NS : IDLE_PERIOD_NS);
     ts.tv_sec = (time_t)(deadline / 1000000000ull);
     ts.tv_nsec = (long)(deadline % 1000000000ull);
     pthread_cond_timedwait(&g_sampler_cond, &g_attach_lock, &ts);
@@ -786,7 +790,7 @@ static void *sampler_main(void *arg) {
       break;
     }
     pthread_mutex_unlock(&g_attach_lock);
-    accel_trace_sample_counters();
+    active = accel_trace_sample_counters();
     pthread_mutex_lock(&g_attach_lock);
   }
   pthread_mutex_unlock(&g_attach_lock);

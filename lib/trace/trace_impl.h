@@ -315,8 +315,9 @@ bool accel_trace_lttng_listening(void);
 accel_status_t accel_trace_runtime_attach(void);
 void accel_trace_runtime_detach(void);
 
-// Samples every counter into the recorder and LTTng (one sample per counter).
-void accel_trace_sample_counters(void);
+// Samples every counter into the recorder and LTTng (one sample per
+// counter); returns false when neither records them.
+bool accel_trace_sample_counters(void);
 
 // Writes the flight recorder to ACCEL_FLIGHT_DIR (if set) after a failure of
 // |track|; at most a few files per process.
