@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "mem/buffer_impl.h"
 #include "stream/semaphore_impl.h"
+#include "trace/trace_hooks.h"
 
 #define MAX_GROUPS (1ull << 48)
 
@@ -86,6 +87,7 @@ static accel_status_t launch_exec_single(void *payload,
                                          accel_drv_device_t *device) {
   const accel_kernel_t *k = payload;
   static const accel_kernel_workgroup_t wg = {.id = {0, 0, 0}};
+  accel_trace_launch_begin(k->name, 1, 1, 1);
   int32_t r = k->fn(&k->single_dispatch, &wg);
   if (r != 0) {
     return accel_error(ACCEL_ERROR_ABORTED,
@@ -98,6 +100,7 @@ static accel_status_t launch_exec_single(void *payload,
 static accel_status_t launch_exec(void *payload, accel_drv_device_t *device) {
   launch_t *l = payload;
   const uint32_t *n = l->dispatch.workgroup_count;
+  accel_trace_launch_begin(l->kernel->name, n[0], n[1], n[2]);
   if (n[0] == 1 && n[1] == 1 && n[2] == 1) {
     // One work-group: run it here, no handoff (the empty-launch round trip).
     static const uint32_t zero[3] = {0, 0, 0};

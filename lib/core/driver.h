@@ -303,7 +303,9 @@ struct accel_driver {
   // queue order, and returns at once with the last number in |*out_last_seq|;
   // the queue owns the references of the commands it accepted. On failure the
   // commands not accepted (all of them for a single command) still belong to
-  // the caller. destroy drains or aborts as params.abort_on_destroy said.
+  // the caller. A queue that has failed accepts nothing and returns its
+  // stored error (the message of |params.completion|'s failure).
+  // destroy drains or aborts as params.abort_on_destroy said.
   accel_status_t (*queue_create)(accel_drv_device_t *device,
                                  const accel_drv_queue_params_t *params,
                                  accel_drv_queue_t **out_queue);

@@ -49,6 +49,7 @@ static void mem_fini(accel_device_t *device) {
   accel_mem_device_t *mem =
       atomic_load_explicit(&device->mem, memory_order_acquire);
   if (mem != NULL) {
+    accel_trace_device_memory_source(device, NULL, NULL);
     mem_device_destroy(mem);
     atomic_store_explicit(&device->mem, NULL, memory_order_relaxed);
   }
@@ -148,6 +149,7 @@ accel_status_t accel_mem_device_get(accel_device_t *device,
                                               memory_order_acq_rel,
                                               memory_order_acquire)) {
     device->mem_fini = mem_fini;
+    accel_trace_device_memory_source(device, accel_mem_trace_source, fresh);
     *out_mem = fresh;
   } else {
     mem_device_destroy(fresh);

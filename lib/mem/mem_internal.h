@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/runtime_impl.h"
 #include "mem/buffer_impl.h"
+#include "trace/trace_impl.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -78,6 +79,10 @@ void accel_mem_counters_read(const accel_mem_counters_t *c,
                              accel_mem_stats_t *out);
 // Adds |in| to |acc| (peaks add too: a device peak is bounded by the sum).
 void accel_mem_stats_add(accel_mem_stats_t *acc, const accel_mem_stats_t *in);
+
+// lib/trace's source of the device's memory counters (|ctx| is the
+// accel_mem_device_t), registered with accel_trace_device_memory_source.
+void accel_mem_trace_source(void *ctx, accel_trace_memory_t *out);
 
 typedef struct accel_mem_allocator_vtable {
   void (*destroy)(accel_mem_allocator_t *a);

@@ -152,13 +152,9 @@ accel_status_t accel_mempool_stats(const accel_mempool_t *pool,
   return ACCEL_OK;
 }
 
-accel_status_t accel_device_mem_stats(accel_device_t *device,
-                                      accel_mem_stats_t *out_stats) {
-  ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
-  ACCEL_RETURN_IF_ERROR(check_stats_out(out_stats));
-  accel_mem_device_t *mem = NULL;
-  ACCEL_RETURN_IF_ERROR(accel_mem_device_get(device, &mem));
-  accel_mem_stats_t sum = {.struct_size = out_stats->struct_size};
+// The device's figures: every allocator's, pooled memory counted once.
+static void device_stats(accel_mem_device_t *mem, accel_mem_stats_t *out) {
+  accel_mem_stats_t sum = {.struct_size = out->struct_size};
   uint64_t cached = 0;
   pthread_mutex_lock(&mem->lock);
   for (accel_mem_allocator_t *a = mem->allocators; a != NULL; a = a->next) {
@@ -185,8 +181,28 @@ accel_status_t accel_device_mem_stats(accel_device_t *device,
   sum.failure_count += pages.failure_count;
   sum.fragmentation =
       sum.bytes_in_use ? (double)sum.bytes_reserved / sum.bytes_in_use : 0;
-  *out_stats = sum;
+  *out = sum;
+}
+
+accel_status_t accel_device_mem_stats(accel_device_t *device,
+                                      accel_mem_stats_t *out_stats) {
+  ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
+  ACCEL_RETURN_IF_ERROR(check_stats_out(out_stats));
+  accel_mem_device_t *mem = NULL;
+  ACCEL_RETURN_IF_ERROR(accel_mem_device_get(device, &mem));
+  device_stats(mem, out_stats);
   return ACCEL_OK;
+}
+
+void accel_mem_trace_source(void *ctx, accel_trace_memory_t *out) {
+  accel_mem_stats_t s = {.struct_size = sizeof(s)};
+  device_stats(ctx, &s);
+  out->bytes_in_use = s.bytes_in_use;
+  out->bytes_reserved = s.bytes_reserved;
+  out->bytes_peak = s.peak_bytes_in_use;
+  out->allocations = s.alloc_count;
+  out->frees = s.free_count;
+  out->alloc_failures = s.failure_count;
 }
 
 typedef struct report_out {

@@ -76,6 +76,7 @@ void accel_trace_device_close_slow(const void *device) {
   if (t == NULL) {
     return;
   }
+  accel_trace_device_memory_source(device, NULL, NULL);
   accel_trace_emit(ACCEL_TEV_LIFECYCLE, ACCEL_TRACE_LIFE_DEVICE_CLOSE, t->id,
                    0, 0);
   ACCEL_TP(device_close, t->id);
@@ -167,6 +168,8 @@ void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
                         cmd_aux(cmd), t->id, cmd->seq, cmd_bytes(cmd));
   }
   ACCEL_TP(cmd_start, t->id, cmd->kind, cmd->flags, cmd->seq, cmd_bytes(cmd));
+  accel_trace_current_g =
+      (accel_trace_current_t){.track = t->id, .seq = cmd->seq};
   if (cmd->kind == ACCEL_CMD_COPY) {
     ACCEL_TP(copy_start, t->id, cmd->flags, cmd->copy.size_bytes, cmd->seq);
   }
@@ -207,6 +210,13 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
     ACCEL_TP(event_complete, (uint64_t)(uintptr_t)cmd->refs[0], t->id, dev_ns,
              host_ns);
   }
+  accel_trace_current_t *cur = &accel_trace_current_g;
+  if (cur->launch_open && cur->track == t->id && cur->seq == cmd->seq) {
+    // The recorders close the launch's slice with the command's (one event
+    // less per launch); LTTng gets its own event.
+    cur->launch_open = false;
+    ACCEL_TP(launch_end, t->id, cmd->seq, (uint32_t)status);
+  }
   if (mask & ACCEL_TRACE_M_EVENTS) {
     accel_trace_emit_at(ticks, ACCEL_TEV_CMD_END,
                         (uint32_t)cmd->kind | ((uint32_t)status << 8), t->id,
@@ -231,22 +241,41 @@ void accel_trace_stream_fail_slow(const void *queue, uint64_t seq,
   accel_trace_flight_on_failure(id);
 }
 
-void accel_trace_launch_begin_slow(const void *queue, uint64_t seq,
-                                   const char *kernel, uint32_t grid_x,
-                                   uint32_t grid_y, uint32_t grid_z) {
-  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)queue));
-  if (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) {
-    accel_trace_emit(ACCEL_TEV_LAUNCH_BEGIN, 0, id, seq,
-                     accel_trace_intern(kernel, true));
+// Kernel name -> string id, cached per thread: a launch's name pointer is
+// stable while its kernel lives, and a hit is confirmed by comparing the
+// text (a pointer reused by another kernel misses).
+static uint32_t kernel_name_id(const char *kernel) {
+  enum { WAYS = 8 };
+  static __attribute__((tls_model("initial-exec"))) _Thread_local struct {
+    const char *ptr;
+    uint32_t id;
+  } cache[WAYS];
+  static __attribute__((tls_model("initial-exec"))) _Thread_local uint32_t
+      next;
+  for (uint32_t i = 0; i < WAYS; ++i) {
+    if (cache[i].ptr == kernel) {
+      const char *text = accel_trace_string(cache[i].id);
+      if (text != NULL && strcmp(text, kernel) == 0) {
+        return cache[i].id;
+      }
+    }
   }
-  ACCEL_TP(launch_begin, id, seq, kernel, grid_x, grid_y, grid_z);
+  uint32_t id = accel_trace_intern(kernel, true);
+  cache[next % WAYS].ptr = kernel;
+  cache[next % WAYS].id = id;
+  next++;
+  return id;
 }
 
-void accel_trace_launch_end_slow(const void *queue, uint64_t seq,
-                                 accel_status_t status) {
-  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)queue));
-  accel_trace_emit(ACCEL_TEV_LAUNCH_END, (uint32_t)status, id, seq, 0);
-  ACCEL_TP(launch_end, id, seq, (uint32_t)status);
+void accel_trace_launch_begin_slow(const char *kernel, uint32_t grid_x,
+                                   uint32_t grid_y, uint32_t grid_z) {
+  accel_trace_current_t *cur = &accel_trace_current_g;
+  if (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) {
+    accel_trace_emit(ACCEL_TEV_LAUNCH_BEGIN, 0, cur->track, cur->seq,
+                     kernel_name_id(kernel));
+  }
+  ACCEL_TP(launch_begin, cur->track, cur->seq, kernel, grid_x, grid_y, grid_z);
+  cur->launch_open = true;
 }
 
 // --- semaphores and events -------------------------------------------------------
@@ -302,49 +331,29 @@ void accel_trace_event_record_slow(const void *event, const void *queue,
 
 // --- memory and errors ---------------------------------------------------------
 
+// Buffer events. The device's memory counters come from its memory layer
+// (accel_trace_device_memory_source), which counts every allocator.
 void accel_trace_buffer_alloc_slow(const void *device, uint64_t address,
                                    uint64_t size_bytes, uint64_t mapped_bytes,
                                    uint32_t kind) {
-  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
-  if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
-    ctr_add(dev, ACCEL_CTR_ALLOCATIONS, 1);
-    ctr_add(dev, ACCEL_CTR_BYTES_RESERVED, mapped_bytes);
-    uint64_t in_use = atomic_fetch_add_explicit(
-                          &dev->counters[ACCEL_CTR_BYTES_IN_USE], size_bytes,
-                          memory_order_relaxed) +
-                      size_bytes;
-    uint64_t peak = atomic_load_explicit(&dev->counters[ACCEL_CTR_BYTES_PEAK],
-                                         memory_order_relaxed);
-    while (in_use > peak &&
-           !atomic_compare_exchange_weak_explicit(
-               &dev->counters[ACCEL_CTR_BYTES_PEAK], &peak, in_use,
-               memory_order_relaxed, memory_order_relaxed)) {
-    }
-  }
-  accel_trace_emit(ACCEL_TEV_BUF_ALLOC, kind, track_id(dev), address,
-                   size_bytes);
-  ACCEL_TP(buffer_alloc, track_id(dev), address, size_bytes, kind);
+  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)device));
+  accel_trace_emit(ACCEL_TEV_BUF_ALLOC, kind, id, address, size_bytes);
+  ACCEL_TP(buffer_alloc, id, address, size_bytes, kind);
 }
 
 void accel_trace_buffer_free_slow(const void *device, uint64_t address,
                                   uint64_t size_bytes, uint64_t mapped_bytes) {
-  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
-  if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
-    ctr_add(dev, ACCEL_CTR_FREES, 1);
-    ctr_add(dev, ACCEL_CTR_BYTES_RESERVED, (uint64_t)0 - mapped_bytes);
-    ctr_add(dev, ACCEL_CTR_BYTES_IN_USE, (uint64_t)0 - size_bytes);
-  }
-  accel_trace_emit(ACCEL_TEV_BUF_FREE, 0, track_id(dev), address, size_bytes);
-  ACCEL_TP(buffer_free, track_id(dev), address, size_bytes);
+  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)device));
+  accel_trace_emit(ACCEL_TEV_BUF_FREE, 0, id, address, size_bytes);
+  ACCEL_TP(buffer_free, id, address, size_bytes);
 }
 
 void accel_trace_buffer_alloc_failed_slow(const void *device,
                                           uint64_t size_bytes,
                                           accel_status_t status) {
-  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
-  if (dev != NULL && (accel_trace_mask() & ACCEL_TRACE_M_COUNTERS)) {
-    ctr_add(dev, ACCEL_CTR_ALLOC_FAILURES, 1);
-  }
+  uint32_t id = track_id(accel_trace_track_lookup((uintptr_t)device));
+  accel_trace_emit(ACCEL_TEV_BUF_ALLOC, (uint32_t)status << 8, id, 0,
+                   size_bytes);
 }
 
 void accel_trace_error_slow(accel_status_t status, const char *message) {

@@ -516,9 +516,14 @@ void accel_pf_event(accel_pf_writer_t *w, uint32_t thread,
       break;
     }
     case ACCEL_TEV_CMD_END:
+      // A launch inside the command ends with it.
+      if (ev->track < ACCEL_PF_MAX_TRACKS && w->depth[ev->track] >= 2) {
+        slice_end(w, ev->ts, seq_id, ev->track, hi);
+      }
+      slice_end(w, ev->ts, seq_id, ev->track, hi);
+      break;
     case ACCEL_TEV_LAUNCH_END:
-      slice_end(w, ev->ts, seq_id, ev->track,
-                ev->type == ACCEL_TEV_CMD_END ? hi : ev->aux);
+      slice_end(w, ev->ts, seq_id, ev->track, ev->aux);
       break;
     case ACCEL_TEV_LAUNCH_BEGIN: {
       const char *kernel = w->source.string(w->source.ctx, (uint32_t)ev->b);
@@ -552,14 +557,22 @@ void accel_pf_event(accel_pf_writer_t *w, uint32_t thread,
       instant(w, ev->ts, seq_id, ev->track, "event complete", &x);
       break;
     case ACCEL_TEV_BUF_ALLOC:
-    case ACCEL_TEV_BUF_FREE:
+    case ACCEL_TEV_BUF_FREE: {
+      bool failed = ev->type == ACCEL_TEV_BUF_ALLOC && ev->a == 0;
       annotate_str(&x, "device", track_name(w, ev->track, obj, sizeof(obj)));
-      annotate_u64(&x, "address", ev->a);
+      if (failed) {
+        annotate_str(&x, "status", status_text(hi));
+      } else {
+        annotate_u64(&x, "address", ev->a);
+      }
       annotate_u64(&x, "bytes", ev->b);
       instant(w, ev->ts, seq_id, thread,
-              ev->type == ACCEL_TEV_BUF_ALLOC ? "buffer alloc" : "buffer free",
+              failed                            ? "buffer alloc failed"
+              : ev->type == ACCEL_TEV_BUF_ALLOC ? "buffer alloc"
+                                                : "buffer free",
               &x);
       break;
+    }
     case ACCEL_TEV_ERROR: {
       const char *msg = w->source.string(w->source.ctx, (uint32_t)ev->a);
       annotate_str(&x, "message", msg != NULL ? msg : "(message dropped)");

@@ -34,7 +34,8 @@
 #define FLIGHT_DEFAULT 1024u
 #define FLIGHT_MAX (1u << 20)
 #define FLIGHT_FILES_MAX 4u
-#define SAMPLE_PERIOD_NS 10000000ull  // 10 ms
+#define SAMPLE_PERIOD_NS 10000000ull  // 10 ms, while something samples
+#define IDLE_PERIOD_NS 250000000ull   // 250 ms between checks otherwise
 #define EXITED_KEPT 32u
 
 _Atomic uint32_t accel_trace_mask_g = ACCEL_TRACE_M_COUNTERS;
@@ -329,6 +330,11 @@ void accel_trace_emit_at(uint64_t ts, uint32_t type, uint32_t aux,
 
 void accel_trace_emit(uint32_t type, uint32_t aux, uint32_t track, uint64_t a,
                       uint64_t b) {
+  // The clock is read only when something records.
+  if ((atomic_load_explicit(&accel_trace_mask_g, memory_order_relaxed) &
+       ACCEL_TRACE_M_EVENTS) == 0) {
+    return;
+  }
   accel_trace_emit_at(accel_trace_ticks(), type, aux, track, a, b);
 }
 
@@ -401,50 +407,14 @@ static void process_name(char *out, size_t size) {
   }
 }
 
-// Counter values collected under the registry lock and written after it
-// (the writer takes the lock itself to describe tracks).
-typedef struct sample_ctx {
-  struct {
-    uint32_t owner;
-    uint32_t kind;
-    uint64_t value;
-    char scope[64];
-  } *items;
-  size_t count;
-  size_t capacity;
-} sample_ctx_t;
-
-static void collect_sample(const accel_trace_track_t *t, void *arg) {
-  sample_ctx_t *ctx = arg;
-  for (uint32_t k = 0; k < ACCEL_CTR_COUNT; ++k) {
-    if (!accel_trace_counter_applies(t->kind, k)) {
-      continue;
-    }
-    if (ctx->count == ctx->capacity) {
-      size_t cap = ctx->capacity ? ctx->capacity * 2 : 64;
-      void *grown = realloc(ctx->items, cap * sizeof(*ctx->items));
-      if (grown == NULL) {
-        return;
-      }
-      ctx->items = grown;
-      ctx->capacity = cap;
-    }
-    ctx->items[ctx->count].owner = t->id;
-    ctx->items[ctx->count].kind = k;
-    ctx->items[ctx->count].value = accel_trace_counter_value(t, k);
-    memcpy(ctx->items[ctx->count].scope, t->name, sizeof(t->name));
-    ctx->count++;
-  }
-}
-
 static void write_samples(accel_pf_writer_t *w, uint64_t ts) {
-  sample_ctx_t ctx = {0};
-  accel_trace_track_foreach(collect_sample, &ctx);
-  for (size_t i = 0; i < ctx.count; ++i) {
-    accel_pf_counter(w, ts, ctx.items[i].owner, ctx.items[i].kind,
-                     ctx.items[i].value);
+  size_t n = 0;
+  bool failed = false;
+  accel_trace_counter_item_t *items = accel_trace_counters_collect(&n, &failed);
+  for (size_t i = 0; i < n; ++i) {
+    accel_pf_counter(w, ts, items[i].owner, items[i].kind, items[i].value);
   }
-  free(ctx.items);
+  free(items);
 }
 
 // Drains every thread's recorded events (merged by timestamp) into the
@@ -775,41 +745,44 @@ static void install_signal_handlers(void) {
 // Counter sampling and attach.
 // ---------------------------------------------------------------------------
 
-void accel_trace_sample_counters(void) {
+bool accel_trace_sample_counters(void) {
   uint32_t m = atomic_load_explicit(&accel_trace_mask_g, memory_order_relaxed);
   bool lttng = false;
 #if ACCEL_HAVE_LTTNG
   lttng = lttng_ust_tracepoint_enabled(accel, counter_sample);
 #endif
   if ((m & ACCEL_TRACE_M_RECORD) == 0 && !lttng) {
-    return;
+    return false;
   }
-  sample_ctx_t ctx = {0};
-  accel_trace_track_foreach(collect_sample, &ctx);
+  size_t n = 0;
+  bool failed = false;
+  accel_trace_counter_item_t *items = accel_trace_counters_collect(&n, &failed);
   uint64_t ts = accel_trace_ticks();
-  for (size_t i = 0; i < ctx.count; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     if (m & ACCEL_TRACE_M_RECORD) {
-      accel_trace_emit_at(ts, ACCEL_TEV_COUNTER, ctx.items[i].kind,
-                          ctx.items[i].owner, ctx.items[i].value, 0);
+      accel_trace_emit_at(ts, ACCEL_TEV_COUNTER, items[i].kind, items[i].owner,
+                          items[i].value, 0);
     }
 #if ACCEL_HAVE_LTTNG
-    lttng_ust_tracepoint(accel, counter_sample, ctx.items[i].owner,
-                         ctx.items[i].scope,
-                         accel_counter_kind_name(ctx.items[i].kind),
-                         ctx.items[i].value);
+    lttng_ust_tracepoint(accel, counter_sample, items[i].owner,
+                         items[i].scope, accel_counter_kind_name(items[i].kind),
+                         items[i].value);
 #endif
   }
-  free(ctx.items);
+  free(items);
+  return true;
 }
 
 static void *sampler_main(void *arg) {
   pthread_setname_np(pthread_self(), "accel-sampler");
   pthread_mutex_lock(&g_attach_lock);
+  bool active = false;
   while (!g_sampler_stop) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t deadline = (uint64_t)ts.tv_sec * 1000000000ull +
-                        (uint64_t)ts.tv_nsec + SAMPLE_PERIOD_NS;
+                        (uint64_t)ts.tv_nsec +
+                        (active ? SAMPLE_PERIOD_NS : IDLE_PERIOD_NS);
     ts.tv_sec = (time_t)(deadline / 1000000000ull);
     ts.tv_nsec = (long)(deadline % 1000000000ull);
     pthread_cond_timedwait(&g_sampler_cond, &g_attach_lock, &ts);
@@ -817,7 +790,7 @@ static void *sampler_main(void *arg) {
       break;
     }
     pthread_mutex_unlock(&g_attach_lock);
-    accel_trace_sample_counters();
+    active = accel_trace_sample_counters();
     pthread_mutex_lock(&g_attach_lock);
   }
   pthread_mutex_unlock(&g_attach_lock);

@@ -26,6 +26,8 @@ _Atomic uint64_t accel_trace_remove_gen_g;
 #define g_remove_gen accel_trace_remove_gen_g
 __attribute__((tls_model("initial-exec"))) _Thread_local accel_trace_cache_t
     accel_trace_cache_g;
+__attribute__((tls_model("initial-exec"))) _Thread_local accel_trace_current_t
+    accel_trace_current_g;
 
 static char *g_strings[STRINGS_MAX];
 static _Atomic uint32_t g_string_count;
@@ -328,15 +330,63 @@ uint64_t accel_trace_device_to_host_ns(uint32_t device, uint64_t device_ns) {
 // accel_counters_snapshot
 // ---------------------------------------------------------------------------
 
-typedef struct snapshot_ctx {
-  uint8_t *out;
-  size_t stride;
-  size_t capacity;
-  size_t count;
-} snapshot_ctx_t;
+// ---------------------------------------------------------------------------
+// Memory sources and counter collection
+// ---------------------------------------------------------------------------
 
-static void snapshot_track(const accel_trace_track_t *t, void *arg) {
-  snapshot_ctx_t *ctx = arg;
+#define SOURCES_MAX 64u
+
+// Guarded by g_sources_lock, which is held while a source runs (so that
+// withdrawing a source waits for its calls) and is never taken by a hook
+// that may run inside a source.
+static pthread_mutex_t g_sources_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  uintptr_t key;    // the device (0: free slot)
+  uint32_t device;  // its track id
+  accel_trace_memory_fn_t fn;
+  void *ctx;
+} g_sources[SOURCES_MAX];
+
+void accel_trace_device_memory_source(const void *device,
+                                      accel_trace_memory_fn_t fn, void *ctx) {
+  accel_trace_track_t *t = accel_trace_track_find((uintptr_t)device);
+  pthread_mutex_lock(&g_sources_lock);
+  uint32_t slot = SOURCES_MAX;
+  for (uint32_t i = 0; i < SOURCES_MAX && slot == SOURCES_MAX; ++i) {
+    if (g_sources[i].key == (uintptr_t)device) {
+      slot = i;
+    }
+  }
+  if (fn == NULL) {
+    if (slot < SOURCES_MAX) {
+      g_sources[slot].key = 0;
+      g_sources[slot].device = 0;
+    }
+  } else if (t != NULL) {
+    for (uint32_t i = 0; i < SOURCES_MAX && slot == SOURCES_MAX; ++i) {
+      if (g_sources[i].key == 0) {
+        slot = i;
+      }
+    }
+    if (slot < SOURCES_MAX) {
+      g_sources[slot].key = (uintptr_t)device;
+      g_sources[slot].device = t->id;
+      g_sources[slot].fn = fn;
+      g_sources[slot].ctx = ctx;
+    }
+  }
+  pthread_mutex_unlock(&g_sources_lock);
+}
+
+typedef struct collect_ctx {
+  accel_trace_counter_item_t *items;
+  size_t count;
+  size_t capacity;
+  bool failed;
+} collect_ctx_t;
+
+static void collect_track(const accel_trace_track_t *t, void *arg) {
+  collect_ctx_t *ctx = arg;
   if (t->kind != ACCEL_TRACK_DEVICE && t->kind != ACCEL_TRACK_STREAM &&
       t->kind != ACCEL_TRACK_QUEUE) {
     return;
@@ -345,24 +395,89 @@ static void snapshot_track(const accel_trace_track_t *t, void *arg) {
     if (!accel_trace_counter_applies(t->kind, k)) {
       continue;
     }
-    if (ctx->count < ctx->capacity) {
-      accel_counter_t c;
-      memset(&c, 0, sizeof(c));
-      c.struct_size = (uint32_t)sizeof(c);
-      c.scope = t->kind == ACCEL_TRACK_DEVICE   ? ACCEL_COUNTER_SCOPE_DEVICE
-                : t->kind == ACCEL_TRACK_STREAM ? ACCEL_COUNTER_SCOPE_STREAM
-                                                : ACCEL_COUNTER_SCOPE_QUEUE;
-      c.scope_id = t->id;
-      snprintf(c.scope_name, sizeof(c.scope_name), "%s", t->name);
-      snprintf(c.name, sizeof(c.name), "%s", k_counters[k].name);
-      snprintf(c.unit, sizeof(c.unit), "%s", k_counters[k].unit);
-      c.value = accel_trace_counter_value(t, k);
-      size_t n = ctx->stride < sizeof(c) ? ctx->stride : sizeof(c);
-      memcpy(ctx->out + ctx->count * ctx->stride, &c, n);
+    if (ctx->count == ctx->capacity) {
+      size_t cap = ctx->capacity ? ctx->capacity * 2 : 64;
+      void *grown = realloc(ctx->items, cap * sizeof(*ctx->items));
+      if (grown == NULL) {
+        ctx->failed = true;
+        return;
+      }
+      ctx->items = grown;
+      ctx->capacity = cap;
     }
-    ctx->count++;
+    accel_trace_counter_item_t *it = &ctx->items[ctx->count++];
+    it->owner = t->id;
+    it->track_kind = t->kind;
+    it->kind = k;
+    it->value = accel_trace_counter_value(t, k);
+    memcpy(it->scope, t->name, sizeof(it->scope));
   }
 }
+
+// Replaces the memory counters of sourced devices with their sources'
+// figures. Called without the registry lock.
+static void apply_memory_sources(accel_trace_counter_item_t *items,
+                                 size_t count) {
+  pthread_mutex_lock(&g_sources_lock);
+  for (uint32_t s = 0; s < SOURCES_MAX; ++s) {
+    if (g_sources[s].key == 0) {
+      continue;
+    }
+    accel_trace_memory_t m = {0};
+    bool read = false;
+    for (size_t i = 0; i < count; ++i) {
+      if (items[i].owner != g_sources[s].device) {
+        continue;
+      }
+      if (!read) {
+        g_sources[s].fn(g_sources[s].ctx, &m);
+        read = true;
+      }
+      switch (items[i].kind) {
+        case ACCEL_CTR_BYTES_IN_USE:
+          items[i].value = m.bytes_in_use;
+          break;
+        case ACCEL_CTR_BYTES_RESERVED:
+          items[i].value = m.bytes_reserved;
+          break;
+        case ACCEL_CTR_BYTES_PEAK:
+          items[i].value = m.bytes_peak;
+          break;
+        case ACCEL_CTR_ALLOCATIONS:
+          items[i].value = m.allocations;
+          break;
+        case ACCEL_CTR_FREES:
+          items[i].value = m.frees;
+          break;
+        case ACCEL_CTR_ALLOC_FAILURES:
+          items[i].value = m.alloc_failures;
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&g_sources_lock);
+}
+
+accel_trace_counter_item_t *accel_trace_counters_collect(size_t *out_count,
+                                                         bool *out_failed) {
+  collect_ctx_t ctx = {0};
+  accel_trace_track_foreach(collect_track, &ctx);
+  *out_failed = ctx.failed;
+  if (ctx.failed) {
+    free(ctx.items);
+    *out_count = 0;
+    return NULL;
+  }
+  apply_memory_sources(ctx.items, ctx.count);
+  *out_count = ctx.count;
+  return ctx.items;
+}
+
+// ---------------------------------------------------------------------------
+// accel_counters_snapshot
+// ---------------------------------------------------------------------------
 
 accel_status_t accel_counters_snapshot(accel_counter_t *counters,
                                        size_t capacity, size_t *out_count) {
@@ -379,10 +494,32 @@ accel_status_t accel_counters_snapshot(accel_counter_t *counters,
     }
     stride = counters[0].struct_size;
   }
-  snapshot_ctx_t ctx = {.out = (uint8_t *)counters,
-                        .stride = stride,
-                        .capacity = capacity};
-  accel_trace_track_foreach(snapshot_track, &ctx);
-  *out_count = ctx.count;
+  size_t n = 0;
+  bool failed = false;
+  accel_trace_counter_item_t *items = accel_trace_counters_collect(&n, &failed);
+  if (failed) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "counters snapshot: cannot allocate the copy of the "
+                       "counters");
+  }
+  uint8_t *out = (uint8_t *)counters;
+  for (size_t i = 0; i < n && i < capacity; ++i) {
+    const accel_trace_counter_item_t *it = &items[i];
+    accel_counter_t c;
+    memset(&c, 0, sizeof(c));
+    c.struct_size = (uint32_t)sizeof(c);
+    c.scope = it->track_kind == ACCEL_TRACK_DEVICE ? ACCEL_COUNTER_SCOPE_DEVICE
+              : it->track_kind == ACCEL_TRACK_STREAM
+                  ? ACCEL_COUNTER_SCOPE_STREAM
+                  : ACCEL_COUNTER_SCOPE_QUEUE;
+    c.scope_id = it->owner;
+    snprintf(c.scope_name, sizeof(c.scope_name), "%s", it->scope);
+    snprintf(c.name, sizeof(c.name), "%s", k_counters[it->kind].name);
+    snprintf(c.unit, sizeof(c.unit), "%s", k_counters[it->kind].unit);
+    c.value = it->value;
+    memcpy(out + i * stride, &c, sizeof(c));
+  }
+  free(items);
+  *out_count = n;
   return ACCEL_OK;
 }

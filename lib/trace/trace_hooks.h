@@ -46,11 +46,8 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
                               const accel_cmd_t *cmd, accel_status_t status);
 void accel_trace_stream_fail_slow(const void *queue, uint64_t seq,
                                   accel_status_t status, const char *message);
-void accel_trace_launch_begin_slow(const void *queue, uint64_t seq,
-                                   const char *kernel, uint32_t grid_x,
+void accel_trace_launch_begin_slow(const char *kernel, uint32_t grid_x,
                                    uint32_t grid_y, uint32_t grid_z);
-void accel_trace_launch_end_slow(const void *queue, uint64_t seq,
-                                 accel_status_t status);
 void accel_trace_semaphore_signal_slow(const void *device, const void *sem,
                                        uint64_t value);
 uint64_t accel_trace_semaphore_wait_slow(const void *device, const void *sem,
@@ -222,7 +219,8 @@ static inline void accel_trace_cmd_start(const void *queue,
                            ((m & ACCEL_TRACE_M_COUNTERS) != 0 &&
                             cmd->kind == ACCEL_CMD_WAIT) ||
                            ACCEL_TP_ON(cmd_start) ||
-                           ACCEL_TP_ON(copy_start))) {
+                           ACCEL_TP_ON(copy_start) ||
+                           ACCEL_TP_ON(launch_begin))) {
     accel_trace_cmd_start_slow(m, queue, cmd);
   }
 }
@@ -235,7 +233,7 @@ static inline void accel_trace_cmd_end(const void *queue,
                                        accel_status_t status) {
   uint32_t m = accel_trace_mask();
   bool tp = ACCEL_TP_ON(cmd_end) || ACCEL_TP_ON(copy_end) ||
-            ACCEL_TP_ON(event_complete);
+            ACCEL_TP_ON(event_complete) || ACCEL_TP_ON(launch_end);
   if (m == ACCEL_TRACE_M_COUNTERS && !tp && cmd->kind != ACCEL_CMD_WAIT) {
     // The common case, counters only: inline, no clock read.
     accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
@@ -255,22 +253,16 @@ static inline void accel_trace_stream_fail(const void *queue, uint64_t seq,
   accel_trace_stream_fail_slow(queue, seq, status, message);
 }
 
-// A kernel launch runs inside command |seq| of |queue| (called by the code
-// that executes launch payloads).
-static inline void accel_trace_launch_begin(const void *queue, uint64_t seq,
-                                            const char *kernel,
+// The launch command the calling queue worker is running starts kernel
+// |kernel| (borrowed for the call) on a grid of |grid_x| x |grid_y| x
+// |grid_z| work-groups. Called by the code that executes launch payloads, on
+// the worker; the launch's end is recorded with the command's end.
+static inline void accel_trace_launch_begin(const char *kernel,
                                             uint32_t grid_x, uint32_t grid_y,
                                             uint32_t grid_z) {
   if (ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0 ||
                            ACCEL_TP_ON(launch_begin))) {
-    accel_trace_launch_begin_slow(queue, seq, kernel, grid_x, grid_y, grid_z);
-  }
-}
-static inline void accel_trace_launch_end(const void *queue, uint64_t seq,
-                                          accel_status_t status) {
-  if (ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0 ||
-                           ACCEL_TP_ON(launch_end))) {
-    accel_trace_launch_end_slow(queue, seq, status);
+    accel_trace_launch_begin_slow(kernel, grid_x, grid_y, grid_z);
   }
 }
 
@@ -326,8 +318,8 @@ static inline void accel_trace_buffer_alloc(const void *device,
                                             uint64_t size_bytes,
                                             uint64_t mapped_bytes,
                                             uint32_t kind) {
-  uint32_t m = accel_trace_mask();
-  if (ACCEL_TRACE_UNLIKELY(m != 0 || ACCEL_TP_ON(buffer_alloc))) {
+  if (ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0 ||
+                           ACCEL_TP_ON(buffer_alloc))) {
     accel_trace_buffer_alloc_slow(device, address, size_bytes, mapped_bytes,
                                   kind);
   }
@@ -337,8 +329,8 @@ static inline void accel_trace_buffer_free(const void *device,
                                            uint64_t address,
                                            uint64_t size_bytes,
                                            uint64_t mapped_bytes) {
-  uint32_t m = accel_trace_mask();
-  if (ACCEL_TRACE_UNLIKELY(m != 0 || ACCEL_TP_ON(buffer_free))) {
+  if (ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0 ||
+                           ACCEL_TP_ON(buffer_free))) {
     accel_trace_buffer_free_slow(device, address, size_bytes, mapped_bytes);
   }
 }
@@ -346,7 +338,7 @@ static inline void accel_trace_buffer_free(const void *device,
 static inline void accel_trace_buffer_alloc_failed(const void *device,
                                                    uint64_t size_bytes,
                                                    accel_status_t status) {
-  if (accel_trace_mask() != 0) {
+  if ((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0) {
     accel_trace_buffer_alloc_failed_slow(device, size_bytes, status);
   }
 }

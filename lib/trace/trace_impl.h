@@ -24,14 +24,17 @@ typedef enum accel_trace_event_type {
   ACCEL_TEV_CMD_START = 2,     // track=stream aux=kind|dir<<8 a=seq b=bytes
   ACCEL_TEV_CMD_END = 3,       // track=stream aux=kind|status<<8 a=seq
   ACCEL_TEV_LAUNCH_BEGIN = 4,  // track=stream a=seq b=kernel name string id
-  ACCEL_TEV_LAUNCH_END = 5,    // track=stream aux=status a=seq
+  ACCEL_TEV_LAUNCH_END = 5,    // track=stream aux=status a=seq (from LTTng
+                               // only: the recorder ends a launch with its
+                               // command)
   ACCEL_TEV_SEM_SIGNAL = 6,    // track=device a=semaphore id b=value
   ACCEL_TEV_SEM_WAIT = 7,      // track=device a=semaphore id b=value
   ACCEL_TEV_SEM_WAKE = 8,      // track=device aux=status a=semaphore id b=value
   ACCEL_TEV_EVENT_RECORD = 9,  // track=stream a=event id b=record value
   ACCEL_TEV_EVENT_COMPLETE = 10,  // track=stream a=event id b=host ns of
                                   // the device timestamp
-  ACCEL_TEV_BUF_ALLOC = 11,    // track=device aux=kind a=address b=bytes
+  ACCEL_TEV_BUF_ALLOC = 11,    // track=device aux=kind|status<<8 a=address
+                               // (0: failed) b=bytes
   ACCEL_TEV_BUF_FREE = 12,     // track=device a=address b=bytes
   ACCEL_TEV_ERROR = 13,        // aux=status a=message string id
   ACCEL_TEV_STREAM_FAIL = 14,  // track=stream aux=status a=seq
@@ -147,6 +150,27 @@ typedef enum accel_counter_kind {
 const char *accel_counter_kind_name(uint32_t kind);
 const char *accel_counter_kind_unit(uint32_t kind);
 
+// Memory figures of a device, filled by the memory layer's source function
+// (accel_trace_device_memory_source) when counters are read.
+typedef struct accel_trace_memory {
+  uint64_t bytes_in_use;
+  uint64_t bytes_reserved;
+  uint64_t bytes_peak;
+  uint64_t allocations;
+  uint64_t frees;
+  uint64_t alloc_failures;
+} accel_trace_memory_t;
+
+typedef void (*accel_trace_memory_fn_t)(void *ctx, accel_trace_memory_t *out);
+
+// The memory layer of |device| reports the device's memory counters through
+// |fn|(|ctx|, out), called when counters are read (not under any lock of
+// lib/trace's that a hook takes); NULL |fn| withdraws it (before |ctx| goes
+// away; returns once no call is in progress). A device without a source
+// reports its memory counters as 0.
+void accel_trace_device_memory_source(const void *device,
+                                      accel_trace_memory_fn_t fn, void *ctx);
+
 typedef struct accel_trace_track {
   uint32_t id;      // never 0; ids are never reused
   uint32_t kind;    // accel_trace_track_kind_t
@@ -179,6 +203,17 @@ void accel_trace_track_remove(uintptr_t key);
 // The live track of |key|, or NULL. Lock-free on the hot path (a per-thread
 // cache in front of the locked table).
 accel_trace_track_t *accel_trace_track_find(uintptr_t key);
+
+// The command a queue worker is running (set at its start when anything
+// records launches), so that code running inside it (launch payloads) can
+// report without knowing its queue.
+typedef struct accel_trace_current {
+  uint32_t track;
+  bool launch_open;  // a launch_begin was recorded for this command
+  uint64_t seq;
+} accel_trace_current_t;
+extern __attribute__((tls_model("initial-exec"))) _Thread_local
+    accel_trace_current_t accel_trace_current_g;
 
 // Bumped by every track removal; per-thread caches are valid while it holds.
 extern _Atomic uint64_t accel_trace_remove_gen_g;
@@ -222,6 +257,22 @@ uint64_t accel_trace_counter_value(const accel_trace_track_t *track,
 // Whether counter |kind| applies to tracks of |track_kind|.
 bool accel_trace_counter_applies(uint32_t track_kind, uint32_t kind);
 
+// One counter value read from the registry.
+typedef struct accel_trace_counter_item {
+  uint32_t owner;       // track id
+  uint32_t track_kind;  // accel_trace_track_kind_t
+  uint32_t kind;        // accel_counter_kind_t
+  uint64_t value;
+  char scope[64];
+} accel_trace_counter_item_t;
+
+// Reads every counter of every live device and stream (memory counters from
+// their sources, outside the registry lock). Returns a malloc'ed array (NULL
+// when there are none) of |*out_count| items; |*out_failed| when out of
+// memory.
+accel_trace_counter_item_t *accel_trace_counters_collect(size_t *out_count,
+                                                         bool *out_failed);
+
 // Interned strings (kernel names, error messages): returns an id > 0, or 0
 // when the table is full. accel_trace_string() returns NULL for unknown ids.
 uint32_t accel_trace_intern(const char *text, bool dedupe);
@@ -241,6 +292,7 @@ enum {
 
 // What the hooks do; read relaxed on every hook (a predictable branch).
 extern _Atomic uint32_t accel_trace_mask_g;
+
 
 // Records one event in this thread's buffers (flight ring and/or recorder).
 void accel_trace_emit(uint32_t type, uint32_t aux, uint32_t track, uint64_t a,
@@ -263,8 +315,9 @@ bool accel_trace_lttng_listening(void);
 accel_status_t accel_trace_runtime_attach(void);
 void accel_trace_runtime_detach(void);
 
-// Samples every counter into the recorder and LTTng (one sample per counter).
-void accel_trace_sample_counters(void);
+// Samples every counter into the recorder and LTTng (one sample per
+// counter); returns false when neither records them.
+bool accel_trace_sample_counters(void);
 
 // Writes the flight recorder to ACCEL_FLIGHT_DIR (if set) after a failure of
 // |track|; at most a few files per process.

@@ -108,15 +108,16 @@ def label(field):
 
 def check_lttng_events(events):
     names = collections.Counter(e[1] for e in events)
-    cmds = 7 * N + 2  # 7 per iteration, the final signal, the failing call
+    # 8 per iteration; the final signal and copy back; the failing call.
+    cmds = 8 * N + 3
     want = {
         "accel:runtime_create": 1, "accel:runtime_destroy": 1,
         "accel:device_open": 1, "accel:device_close": 1,
         "accel:stream_create": 3, "accel:stream_destroy": 3,
         "accel:buffer_alloc": 2, "accel:buffer_free": 2,
         "accel:cmd_enqueue": cmds, "accel:cmd_start": cmds,
-        "accel:cmd_end": cmds, "accel:copy_submit": 3 * N,
-        "accel:copy_start": 3 * N, "accel:copy_end": 3 * N,
+        "accel:cmd_end": cmds, "accel:copy_submit": 3 * N + 1,
+        "accel:copy_start": 3 * N + 1, "accel:copy_end": 3 * N + 1,
         "accel:event_record": N, "accel:event_complete": N,
         "accel:semaphore_wait": 1, "accel:semaphore_wake": 1,
         "accel:stream_fail": 1, "accel:launch_begin": N,
@@ -172,7 +173,8 @@ def check_lttng_events(events):
         if name == "accel:copy_end":
             copies[(f["engine"], label(f["direction"]), f["bytes"])] += 1
     expect(copies == {(copy, "h2d", 65536): N, (compute, "d2h", 65536): N,
-                      (compute, "d2d", 4096): N}, f"copies {copies}")
+                      (compute, "d2h", 4096): 1, (compute, "d2d", 4096): N},
+           f"copies {copies}")
     # Event records complete, with a device time mapped into host time.
     records = {f["value"]: f for _, n, f in events if n == "accel:event_record"}
     expect(sorted(records) == list(range(1, N + 1)), "event record values")
@@ -184,8 +186,14 @@ def check_lttng_events(events):
     expect(all(f["kernel"] == "axpy" and f["grid_x"] == 4 and
                f["stream"] == compute for f in launches),
            f"launch_begin fields {launches[:1]}")
-    expect([f["seq"] for f in launches] == list(range(1, N + 1)),
-           "launch_begin seqs")
+    launch_cmds = [f["seq"] for _, n, f in events if n == "accel:cmd_start"
+                   and f["stream"] == compute and label(f["kind"]) == "launch"]
+    expect(len(launch_cmds) == N and
+           [f["seq"] for f in launches] == launch_cmds,
+           f"launch_begin seqs {[f['seq'] for f in launches]} {launch_cmds}")
+    ends = [f for _, n, f in events if n == "accel:launch_end"]
+    expect([f["seq"] for f in ends] == launch_cmds and
+           all(label(f["status"]) == "ok" for f in ends), "launch_end")
     fails = [f for _, n, f in events if n == "accel:stream_fail"]
     expect(label(fails[0]["status"]) == "internal" and
            "command #1 (host_call) failed" in fails[0]["message"],
@@ -211,13 +219,13 @@ def check_accel_trace(trace_dir, tmp):
         slices, counters, flows, instants = pc.check(trace, tracks)
     except pc.Failure as e:
         fail(f"converted trace: {e}")
-    for name, count in {"copy h2d": N, "copy d2h": N, "copy d2d": N,
+    for name, count in {"copy h2d": N, "copy d2h": N + 1, "copy d2d": N,
                         "host_call": N + 1, "fill": N, "wait": N,
-                        "signal": N + 1, "semaphore wait": 1,
+                        "launch": N, "signal": N + 1, "semaphore wait": 1,
                         "axpy": N}.items():
         expect(len(slices.get(name, [])) == count,
                f"converted: {name}: {len(slices.get(name, []))} != {count}")
-    expect(len(flows) == 7 * N + 2, f"converted: {len(flows)} flows")
+    expect(len(flows) == 8 * N + 3, f"converted: {len(flows)} flows")
     expect(counters.get("host:0/copy copy_bytes_h2d") == N * 65536,
            "converted: counter track")
     r = subprocess.run([TOOL, "summary", trace_dir], capture_output=True,
@@ -230,7 +238,7 @@ def check_accel_trace(trace_dir, tmp):
         rows[name] = (cols[0], int(cols[-5]), float(cols[-4]),
                       float(cols[-3]), float(cols[-2]), int(cols[-1]))
     want = {"copy h2d": ("copy", N, N * 65536),
-            "copy d2h": ("copy", N, N * 65536),
+            "copy d2h": ("copy", N + 1, N * 65536 + 4096),
             "copy d2d": ("copy", N, N * 4096),
             "host_call": ("kernel", N + 1, 0), "axpy": ("kernel", N, 0),
             "fill": ("command", N, N * 4096)}

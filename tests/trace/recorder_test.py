@@ -15,8 +15,9 @@ WORKLOAD = sys.argv[1]
 TOOL = sys.argv[2] if len(sys.argv) > 2 else None  # accel-trace
 N = 8
 EXPECTED_SLICES = {
-    "copy h2d": N, "copy d2h": N, "copy d2d": N, "fill": N, "host_call": N,
-    "wait": N, "signal": N + 1, "semaphore wait": 1, "axpy": N,
+    "copy h2d": N, "copy d2h": N + 1, "copy d2d": N, "fill": N,
+    "host_call": N, "launch": N, "wait": N, "signal": N + 1,
+    "semaphore wait": 1, "axpy": N,
 }
 
 
@@ -63,10 +64,12 @@ def check_recording(trace_path, counters_path):
     known = {
         f"{copy} copy_bytes_h2d": N * 65536, f"{copy} copies": N,
         f"{copy} signals": N, f"{copy} commands_completed": 2 * N,
-        f"{comp} copy_bytes_d2h": N * 65536, f"{comp} copy_bytes_d2d": N * 4096,
+        f"{comp} copy_bytes_d2h": N * 65536 + 4096,
+        f"{comp} copy_bytes_d2d": N * 4096, f"{comp} copies": 2 * N + 1,
         f"{comp} fill_bytes": N * 4096, f"{comp} host_calls": N,
-        f"{comp} waits": N, f"{comp} commands_completed": 5 * N + 1,
-        f"{comp} commands_enqueued": 5 * N + 1,
+        f"{comp} launches": N, f"{comp} waits": N,
+        f"{comp} commands_completed": 6 * N + 2,
+        f"{comp} commands_enqueued": 6 * N + 2,
         f"{comp} queue_occupancy": 0, f"{comp} failures": 0,
         f"{dev} bytes_in_use": 2 << 20, f"{dev} allocations": 2,
         f"{dev} bytes_peak": 2 << 20, f"{dev} host_waits": 1,
@@ -188,7 +191,7 @@ def test_flight_on_fatal_signal(tmp):
               f"{os.listdir(flight)}")
     trace, tracks = pc.load(files[0])
     slices, _, _, _ = pc.check(trace, tracks)
-    pc.expect(len(slices.get("copy d2h", [])) == N,
+    pc.expect(len(slices.get("copy d2h", [])) == N + 1,
               f"crash flight: {len(slices.get('copy d2h', []))} d2h copies")
     return len(trace.packet)
 

@@ -15,33 +15,37 @@
 //
 // Per iteration: stream "copy" copies 64 KiB host->device and records an
 // event; stream "compute" waits for that event, runs a host call, fills 4 KiB,
-// copies 4 KiB device->device and 64 KiB device->host. At the end "compute"
-// signals a semaphore to 1 and the host waits for it.
+// launches the run-time kernel "axpy" on a 4x1x1 grid over them, copies 4 KiB
+// device->device and 64 KiB device->host. At the end "compute" signals a
+// semaphore to 1, the host waits for it, and "compute" copies the kernel's
+// output back (one more d2h copy of 4 KiB).
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "accel/accel.h"
-#include "stream/semaphore_impl.h"
-#include "trace/trace_hooks.h"
 
 #define COPY_BYTES 65536u
 #define FILL_BYTES 4096u
 
-// The host device's "kernel": reports itself as a launch of "axpy" on a
-// 4x1x1 grid, the way the code that executes launch payloads does.
-typedef struct kernel_ctx {
-  accel_stream_t *stream;
-  unsigned count;
-} kernel_ctx_t;
-
 static accel_status_t host_kernel(void *user_data) {
-  kernel_ctx_t *k = user_data;
-  accel_trace_launch_begin(k->stream->queue, k->count + 1, "axpy", 4, 1, 1);
-  k->count++;
-  accel_trace_launch_end(k->stream->queue, k->count, ACCEL_OK);
+  unsigned *count = user_data;
+  (*count)++;
   return ACCEL_OK;
+}
+
+// A run-time kernel: y = a * y + 1 over FILL_BYTES of floats, 256 per
+// work-group (a 4x1x1 grid).
+static int32_t axpy_kernel(const accel_kernel_dispatch_t *d,
+                           const accel_kernel_workgroup_t *wg) {
+  const float *a = d->constants;
+  float *y = d->bindings[0].data;
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t k = wg->id[0] * 256 + i;
+    y[k] = *a * y[k] + 1.0f;
+  }
+  return 0;
 }
 
 static accel_status_t failing_kernel(void *user_data) {
@@ -113,7 +117,26 @@ int main(int argc, char **argv) {
   }
   accel_event_t *ev = NULL;
   CHECK(accel_event_create(dev, 0, &ev));
-  kernel_ctx_t kernels = {.stream = compute};
+  unsigned kernels = 0;
+  accel_kernel_binding_decl_t decl = {
+      .name = "y",
+      .access = ACCEL_KERNEL_ACCESS_READ | ACCEL_KERNEL_ACCESS_WRITE,
+      .alignment = 4};
+  accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
+                            .abi_version = ACCEL_KERNEL_ABI_VERSION,
+                            .name = "axpy", .fn = axpy_kernel,
+                            .binding_count = 1, .bindings = &decl,
+                            .constants_size = sizeof(float),
+                            .workgroup_size = {256, 1, 1}};
+  accel_kernel_t *axpy = NULL;
+  CHECK(accel_kernel_register(dev, &kd, &axpy));
+  float factor = 2.0f;
+  accel_launch_binding_t bind = {.buffer = b};
+  accel_launch_desc_t ld = {.struct_size = sizeof(ld),
+                            .workgroup_count = {FILL_BYTES / 1024, 1, 1},
+                            .binding_count = 1, .bindings = &bind,
+                            .constants_size = sizeof(factor),
+                            .constants = &factor};
   for (unsigned it = 0; it < iterations; ++it) {
     // Each iteration uses its own slice of |a|: the copy stream runs ahead
     // of the compute stream, which is only ordered after it (by |ev|).
@@ -122,7 +145,8 @@ int main(int argc, char **argv) {
     CHECK(accel_event_record(ev, copy));
     CHECK(accel_stream_wait_event(compute, ev));
     CHECK(accel_stream_host_call(compute, host_kernel, &kernels));
-    CHECK(accel_stream_fill(compute, b, 0, FILL_BYTES, 0xab, 1));
+    CHECK(accel_stream_fill(compute, b, 0, FILL_BYTES, 0, 1));
+    CHECK(accel_launch(compute, axpy, &ld));
     CHECK(accel_stream_copy(compute, a, 8 * COPY_BYTES + it * FILL_BYTES, b,
                             0, FILL_BYTES));
     CHECK(accel_stream_copy_to_host(compute, host_out, a, slot, COPY_BYTES));
@@ -133,10 +157,13 @@ int main(int argc, char **argv) {
   CHECK(accel_semaphore_wait(sem, 1, ACCEL_TIMEOUT_INFINITE));
   CHECK(accel_stream_synchronize(copy, ACCEL_TIMEOUT_INFINITE));
   CHECK(accel_stream_synchronize(compute, ACCEL_TIMEOUT_INFINITE));
-  if (kernels.count != iterations ||
-      memcmp(host_in, host_out, COPY_BYTES) != 0) {
-    fprintf(stderr, "trace-workload: wrong results (%u kernels)\n",
-            kernels.count);
+  float y[FILL_BYTES / sizeof(float)];
+  CHECK(accel_stream_copy_to_host(compute, y, b, 0, FILL_BYTES));
+  CHECK(accel_stream_synchronize(compute, ACCEL_TIMEOUT_INFINITE));
+  if (kernels != iterations || memcmp(host_in, host_out, COPY_BYTES) != 0 ||
+      y[0] != 1.0f || y[FILL_BYTES / sizeof(float) - 1] != 1.0f) {
+    fprintf(stderr, "trace-workload: wrong results (%u host calls, y %g)\n",
+            kernels, y[0]);
     return 1;
   }
   accel_stream_t *bad = NULL;
@@ -184,6 +211,7 @@ int main(int argc, char **argv) {
            accel_last_error());
   }
   accel_stream_destroy(bad);
+  accel_kernel_release(axpy);
   accel_semaphore_release(sem);
   accel_event_release(ev);
   accel_buffer_release(a);

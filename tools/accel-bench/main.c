@@ -19,7 +19,7 @@ static const struct {
     {"load", accel_bench_load,
      "load an .axe with 1 GiB of weights to first launch vs read()"},
     {"trace", accel_bench_trace,
-     "launch round trip with tracing off, counters, LTTng, recorder"},
+     "empty-kernel launch round trip: tracing off, counters, LTTng, recorder"},
     {"dma", accel_bench_dma,
      "DMA copy bandwidth, 4 KiB latency and staging vs memcpy baselines"},
 };

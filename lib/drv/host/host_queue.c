@@ -38,6 +38,10 @@ struct accel_drv_queue {
   _Alignas(64) _Atomic uint32_t parked;  // the worker is (about to be) asleep
   _Atomic uint32_t stopping;             // destroy called
   _Atomic uint32_t cancel;               // abort pending work
+  // Set (release) once the queue has failed, after |completion| holds the
+  // error; producers check it instead of reading the completion semaphore,
+  // whose line the worker writes on every batch.
+  _Atomic uint32_t failed;
   accel_host_waiter_t waiter;  // the worker's futex word (also for waits)
 
   // One spare chunk handed from the consumer back to producers.
@@ -186,6 +190,8 @@ static void poison(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st,
            (unsigned long long)cmd->seq, accel_cmd_kind_name(cmd->kind), why);
   accel_trace_stream_fail(q, cmd->seq, st, q->poison_message);
   accel_host_semaphore_fail(q->completion, st, q->poison_message);
+  // Release: a producer that sees the flag finds the stored message.
+  atomic_store_explicit(&q->failed, 1, memory_order_release);
 }
 
 // Handles a command that will not run: its signal fails with the poison.
@@ -297,19 +303,26 @@ static void *worker_main(void *arg) {
       }
       continue;
     }
-    // Spin for new work before parking.
-    uint64_t spin_until = accel_host_now_ns() + spin_ns;
+    // Spin for new work before parking. The clock is first read after 64
+    // polls: the next command of a tight submit/synchronize loop arrives
+    // within a few hundred ns, and a clock read there would delay seeing it.
+    uint64_t spin_until = 0;
     bool found = false;
     uint32_t iter = 0;
     for (;;) {
-      accel_host_cpu_relax();
       if (next_ready(q) != NULL ||
           atomic_load_explicit(&q->stopping, memory_order_relaxed)) {
         found = true;
         break;
       }
-      if ((++iter & 63) == 0 && accel_host_now_ns() >= spin_until) {
-        break;
+      accel_host_cpu_relax();
+      if ((++iter & 63) == 0) {
+        uint64_t now = accel_host_now_ns();
+        if (spin_until == 0) {
+          spin_until = now + spin_ns;
+        } else if (now >= spin_until) {
+          break;
+        }
       }
     }
     if (found) {
@@ -401,6 +414,10 @@ void accel_host_queue_destroy(accel_drv_queue_t *q) {
 accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
                                        const accel_cmd_t *commands,
                                        uint32_t count, uint64_t *out_last_seq) {
+  // Acquire: pairs with poison()'s release, so the stored error is complete.
+  if (atomic_load_explicit(&q->failed, memory_order_acquire)) {
+    return accel_error_state_report(accel_host_semaphore_error(q->completion));
+  }
   submit_lock(q);
   uint32_t accepted = 0;
   for (; accepted < count; ++accepted) {

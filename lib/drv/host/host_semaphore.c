@@ -20,10 +20,12 @@ typedef struct wait_node {
 } wait_node_t;
 
 struct accel_drv_semaphore {
-  _Atomic uint64_t value;
+  // The value and node count share a line that signallers and pollers use;
+  // the lock and the failure state live on others.
+  _Alignas(64) _Atomic uint64_t value;
   // Number of registered nodes; signallers take |lock| only when non-zero.
   _Atomic uint32_t node_count;
-  pthread_mutex_t lock;
+  _Alignas(64) pthread_mutex_t lock;
   wait_node_t *nodes;  // guarded by |lock|
   accel_drv_device_t *device;
   accel_error_state_t error;
@@ -90,7 +92,10 @@ static void wake_nodes(accel_drv_semaphore_t *sem, bool failed) {
 accel_status_t accel_host_semaphore_create(accel_drv_device_t *device,
                                            uint64_t initial_value,
                                            accel_drv_semaphore_t **out) {
-  accel_drv_semaphore_t *sem = calloc(1, sizeof(*sem));
+  accel_drv_semaphore_t *sem = aligned_alloc(64, sizeof(*sem));
+  if (sem != NULL) {
+    memset(sem, 0, sizeof(*sem));
+  }
   if (sem == NULL) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "host semaphore: cannot allocate %zu bytes",
@@ -228,15 +233,16 @@ accel_status_t accel_host_semaphore_wait_ex(
     }
     return st;
   }
+  // Spin first: a parked thread takes tens of microseconds to wake. The
+  // clock is read only every 64 polls, so that the common short wait sees
+  // its value as soon as it lands.
   uint64_t start = accel_host_now_ns();
-  uint64_t deadline = accel_host_deadline(timeout_ns);
-  // Spin first: a parked thread takes tens of microseconds to wake.
   uint64_t spin_until = start + (spin_ns < timeout_ns ? spin_ns : timeout_ns);
   uint64_t yield_at = start + ACCEL_HOST_SPIN_YIELD_NS;
   uint32_t iter = 0;
   for (;;) {
     accel_host_cpu_relax();
-    if ((++iter & 15) == 0) {
+    if ((++iter & 63) == 0) {
       uint64_t now = accel_host_now_ns();
       if (now >= spin_until) {
         break;
@@ -256,6 +262,7 @@ accel_status_t accel_host_semaphore_wait_ex(
     }
   }
 
+  uint64_t deadline = accel_host_deadline(timeout_ns);
   accel_host_waiter_t local = {.cancel = NULL};
   if (waiter == NULL) {
     waiter = &local;
