@@ -42,10 +42,11 @@ struct accel_drv_dma_ring {
   _Atomic uint64_t bytes[ACCEL_DMA_DIR_COUNT];
   _Atomic int inject_status;  // test hook: fail the next COPY/FILL
   _Atomic uint32_t abort;     // dma_ring_abort was called
-  // CPU of the thread that rang the doorbell last (-1: unknown): an engine
-  // that finds itself on that CPU yields after its pass (see engine_main).
+  // Rarely written, read by both sides: set once poisoned; and the CPU of
+  // the thread that rang the doorbell last (-1: unknown; stored only when it
+  // changes), on which an engine yields after its pass (see engine_main).
+  _Alignas(64) _Atomic uint32_t failed;
   _Atomic int producer_cpu;
-  _Alignas(64) _Atomic uint32_t failed;  // set once poisoned
 
   // Engine side (its thread only).
   _Alignas(64) uint64_t consumed;
@@ -489,8 +490,11 @@ static void *engine_main(void *arg) {
         accel_host_futex_wake_all(&e->ack_word);
       }
     }
+    // Stored only when it changes: the doorbell reads this cache line.
     int my_cpu = sched_getcpu();
-    atomic_store_explicit(&e->cpu, my_cpu, memory_order_relaxed);
+    if (my_cpu != atomic_load_explicit(&e->cpu, memory_order_relaxed)) {
+      atomic_store_explicit(&e->cpu, my_cpu, memory_order_relaxed);
+    }
     bool progress = false;
     bool share_cpu = false;
     uint32_t stall_count = 0;
@@ -790,7 +794,9 @@ void accel_host_dma_ring_doorbell(accel_drv_dma_ring_t *r, uint64_t tail) {
   // give the CPU to the engine now (the engine does the same when it finds
   // the submitter on its CPU).
   int cpu = sched_getcpu();
-  atomic_store_explicit(&r->producer_cpu, cpu, memory_order_relaxed);
+  if (cpu != atomic_load_explicit(&r->producer_cpu, memory_order_relaxed)) {
+    atomic_store_explicit(&r->producer_cpu, cpu, memory_order_relaxed);
+  }
   if (cpu >= 0 && cpu == atomic_load_explicit(&e->cpu, memory_order_relaxed) &&
       !atomic_load_explicit(&e->parked, memory_order_relaxed)) {
     sched_yield();
