@@ -67,6 +67,8 @@ accel_status_t accel_error_context(accel_status_t status, const char *fmt,
 
 void accel_error_clear(void) { g_message[0] = '\0'; }
 
+char *accel_error_buffer(void) { return g_message; }
+
 void accel_error_state_init(accel_error_state_t *state) {
   atomic_init(&state->code, ACCEL_OK);
   atomic_flag_clear(&state->taken);

@@ -26,6 +26,10 @@ accel_status_t accel_error_context(accel_status_t status, const char *fmt, ...)
 // message they leave can be attributed to them).
 void accel_error_clear(void);
 
+// This thread's message storage (ACCEL_ERROR_MESSAGE_MAX bytes): a worker
+// caches it to clear the message without a TLS lookup per command.
+char *accel_error_buffer(void);
+
 // Rejects a NULL argument with a message naming it.
 #define ACCEL_CHECK_ARG(cond, name)                                           \
   do {                                                                        \

@@ -12,6 +12,7 @@
 #include "trace/trace_hooks.h"
 
 #define CHUNK_COMMANDS 1024u
+#define SPARE_CHUNKS 4
 
 typedef struct chunk {
   accel_cmd_t commands[CHUNK_COMMANDS];
@@ -44,14 +45,16 @@ struct accel_drv_queue {
   _Atomic uint32_t failed;
   accel_host_waiter_t waiter;  // the worker's futex word (also for waits)
 
-  // One spare chunk handed from the consumer back to producers.
-  chunk_t *_Atomic spare;
+  // Spare chunks handed from the consumer back to producers, so that a
+  // backlog that comes and goes does not allocate and zero memory each time.
+  chunk_t *_Atomic spare[SPARE_CHUNKS];
 
   // Consumer side (worker thread only).
   _Alignas(64) chunk_t *head_chunk;
   uint32_t head_index;
   uint64_t consumed;           // seq of the last command processed
   uint64_t completion_posted;  // last seq signalled on |completion|
+  char *error_buffer;  // the worker thread's accel_last_error() storage
   bool poisoned;
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
@@ -83,7 +86,12 @@ static void submit_unlock(accel_drv_queue_t *q) {
 }
 
 static chunk_t *chunk_get(accel_drv_queue_t *q) {
-  chunk_t *c = atomic_exchange_explicit(&q->spare, NULL, memory_order_acquire);
+  chunk_t *c = NULL;
+  for (int i = 0; i < SPARE_CHUNKS && c == NULL; ++i) {
+    // Acquire: pairs with chunk_put's release, so the consumer's last reads
+    // of the chunk happen before our writes.
+    c = atomic_exchange_explicit(&q->spare[i], NULL, memory_order_acquire);
+  }
   if (c == NULL) {
     c = calloc(1, sizeof(*c));  // zeroed seqs: never mistaken as published
     if (c == NULL) {
@@ -95,9 +103,16 @@ static chunk_t *chunk_get(accel_drv_queue_t *q) {
 }
 
 static void chunk_put(accel_drv_queue_t *q, chunk_t *c) {
-  // Release: the next producer to take it must not see our stale reads.
-  chunk_t *old = atomic_exchange_explicit(&q->spare, c, memory_order_acq_rel);
-  free(old);
+  for (int i = 0; i < SPARE_CHUNKS; ++i) {
+    chunk_t *expected = NULL;
+    // Release: the next producer to take it must not see our stale reads.
+    if (atomic_compare_exchange_strong_explicit(&q->spare[i], &expected, c,
+                                                memory_order_release,
+                                                memory_order_relaxed)) {
+      return;
+    }
+  }
+  free(c);
 }
 
 static void release_refs(accel_cmd_t *cmd) {
@@ -132,7 +147,7 @@ static void fill_pattern(uint8_t *dst, uint64_t size, uint64_t pattern,
 static accel_status_t execute(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   switch (cmd->kind) {
     case ACCEL_CMD_HOST_CALL: {
-      accel_error_clear();
+      q->error_buffer[0] = '\0';  // attribute a message to this call only
       accel_status_t st = cmd->host_call.fn(cmd->host_call.user_data);
       if (st != ACCEL_OK) {
         char msg[ACCEL_ERROR_MESSAGE_MAX];
@@ -273,6 +288,7 @@ static accel_cmd_t *next_ready(accel_drv_queue_t *q) {
 
 static void *worker_main(void *arg) {
   accel_drv_queue_t *q = arg;
+  q->error_buffer = accel_error_buffer();
   if (q->device->has_affinity) {
     // Best effort: a failure leaves the thread where the scheduler puts it.
     pthread_setaffinity_np(pthread_self(), sizeof(q->device->affinity),
@@ -407,7 +423,9 @@ void accel_host_queue_destroy(accel_drv_queue_t *q) {
   // Everything submitted was processed; the worker left at most the current
   // head chunk and the spare.
   free(q->head_chunk);
-  free(atomic_load_explicit(&q->spare, memory_order_relaxed));
+  for (int i = 0; i < SPARE_CHUNKS; ++i) {
+    free(atomic_load_explicit(&q->spare[i], memory_order_relaxed));
+  }
   free(q);
 }
 
