@@ -15,10 +15,15 @@ echo "== example-streams"
 "$dir/examples/example-streams"
 if [ -x "$dir/examples/example-mlp-layer" ]; then
   echo
-  echo "== example-mlp-layer: pack, load and run a transformer MLP block"
+  echo "== example-mlp-layer: pack, load and run a transformer MLP block (traced)"
   axe="$dir/mlp_layer.axe"
-  "$dir/examples/example-mlp-layer" "$dir/kernels/host/libaccel_layer_kernels.so" "$axe"
+  trace="$dir/mlp_layer.pftrace"
+  ACCEL_TRACE="$trace" "$dir/examples/example-mlp-layer" \
+    "$dir/kernels/host/libaccel_layer_kernels.so" "$axe"
   echo
   echo "== accel-inspect $axe"
   "$dir/tools/accel-inspect/accel-inspect" "$axe"
+  echo
+  echo "== accel-trace summary $trace (open the file in the Perfetto UI)"
+  "$dir/tools/accel-trace/accel-trace" summary "$trace"
 fi

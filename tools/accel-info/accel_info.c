@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
       size_t n = 0;
       const accel_env_var_t *vars = accel_env_vars(&n);
       for (size_t j = 0; j < n; ++j) {
-        printf("%-22s %s\n", vars[j].name, vars[j].description);
+        printf("%-28s %s\n", vars[j].name, vars[j].description);
       }
       return 0;
     } else {
