@@ -169,28 +169,44 @@ accel_status_t accel_stream_fill(accel_stream_t *stream,
   return accel_stream_submit(stream, &cmd);
 }
 
-// An overlapping copy within one buffer, which DMA descriptors reject: the
-// stream's own queue runs it with memmove semantics.
-static accel_status_t submit_overlapping_copy(accel_stream_t *stream,
-                                              accel_buffer_t *buffer,
-                                              uint64_t dst_offset,
-                                              uint64_t src_offset,
-                                              uint64_t size) {
-  accel_cmd_t cmd = {.kind = ACCEL_CMD_COPY,
-                     .flags = ACCEL_COPY_DEVICE_TO_DEVICE};
-  cmd.copy.dst = buffer->address + dst_offset;
-  cmd.copy.src = buffer->address + src_offset;
+// A copy command on the stream's own queue (memmove semantics): for an
+// overlapping copy within one buffer, which DMA descriptors reject, and on
+// devices without copy engines.
+static accel_status_t submit_stream_copy(accel_stream_t *stream,
+                                         accel_dma_ref_t dst,
+                                         accel_dma_ref_t src, uint64_t size) {
+  uint32_t direction = dst.host != NULL   ? ACCEL_COPY_DEVICE_TO_HOST
+                       : src.host != NULL ? ACCEL_COPY_HOST_TO_DEVICE
+                                          : ACCEL_COPY_DEVICE_TO_DEVICE;
+  accel_cmd_t cmd = {.kind = ACCEL_CMD_COPY, .flags = direction};
+  cmd.copy.dst = dst.host != NULL ? (uint64_t)(uintptr_t)dst.host
+                                  : dst.buffer->address + dst.offset;
+  cmd.copy.src = src.host != NULL ? (uint64_t)(uintptr_t)src.host
+                                  : src.buffer->address + src.offset;
   cmd.copy.size_bytes = size;
-  accel_object_retain(&buffer->object);
-  cmd.refs[0] = &buffer->object;
+  accel_buffer_t *refs[2] = {dst.buffer != NULL ? dst.buffer : src.buffer,
+                             dst.buffer != NULL && src.buffer != dst.buffer
+                                 ? src.buffer
+                                 : NULL};
+  for (int i = 0; i < 2; ++i) {
+    if (refs[i] != NULL) {
+      accel_object_retain(&refs[i]->object);
+      cmd.refs[i] = &refs[i]->object;
+    }
+  }
   return accel_stream_submit(stream, &cmd);
 }
 
 // Runs a 1D copy between |dst| and |src| on the stream's DMA link, in the
-// stream's order.
+// stream's order (on the stream itself if the device has no copy engines).
 static accel_status_t submit_dma_copy(accel_stream_t *stream,
                                       accel_dma_ref_t dst, accel_dma_ref_t src,
                                       uint64_t size) {
+  const accel_driver_t *drv = stream->device->driver;
+  if (drv->copy_engine_count == NULL || drv->dma_ring_create == NULL ||
+      drv->copy_engine_count(stream->device->drv) == 0) {
+    return submit_stream_copy(stream, dst, src, size);
+  }
   accel_dma_desc_t d = {
       .struct_size = sizeof(d),
       .op = ACCEL_DMA_OP_COPY_1D,
@@ -216,8 +232,9 @@ accel_status_t accel_stream_copy(accel_stream_t *stream, accel_buffer_t *dst,
   }
   if (dst == src && dst_offset < src_offset + size_bytes &&
       src_offset < dst_offset + size_bytes) {
-    return submit_overlapping_copy(stream, dst, dst_offset, src_offset,
-                                   size_bytes);
+    return submit_stream_copy(
+        stream, (accel_dma_ref_t){.buffer = dst, .offset = dst_offset},
+        (accel_dma_ref_t){.buffer = src, .offset = src_offset}, size_bytes);
   }
   return submit_dma_copy(stream,
                          (accel_dma_ref_t){.buffer = dst, .offset = dst_offset},
