@@ -489,7 +489,9 @@ static void *engine_main(void *arg) {
       // Keeps the previous snapshot if growing it failed and retries on the
       // next pass (the ring list stays ahead of |seen|).
       if (e->ring_count <= snap_capacity) {
-        memcpy(snap, e->rings, e->ring_count * sizeof(*snap));
+        if (e->ring_count > 0) {  // both may be NULL with no rings
+          memcpy(snap, e->rings, e->ring_count * sizeof(*snap));
+        }
         snap_count = e->ring_count;
         seen = gen;
       }
