@@ -13,6 +13,10 @@
 //  - latency_4KiB_copy: submit one 4 KiB copy and wait for its semaphore,
 //    against the bare spinning thread handoff of `accel-bench launch`
 //    (measured here, in the same run). Target <= 2.
+//  - stream_copy_4KiB: a 4 KiB accel_stream_copy and a synchronize (the copy
+//    runs on the stream's DMA queue: stream signal, engine, stream wait),
+//    against a stream host call doing the same memcpy and a synchronize (what
+//    the stream's own copy command cost). Reported, no target.
 //  - h2d_pageable_staged / d2h_pageable_staged: 64 MiB copies from/to
 //    pageable malloc memory (staged through bounce buffers) against the same
 //    copies from/to a pinned host buffer. Target >= 0.7.
@@ -248,6 +252,18 @@ static const char *size_name(uint64_t size, char *buf, size_t n) {
   return buf;
 }
 
+typedef struct memcpy_arg {
+  uint8_t *dst;
+  const uint8_t *src;
+  uint64_t size;
+} memcpy_arg_t;
+
+static accel_status_t memcpy_fn(void *arg) {
+  memcpy_arg_t *m = arg;
+  memcpy(m->dst, m->src, m->size);
+  return ACCEL_OK;
+}
+
 static accel_buffer_t *alloc(accel_device_t *dev, uint64_t size, uint32_t kind,
                              uint8_t **out) {
   accel_buffer_desc_t d = {.struct_size = sizeof(d),
@@ -417,6 +433,44 @@ int accel_bench_dma(const bench_args_t *args) {
     bench_add(&report, "latency_4KiB_copy", bench_median(ls, runs) / 1000.0,
               "us", "bare_spin_handoff", bench_median(hs, runs) / 1000.0,
               "<= 2", runs);
+  }
+
+  // A stream copy through DMA against the same memcpy on the stream's worker.
+  {
+    int iters = args->quick ? 2000 : 20000;
+    double cs[16], bs[16];
+    accel_stream_t *s = NULL;
+    if (check(accel_stream_create(c.dev, NULL, &s), "stream")) {
+      return 1;
+    }
+    memcpy_arg_t m = {.dst = dp, .src = sp, .size = 4 * KIB};
+    for (int r = -1; r < runs; ++r) {
+      uint64_t t0 = bench_now_ns();
+      for (int i = 0; i < iters; ++i) {
+        if (check(accel_stream_copy(s, dst, 0, src, 0, 4 * KIB), "copy") ||
+            check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
+                  "synchronize")) {
+          return 1;
+        }
+      }
+      uint64_t t1 = bench_now_ns();
+      for (int i = 0; i < iters; ++i) {
+        if (check(accel_stream_host_call(s, memcpy_fn, &m), "host call") ||
+            check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
+                  "synchronize")) {
+          return 1;
+        }
+      }
+      uint64_t t2 = bench_now_ns();
+      if (r >= 0) {
+        cs[r] = (double)(t1 - t0) / iters;
+        bs[r] = (double)(t2 - t1) / iters;
+      }
+    }
+    accel_stream_destroy(s);
+    bench_add(&report, "stream_copy_4KiB", bench_median(cs, runs) / 1000.0,
+              "us", "stream_host_call_memcpy", bench_median(bs, runs) / 1000.0,
+              NULL, runs);
   }
 
   // Pageable (staged) against pinned host memory.

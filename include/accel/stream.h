@@ -98,7 +98,11 @@ ACCEL_API accel_status_t accel_stream_fill(accel_stream_t *stream,
 
 // Enqueues a device-to-device copy of |size_bytes| from |src| at |src_offset|
 // to |dst| at |dst_offset|. Both buffers are retained until it completes.
-// Overlapping ranges of the same buffer are copied as memmove would.
+// The copy runs on the device's copy engines (a DMA queue the stream creates
+// on its first copy, docs/dma.md), in the stream's order. A size of 0
+// enqueues nothing. Overlapping ranges of the same buffer, which copy engines
+// reject, are copied by the stream itself as memmove would; so are all copies
+// on a device without copy engines.
 // ACCEL_ERROR_INVALID_ARGUMENT: a range outside its buffer, buffers of another
 // device. Stored error if failed. Thread-safe.
 ACCEL_API accel_status_t accel_stream_copy(accel_stream_t *stream,
@@ -108,7 +112,9 @@ ACCEL_API accel_status_t accel_stream_copy(accel_stream_t *stream,
                                            uint64_t src_offset,
                                            uint64_t size_bytes);
 
-// Enqueues a host-to-device copy from |src| (valid until the copy completes).
+// Enqueues a host-to-device copy from |src| (valid until the copy completes),
+// run on the copy engines like accel_stream_copy (pageable memory is staged
+// through pinned bounce buffers). A size of 0 enqueues nothing.
 // Errors as accel_stream_copy. Thread-safe.
 ACCEL_API accel_status_t accel_stream_copy_from_host(accel_stream_t *stream,
                                                      accel_buffer_t *dst,
@@ -116,8 +122,9 @@ ACCEL_API accel_status_t accel_stream_copy_from_host(accel_stream_t *stream,
                                                      const void *src,
                                                      uint64_t size_bytes);
 
-// Enqueues a device-to-host copy into |dst| (valid until the copy completes).
-// Errors as accel_stream_copy. Thread-safe.
+// Enqueues a device-to-host copy into |dst| (valid until the copy completes),
+// run on the copy engines like accel_stream_copy. A size of 0 enqueues
+// nothing. Errors as accel_stream_copy. Thread-safe.
 ACCEL_API accel_status_t accel_stream_copy_to_host(accel_stream_t *stream,
                                                    void *dst,
                                                    accel_buffer_t *src,

@@ -202,7 +202,11 @@ typedef struct accel_dma_hw_desc {
   // copy engines offer), or failed with the ring's error if it did not.
   accel_drv_semaphore_t *signal_semaphore;
   uint64_t signal_value;
-  uint8_t pad1[24];
+  // COPY, FILL: the descriptor's number among its ring's traced copies and
+  // fills, from 1 (lib/trace: the engine reports its start and end with the
+  // ring as the queue); 0: not traced (staging legs, host-to-host copies).
+  uint64_t trace_seq;
+  uint8_t pad1[16];
 } accel_dma_hw_desc_t;
 
 _Static_assert(sizeof(accel_dma_hw_desc_t) == 128,

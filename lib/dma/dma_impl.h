@@ -44,6 +44,9 @@ typedef struct accel_dma_ring_state {
   uint64_t fence_next;  // last ticket handed out
   // |tail| for readers outside the lock (counters); relaxed.
   _Atomic uint64_t tail_seen;
+  // Copies and fills written that the engine traces (trace_seq), the ring's
+  // commands_enqueued counter in lib/trace; written under the lock.
+  _Atomic uint64_t trace_enqueued;
 } accel_dma_ring_state_t;
 
 // Pinned bounce memory for pageable copies (dma_staging.c): ring r owns
@@ -82,6 +85,9 @@ struct accel_dma_queue {
   uint64_t held_front;
   uint64_t held_count;
   uint64_t held_capacity;
+  // Set by accel_dma_queue_retire_soon when the submit lock was busy: the
+  // holder retires before it leaves (accel_dma_queue_unlock).
+  _Atomic uint32_t retire_wanted;
   // Home-ring tail after the last submit (synchronize waits for the head).
   _Atomic uint64_t last_tail;
   // Counters (relaxed: statistics only).
@@ -108,6 +114,14 @@ void accel_dma_queue_seal_held_locked(accel_dma_queue_t *queue, uint64_t count,
                                       uint64_t position);
 // Drops the held references whose position the home head reached.
 void accel_dma_queue_retire_locked(accel_dma_queue_t *queue, uint64_t head);
+
+// Drops the held references of completed work now, or makes the submitter
+// holding the lock do it as it unlocks. Never blocks (stream workers and
+// other completion paths call it). Thread-safe.
+void accel_dma_queue_retire_soon(accel_dma_queue_t *queue);
+// Unlocks the submit lock, retiring first if accel_dma_queue_retire_soon
+// asked for it meanwhile.
+void accel_dma_queue_unlock(accel_dma_queue_t *queue);
 
 // Allocates the bounce buffers if not yet done; needs the submit lock.
 accel_status_t accel_dma_staging_ensure_locked(accel_dma_queue_t *queue);

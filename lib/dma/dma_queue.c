@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "dma/dma_impl.h"
 #include "mem/buffer_impl.h"
+#include "trace/trace_hooks.h"
 
 #define DEFAULT_RING_SIZE 1024u
 #define MIN_RING_SIZE 16u
@@ -23,6 +24,7 @@ static void destroy_rings(accel_dma_queue_t *q, uint32_t count) {
   }
   for (uint32_t i = 0; i < count; ++i) {
     drv->dma_ring_destroy(q->rings[i].drv);
+    accel_trace_stream_destroy(q->rings[i].drv);
   }
   for (uint32_t i = 0; i < count; ++i) {
     accel_semaphore_release(q->rings[i].fence);
@@ -117,6 +119,9 @@ accel_status_t accel_dma_queue_create(accel_device_t *device,
       accel_semaphore_release(r->fence);
       goto err_destroy_rings;
     }
+    // A track per ring (its engine's copies and fills for this queue).
+    accel_trace_dma_queue_create(device, r->drv, ring_name,
+                                 &r->trace_enqueued);
   }
   q->ring_count = use;
   pthread_mutex_init(&q->submit_lock, NULL);
@@ -202,15 +207,40 @@ void accel_dma_queue_retire_locked(accel_dma_queue_t *q, uint64_t head) {
   }
 }
 
-// Drops what completed work held, unless a submit holds the lock (it
-// retires on its own).
-static void retire_try(accel_dma_queue_t *q) {
-  if (pthread_mutex_trylock(&q->submit_lock) == 0) {
-    // Acquire: the engine finished with what it retired.
-    accel_dma_queue_retire_locked(
-        q, atomic_load_explicit(q->rings[0].mem.head, memory_order_acquire));
+static void retire_head_locked(accel_dma_queue_t *q) {
+  // Acquire: the engine finished with what it retired.
+  accel_dma_queue_retire_locked(
+      q, atomic_load_explicit(q->rings[0].mem.head, memory_order_acquire));
+}
+
+// Retires if the lock is free and someone asked; the flag is set before the
+// try and the holder reads it after its unlock (both behind full fences), so
+// that one of the two sides sees the other and no request is lost.
+static void retire_if_wanted(accel_dma_queue_t *q) {
+  atomic_thread_fence(memory_order_seq_cst);
+  while (atomic_load_explicit(&q->retire_wanted, memory_order_relaxed) != 0 &&
+         pthread_mutex_trylock(&q->submit_lock) == 0) {
+    atomic_store_explicit(&q->retire_wanted, 0, memory_order_relaxed);
+    retire_head_locked(q);
     pthread_mutex_unlock(&q->submit_lock);
+    atomic_thread_fence(memory_order_seq_cst);
   }
+}
+
+void accel_dma_queue_retire_soon(accel_dma_queue_t *q) {
+  atomic_store_explicit(&q->retire_wanted, 1, memory_order_relaxed);
+  retire_if_wanted(q);
+}
+
+void accel_dma_queue_unlock(accel_dma_queue_t *q) {
+  pthread_mutex_unlock(&q->submit_lock);
+  retire_if_wanted(q);
+}
+
+// Drops what completed work held, unless a submit holds the lock (which
+// then retires as it unlocks).
+static void retire_try(accel_dma_queue_t *q) {
+  accel_dma_queue_retire_soon(q);
 }
 
 accel_status_t accel_dma_queue_check_failed(accel_dma_queue_t *queue) {

@@ -16,8 +16,14 @@ typedef struct accel_dma_stream_link accel_dma_stream_link_t;
 // the stream signals the link's semaphore to v, the DMA submit waits for v
 // and signals v + 1, and the stream waits for v + 1, so later stream commands
 // see the copy done and a DMA failure fails the stream with the message that
-// names the descriptor. Creates |*link| on first use (a DMA queue over all
-// copy engines). Returns the stream's or the submit's error.
+// names the descriptor; then the stream's worker drops the references the
+// DMA queue holds for the copy (so that freed buffers return to their pools
+// without a later call on the queue). Creates |*link| on first use (a DMA
+// queue over all copy engines). Returns the stream's or the submit's error;
+// an error of the last step (enqueueing the worker's release) leaves the copy
+// enqueued and ordered, its references held until the queue's next call or
+// its destroy (if the stream failed by then, possibly through this copy,
+// that is the error returned).
 // Thread-safe (copies on one stream from several threads are serialized).
 accel_status_t accel_dma_stream_copy(accel_stream_t *stream,
                                      accel_dma_stream_link_t *_Atomic *link,

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "dma/dma_impl.h"
 #include "mem/buffer_impl.h"
+#include "trace/trace_hooks.h"
 
 #define MAX_OVERLAP_ROWS (1u << 20)
 
@@ -396,6 +397,17 @@ static void emit_now(plan_t *p, uint32_t ring,
     }
     r->head_cached = atomic_load_explicit(r->mem.head, memory_order_acquire);
   }
+  // Copies and fills between host and device or within the device are traced
+  // (staging legs and host-to-host copies are internal).
+  bool traced = (src->op == ACCEL_DMA_HW_COPY || src->op == ACCEL_DMA_HW_FILL) &&
+                src->direction <= ACCEL_DMA_DIR_DEVICE_TO_HOST;
+  accel_trace_stamp_t enqueued_at = {0, 0};
+  uint64_t trace_seq = 0;
+  if (traced) {
+    enqueued_at = accel_trace_cmd_enqueue_time();
+    trace_seq =
+        atomic_load_explicit(&r->trace_enqueued, memory_order_relaxed) + 1;
+  }
   accel_dma_hw_desc_t *slot = &r->mem.slots[r->tail & (slots - 1)];
   // Everything but the ownership word, which is written last: the engine may
   // be polling it.
@@ -404,11 +416,16 @@ static void emit_now(plan_t *p, uint32_t ring,
   memcpy(slot, src, own);
   memcpy((char *)slot + rest, (const char *)src + rest, sizeof(*slot) - rest);
   slot->submit_id = p->submit_id;
+  slot->trace_seq = trace_seq;
   // Release: hands the descriptor over with its bytes.
   __atomic_store_n(&slot->position, r->tail + 1, __ATOMIC_RELEASE);
   r->tail++;
   atomic_store_explicit(&r->tail_seen, r->tail, memory_order_relaxed);
   p->written++;
+  if (traced) {
+    atomic_store_explicit(&r->trace_enqueued, trace_seq, memory_order_relaxed);
+    accel_trace_dma_enqueue(r->drv, src, trace_seq, enqueued_at);
+  }
 }
 
 // Queues |d| on |ring|. The home ring holds its last copy or fill back, so
@@ -876,7 +893,7 @@ static accel_status_t submit_single_copy(accel_dma_queue_t *q,
     }
     commit_locked(q, &p, 1);
   }
-  pthread_mutex_unlock(&q->submit_lock);
+  accel_dma_queue_unlock(q);
   return st;
 }
 
@@ -1029,7 +1046,7 @@ accel_status_t accel_dma_submit(
   commit_locked(q, &p, desc_count);
 
 out_unlock:
-  pthread_mutex_unlock(&q->submit_lock);
+  accel_dma_queue_unlock(q);
   if (scratch != scratch_stack) {
     free(scratch);
   }

@@ -29,6 +29,9 @@ struct accel_stream {
   // Seq of the last command the queue accepted (written by the queue).
   _Atomic uint64_t last_seq;
   char name[64];
+  // The path of this stream's copies to the DMA queues (lib/dma), created by
+  // the first copy; destroyed after the queue (dma_stream.h).
+  struct accel_dma_stream_link *_Atomic dma_link;
 };
 
 // Submits one command built by a public entry point: checks the stream's

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "dma/dma_stream.h"
 #include "mem/buffer_impl.h"
 #include "stream/semaphore_impl.h"
 #include "trace/trace_hooks.h"
@@ -76,6 +77,9 @@ void accel_stream_destroy(accel_stream_t *stream) {
   }
   stream->device->driver->queue_destroy(stream->queue);
   accel_trace_stream_destroy(stream->queue);
+  // After the queue: its commands wait on the link's DMA work.
+  accel_dma_stream_link_destroy(
+      atomic_load_explicit(&stream->dma_link, memory_order_acquire));
   accel_semaphore_release(stream->completion);
   free(stream);
 }
@@ -165,22 +169,52 @@ accel_status_t accel_stream_fill(accel_stream_t *stream,
   return accel_stream_submit(stream, &cmd);
 }
 
-static accel_status_t submit_copy(accel_stream_t *stream, uint32_t direction,
-                                  uint64_t dst, uint64_t src, uint64_t size,
-                                  accel_buffer_t *ref0, accel_buffer_t *ref1) {
+// A copy command on the stream's own queue (memmove semantics): for an
+// overlapping copy within one buffer, which DMA descriptors reject, and on
+// devices without copy engines.
+static accel_status_t submit_stream_copy(accel_stream_t *stream,
+                                         accel_dma_ref_t dst,
+                                         accel_dma_ref_t src, uint64_t size) {
+  uint32_t direction = dst.host != NULL   ? ACCEL_COPY_DEVICE_TO_HOST
+                       : src.host != NULL ? ACCEL_COPY_HOST_TO_DEVICE
+                                          : ACCEL_COPY_DEVICE_TO_DEVICE;
   accel_cmd_t cmd = {.kind = ACCEL_CMD_COPY, .flags = direction};
-  cmd.copy.dst = dst;
-  cmd.copy.src = src;
+  cmd.copy.dst = dst.host != NULL ? (uint64_t)(uintptr_t)dst.host
+                                  : dst.buffer->address + dst.offset;
+  cmd.copy.src = src.host != NULL ? (uint64_t)(uintptr_t)src.host
+                                  : src.buffer->address + src.offset;
   cmd.copy.size_bytes = size;
-  if (ref0 != NULL) {
-    accel_object_retain(&ref0->object);
-    cmd.refs[0] = &ref0->object;
-  }
-  if (ref1 != NULL) {
-    accel_object_retain(&ref1->object);
-    cmd.refs[1] = &ref1->object;
+  accel_buffer_t *refs[2] = {dst.buffer != NULL ? dst.buffer : src.buffer,
+                             dst.buffer != NULL && src.buffer != dst.buffer
+                                 ? src.buffer
+                                 : NULL};
+  for (int i = 0; i < 2; ++i) {
+    if (refs[i] != NULL) {
+      accel_object_retain(&refs[i]->object);
+      cmd.refs[i] = &refs[i]->object;
+    }
   }
   return accel_stream_submit(stream, &cmd);
+}
+
+// Runs a 1D copy between |dst| and |src| on the stream's DMA link, in the
+// stream's order (on the stream itself if the device has no copy engines).
+static accel_status_t submit_dma_copy(accel_stream_t *stream,
+                                      accel_dma_ref_t dst, accel_dma_ref_t src,
+                                      uint64_t size) {
+  const accel_driver_t *drv = stream->device->driver;
+  if (drv->copy_engine_count == NULL || drv->dma_ring_create == NULL ||
+      drv->copy_engine_count(stream->device->drv) == 0) {
+    return submit_stream_copy(stream, dst, src, size);
+  }
+  accel_dma_desc_t d = {
+      .struct_size = sizeof(d),
+      .op = ACCEL_DMA_OP_COPY_1D,
+      .dst = dst,
+      .src = src,
+      .width_bytes = size,
+  };
+  return accel_dma_stream_copy(stream, &stream->dma_link, &d);
 }
 
 accel_status_t accel_stream_copy(accel_stream_t *stream, accel_buffer_t *dst,
@@ -193,9 +227,19 @@ accel_status_t accel_stream_copy(accel_stream_t *stream, accel_buffer_t *dst,
                                                  "copy destination"));
   ACCEL_RETURN_IF_ERROR(
       accel_buffer_check_range(src, src_offset, size_bytes, "copy source"));
-  return submit_copy(stream, ACCEL_COPY_DEVICE_TO_DEVICE,
-                     dst->address + dst_offset, src->address + src_offset,
-                     size_bytes, dst, src);
+  if (size_bytes == 0) {
+    return ACCEL_OK;
+  }
+  if (dst == src && dst_offset < src_offset + size_bytes &&
+      src_offset < dst_offset + size_bytes) {
+    return submit_stream_copy(
+        stream, (accel_dma_ref_t){.buffer = dst, .offset = dst_offset},
+        (accel_dma_ref_t){.buffer = src, .offset = src_offset}, size_bytes);
+  }
+  return submit_dma_copy(stream,
+                         (accel_dma_ref_t){.buffer = dst, .offset = dst_offset},
+                         (accel_dma_ref_t){.buffer = src, .offset = src_offset},
+                         size_bytes);
 }
 
 accel_status_t accel_stream_copy_from_host(accel_stream_t *stream,
@@ -208,9 +252,12 @@ accel_status_t accel_stream_copy_from_host(accel_stream_t *stream,
   ACCEL_RETURN_IF_ERROR(check_buffer(stream, dst, "copy destination"));
   ACCEL_RETURN_IF_ERROR(accel_buffer_check_range(dst, dst_offset, size_bytes,
                                                  "copy destination"));
-  return submit_copy(stream, ACCEL_COPY_HOST_TO_DEVICE,
-                     dst->address + dst_offset, (uint64_t)(uintptr_t)src,
-                     size_bytes, dst, NULL);
+  if (size_bytes == 0) {
+    return ACCEL_OK;
+  }
+  return submit_dma_copy(
+      stream, (accel_dma_ref_t){.buffer = dst, .offset = dst_offset},
+      (accel_dma_ref_t){.host = (void *)(uintptr_t)src}, size_bytes);
 }
 
 accel_status_t accel_stream_copy_to_host(accel_stream_t *stream, void *dst,
@@ -222,9 +269,12 @@ accel_status_t accel_stream_copy_to_host(accel_stream_t *stream, void *dst,
   ACCEL_RETURN_IF_ERROR(check_buffer(stream, src, "copy source"));
   ACCEL_RETURN_IF_ERROR(
       accel_buffer_check_range(src, src_offset, size_bytes, "copy source"));
-  return submit_copy(stream, ACCEL_COPY_DEVICE_TO_HOST,
-                     (uint64_t)(uintptr_t)dst, src->address + src_offset,
-                     size_bytes, src, NULL);
+  if (size_bytes == 0) {
+    return ACCEL_OK;
+  }
+  return submit_dma_copy(
+      stream, (accel_dma_ref_t){.host = dst},
+      (accel_dma_ref_t){.buffer = src, .offset = src_offset}, size_bytes);
 }
 
 static accel_status_t check_semaphore(const accel_stream_t *stream,

@@ -266,6 +266,77 @@ static inline void accel_trace_launch_begin(const char *kernel,
   }
 }
 
+// --- copy engines ------------------------------------------------------------
+// A DMA ring is traced as a queue (its key: the backend's ring), its copies
+// and fills as COPY and FILL commands numbered by the descriptor's trace_seq,
+// so that they have the same events, tracepoints and counters as stream
+// commands had. Staging legs and host-to-host copies are not traced
+// (trace_seq 0).
+
+// The command that stands for descriptor |d| in the trace.
+static inline void accel_trace_dma_cmd(const accel_dma_hw_desc_t *d,
+                                       uint64_t seq, accel_cmd_t *out) {
+  *out = (accel_cmd_t){.seq = seq};
+  if (d->op == ACCEL_DMA_HW_FILL) {
+    out->kind = ACCEL_CMD_FILL;
+    out->fill.dst = d->fill.dst;
+    out->fill.size_bytes = d->fill.size_bytes;
+    out->fill.pattern = d->fill.pattern;
+    out->fill.pattern_size = d->fill.pattern_size;
+    return;
+  }
+  out->kind = ACCEL_CMD_COPY;
+  // ACCEL_DMA_DIR_{DEVICE_TO_DEVICE,HOST_TO_DEVICE,DEVICE_TO_HOST} equal the
+  // ACCEL_COPY_* directions.
+  out->flags = d->direction;
+  out->copy.dst = d->copy.dst;
+  out->copy.src = d->copy.src;
+  out->copy.size_bytes = d->copy.width * d->copy.height * d->copy.depth;
+}
+
+// Descriptor |d| was written to |ring| as traced copy |seq|; |when| as for
+// accel_trace_cmd_enqueue.
+static inline void accel_trace_dma_enqueue(const void *ring,
+                                           const accel_dma_hw_desc_t *d,
+                                           uint64_t seq,
+                                           accel_trace_stamp_t when) {
+  uint32_t m = accel_trace_mask();
+  if (ACCEL_TRACE_UNLIKELY((m & ACCEL_TRACE_M_EVENTS) != 0 ||
+                           ACCEL_TP_ON(cmd_enqueue) ||
+                           ACCEL_TP_ON(copy_submit))) {
+    accel_cmd_t cmd;
+    accel_trace_dma_cmd(d, seq, &cmd);
+    accel_trace_cmd_enqueue_slow(m, ring, &cmd, seq, when.ticks, when.ns);
+  }
+}
+
+// The engine serving |ring| starts traced descriptor |d| (trace_seq != 0).
+static inline void accel_trace_dma_start(const void *ring,
+                                         const accel_dma_hw_desc_t *d) {
+  uint32_t m = accel_trace_mask();
+  if (ACCEL_TRACE_UNLIKELY((m & ACCEL_TRACE_M_EVENTS) != 0 ||
+                           ACCEL_TP_ON(cmd_start) ||
+                           ACCEL_TP_ON(copy_start))) {
+    accel_cmd_t cmd;
+    accel_trace_dma_cmd(d, d->trace_seq, &cmd);
+    accel_trace_cmd_start_slow(m, ring, &cmd);
+  }
+}
+
+// The engine finished (or aborted) traced descriptor |d| with |status|,
+// before it signals the descriptor's semaphore.
+static inline void accel_trace_dma_end(const void *ring,
+                                       const accel_dma_hw_desc_t *d,
+                                       accel_status_t status) {
+  uint32_t m = accel_trace_mask();
+  if (ACCEL_TRACE_UNLIKELY(m != 0 || ACCEL_TP_ON(cmd_end) ||
+                           ACCEL_TP_ON(copy_end))) {
+    accel_cmd_t cmd;
+    accel_trace_dma_cmd(d, d->trace_seq, &cmd);
+    accel_trace_cmd_end(ring, &cmd, status);
+  }
+}
+
 // --- semaphores and events ----------------------------------------------------
 
 // The host signals |sem| (of |device|) to |value|.

@@ -17,6 +17,8 @@ import tempfile
 import time
 
 WORKLOAD, TOOL = sys.argv[1], sys.argv[2]
+# Copy engines per device (ACCEL_COPY_ENGINES in meson.build).
+ENGINES = int(os.environ.get("ACCEL_COPY_ENGINES", "2"))
 N = 8
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -109,11 +111,17 @@ def label(field):
 def check_lttng_events(events):
     names = collections.Counter(e[1] for e in events)
     # 8 per iteration; the final signal and copy back; the failing call.
-    cmds = 8 * N + 3
+    # Each of the 3 * N + 1 copies runs on a copy engine (a command on a ring
+    # of its stream's DMA queue) and adds a signal, a wait and a host call on
+    # its stream instead of the copy: 3 commands more each. The 2 streams
+    # that copy have a DMA queue of ENGINES rings each, traced as queues.
+    copies = 3 * N + 1
+    cmds = 8 * N + 3 + 3 * copies
     want = {
         "accel:runtime_create": 1, "accel:runtime_destroy": 1,
         "accel:device_open": 1, "accel:device_close": 1,
-        "accel:stream_create": 3, "accel:stream_destroy": 3,
+        "accel:stream_create": 3 + 2 * ENGINES,
+        "accel:stream_destroy": 3 + 2 * ENGINES,
         "accel:buffer_alloc": 2, "accel:buffer_free": 2,
         "accel:cmd_enqueue": cmds, "accel:cmd_start": cmds,
         "accel:cmd_end": cmds, "accel:copy_submit": 3 * N + 1,
@@ -129,8 +137,12 @@ def check_lttng_events(events):
     streams = {e[2]["stream"]: e[2]["name"] for e in events
                if e[1] == "accel:stream_create"}
     by_name = {v: k for k, v in streams.items()}
+    rings = {f"host:0/{s}/dma/ring{i}" for s in ("copy", "compute")
+             for i in range(ENGINES)}
     expect(set(by_name) == {"host:0/compute", "host:0/copy",
-                            "host:0/failing"}, f"streams {streams}")
+                            "host:0/failing"} | rings, f"streams {streams}")
+    # A ring's track stands for its stream in the copy checks.
+    owner = {k: by_name[v.split("/dma/")[0]] for k, v in streams.items()}
     # Order: per stream, seqs 1..n; enqueue <= start <= end; starts in order.
     phases = collections.defaultdict(dict)
     main_tid = None
@@ -171,7 +183,8 @@ def check_lttng_events(events):
     copies = collections.Counter()
     for ts, name, f in events:
         if name == "accel:copy_end":
-            copies[(f["engine"], label(f["direction"]), f["bytes"])] += 1
+            copies[(owner[f["engine"]], label(f["direction"]),
+                    f["bytes"])] += 1
     expect(copies == {(copy, "h2d", 65536): N, (compute, "d2h", 65536): N,
                       (compute, "d2h", 4096): 1, (compute, "d2d", 4096): N},
            f"copies {copies}")
@@ -200,9 +213,11 @@ def check_lttng_events(events):
            f"stream_fail {fails[0]}")
     samples = {(f["scope_name"], f["name"]): f["value"] for _, n, f in events
                if n == "accel:counter_sample"}
-    expect(samples.get(("host:0/copy", "copy_bytes_h2d")) == N * 65536,
-           "counter_sample copy_bytes_h2d")
-    expect(samples.get(("host:0/compute", "host_calls")) == N,
+    h2d = sum(v for (scope, name), v in samples.items()
+              if scope.startswith("host:0/copy/dma/ring") and
+              name == "copy_bytes_h2d")
+    expect(h2d == N * 65536, "counter_sample copy_bytes_h2d")
+    expect(samples.get(("host:0/compute", "host_calls")) == 3 * N + 1,
            "counter_sample host_calls")
     return len(events)
 
@@ -219,15 +234,20 @@ def check_accel_trace(trace_dir, tmp):
         slices, counters, flows, instants = pc.check(trace, tracks)
     except pc.Failure as e:
         fail(f"converted trace: {e}")
+    copies = 3 * N + 1  # each adds a signal, a wait and a host call
     for name, count in {"copy h2d": N, "copy d2h": N + 1, "copy d2d": N,
-                        "host_call": N + 1, "fill": N, "wait": N,
-                        "launch": N, "signal": N + 1, "semaphore wait": 1,
+                        "host_call": N + 1 + copies, "fill": N,
+                        "wait": N + copies, "launch": N,
+                        "signal": N + 1 + copies, "semaphore wait": 1,
                         "axpy": N}.items():
         expect(len(slices.get(name, [])) == count,
                f"converted: {name}: {len(slices.get(name, []))} != {count}")
-    expect(len(flows) == 8 * N + 3, f"converted: {len(flows)} flows")
-    expect(counters.get("host:0/copy copy_bytes_h2d") == N * 65536,
-           "converted: counter track")
+    expect(len(flows) == 8 * N + 3 + 3 * copies,
+           f"converted: {len(flows)} flows")
+    h2d = sum(v for k, v in counters.items()
+              if k.startswith("host:0/copy/dma/ring") and
+              k.endswith(" copy_bytes_h2d"))
+    expect(h2d == N * 65536, "converted: counter track")
     r = subprocess.run([TOOL, "summary", trace_dir], capture_output=True,
                        text=True, timeout=60)
     expect(r.returncode == 0, f"accel-trace summary: {r.stderr}")
@@ -240,7 +260,8 @@ def check_accel_trace(trace_dir, tmp):
     want = {"copy h2d": ("copy", N, N * 65536),
             "copy d2h": ("copy", N + 1, N * 65536 + 4096),
             "copy d2d": ("copy", N, N * 4096),
-            "host_call": ("kernel", N + 1, 0), "axpy": ("kernel", N, 0),
+            "host_call": ("kernel", N + 1 + copies, 0),
+            "axpy": ("kernel", N, 0),
             "fill": ("command", N, N * 4096)}
     for name, (cat, count, nbytes) in want.items():
         expect(name in rows, f"summary: no row {name}: {r.stdout}")

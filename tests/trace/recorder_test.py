@@ -14,10 +14,15 @@ import perfetto_check as pc  # noqa: E402
 WORKLOAD = sys.argv[1]
 TOOL = sys.argv[2] if len(sys.argv) > 2 else None  # accel-trace
 N = 8
+# Stream copies run on the copy engines (slices on the tracks of the rings
+# of each stream's DMA queue, "<stream>/dma/ring<i>"); on its stream, each of
+# the 3 * N + 1 copies is a signal (to the DMA queue), a wait (for it) and a
+# host call (that releases what the queue held).
+COPIES = 3 * N + 1
 EXPECTED_SLICES = {
     "copy h2d": N, "copy d2h": N + 1, "copy d2d": N, "fill": N,
-    "host_call": N, "launch": N, "wait": N, "signal": N + 1,
-    "semaphore wait": 1, "axpy": N,
+    "host_call": N + COPIES, "launch": N, "wait": N + COPIES,
+    "signal": N + 1 + COPIES, "semaphore wait": 1, "axpy": N,
 }
 
 
@@ -42,6 +47,13 @@ def read_counters(path):
     return out
 
 
+def ring_sum(counters, stream, name):
+    """Sum of counter |name| over the rings of |stream|'s DMA queue."""
+    prefix = f"{stream}/dma/ring"
+    return sum(v for k, v in counters.items()
+               if k.startswith(prefix) and k.split(" ", 1)[1] == name)
+
+
 def check_recording(trace_path, counters_path):
     trace, tracks = pc.load(trace_path)
     slices, counters, flows, instants = pc.check(trace, tracks)
@@ -61,15 +73,26 @@ def check_recording(trace_path, counters_path):
     # The snapshot itself against the workload's known counts.
     dev = "host:0"
     comp, copy = f"{dev}/compute", f"{dev}/copy"
+    on_rings = {
+        (copy, "copy_bytes_h2d"): N * 65536, (copy, "copies"): N,
+        (comp, "copy_bytes_d2h"): N * 65536 + 4096,
+        (comp, "copy_bytes_d2d"): N * 4096, (comp, "copies"): 2 * N + 1,
+    }
+    for (stream, name), value in on_rings.items():
+        got = ring_sum(api, stream, name)
+        pc.expect(got == value, f"rings of {stream}: {name} = {got}, "
+                  f"expected {value}")
+    # Per iteration, copy: 1 copy (3 commands) and an event record; compute:
+    # wait_event, host call, fill, launch and 2 copies (6 commands); then a
+    # signal and a copy.
     known = {
-        f"{copy} copy_bytes_h2d": N * 65536, f"{copy} copies": N,
-        f"{copy} signals": N, f"{copy} commands_completed": 2 * N,
-        f"{comp} copy_bytes_d2h": N * 65536 + 4096,
-        f"{comp} copy_bytes_d2d": N * 4096, f"{comp} copies": 2 * N + 1,
-        f"{comp} fill_bytes": N * 4096, f"{comp} host_calls": N,
-        f"{comp} launches": N, f"{comp} waits": N,
-        f"{comp} commands_completed": 6 * N + 2,
-        f"{comp} commands_enqueued": 6 * N + 2,
+        f"{copy} copies": 0, f"{copy} copy_bytes_h2d": 0,
+        f"{copy} signals": 2 * N, f"{copy} commands_completed": 4 * N,
+        f"{comp} copies": 0,
+        f"{comp} fill_bytes": N * 4096, f"{comp} host_calls": 3 * N + 1,
+        f"{comp} launches": N, f"{comp} waits": 3 * N + 1,
+        f"{comp} commands_completed": 10 * N + 4,
+        f"{comp} commands_enqueued": 10 * N + 4,
         f"{comp} queue_occupancy": 0, f"{comp} failures": 0,
         f"{dev} bytes_in_use": 2 << 20, f"{dev} allocations": 2,
         f"{dev} bytes_peak": 2 << 20, f"{dev} host_waits": 1,
@@ -101,10 +124,10 @@ def test_api_recording(tmp):
             rows[" ".join(cols[1:-5])] = (cols[0], int(cols[-5]),
                                           int(cols[-1]))
         for name, want in {"axpy": ("kernel", N, 0),
-                           "host_call": ("kernel", N, 0),
+                           "host_call": ("kernel", N + COPIES, 0),
                            "copy h2d": ("copy", N, N * 65536),
                            "copy d2d": ("copy", N, N * 4096),
-                           "wait": ("command", N, 0)}.items():
+                           "wait": ("command", N + COPIES, 0)}.items():
             pc.expect(rows.get(name) == want,
                       f"summary {name}: {rows.get(name)} != {want}")
     return n
@@ -119,7 +142,7 @@ def test_env_recording(tmp):
         pc.expect(len(slices.get(name, [])) == count, f"env: {name}")
     # Written at runtime destruction, after the streams were destroyed: the
     # counters kept their last values until then.
-    pc.expect(counters.get("host:0/compute host_calls") == N,
+    pc.expect(counters.get("host:0/compute host_calls") == 3 * N + 1,
               "env: host_calls counter")
     return len(trace_obj.packet)
 

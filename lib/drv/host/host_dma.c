@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "drv/host/host_internal.h"
+#include "trace/trace_hooks.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -252,12 +253,18 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
       accel_host_semaphore_fail(d->sem.semaphore, r->poison_status,
                                 r->poison_message);
     }
+    if (d->trace_seq != 0) {
+      accel_trace_dma_end(r, d, r->poison_status);
+    }
     finish_signal(r, d);
     return true;
   }
   switch (d->op) {
     case ACCEL_DMA_HW_COPY:
     case ACCEL_DMA_HW_FILL: {
+      if (d->trace_seq != 0) {
+        accel_trace_dma_start(r, d);
+      }
       int injected = atomic_load_explicit(&r->inject_status,
                                           memory_order_relaxed);
       if (injected != 0 &&
@@ -267,6 +274,9 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
         snprintf(why, sizeof(why), "engine %u error: injected fault (%s)",
                  r->engine->index, accel_status_name(injected));
         poison(r, d, (accel_status_t)injected, why);
+        if (d->trace_seq != 0) {
+          accel_trace_dma_end(r, d, r->poison_status);
+        }
         finish_signal(r, d);
         return true;
       }
@@ -277,6 +287,9 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
                      d->fill.pattern, d->fill.pattern_size);
       }
       count_bytes(r, d);
+      if (d->trace_seq != 0) {
+        accel_trace_dma_end(r, d, ACCEL_OK);
+      }
       finish_signal(r, d);
       return true;
     }
@@ -476,7 +489,9 @@ static void *engine_main(void *arg) {
       // Keeps the previous snapshot if growing it failed and retries on the
       // next pass (the ring list stays ahead of |seen|).
       if (e->ring_count <= snap_capacity) {
-        memcpy(snap, e->rings, e->ring_count * sizeof(*snap));
+        if (e->ring_count > 0) {  // both may be NULL with no rings
+          memcpy(snap, e->rings, e->ring_count * sizeof(*snap));
+        }
         snap_count = e->ring_count;
         seen = gen;
       }

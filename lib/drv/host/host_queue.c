@@ -39,9 +39,11 @@ struct accel_drv_queue {
   _Alignas(64) _Atomic uint32_t parked;  // the worker is (about to be) asleep
   _Atomic uint32_t stopping;             // destroy called
   _Atomic uint32_t cancel;               // abort pending work
-  // Set (release) once the queue has failed, after |completion| holds the
-  // error; producers check it instead of reading the completion semaphore,
-  // whose line the worker writes on every batch.
+  // Set (release) once the queue has failed, after |poison_message| and
+  // before |completion| holds the error (so that a thread that saw the
+  // completion fail, in a synchronize, sees it set); producers check it
+  // instead of reading the completion semaphore, whose line the worker
+  // writes on every batch, and report the poison message.
   _Atomic uint32_t failed;
   accel_host_waiter_t waiter;  // the worker's futex word (also for waits)
 
@@ -204,9 +206,11 @@ static void poison(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st,
            "stream \"%s\" command #%llu (%s) failed: %s", q->name,
            (unsigned long long)cmd->seq, accel_cmd_kind_name(cmd->kind), why);
   accel_trace_stream_fail(q, cmd->seq, st, q->poison_message);
-  accel_host_semaphore_fail(q->completion, st, q->poison_message);
-  // Release: a producer that sees the flag finds the stored message.
+  // Release: a producer that sees the flag finds the stored message. Before
+  // the completion fails: a synchronize that returns the failure wakes up
+  // after it, and a submit that follows must be refused.
   atomic_store_explicit(&q->failed, 1, memory_order_release);
+  accel_host_semaphore_fail(q->completion, st, q->poison_message);
 }
 
 // Handles a command that will not run: its signal fails with the poison.
@@ -434,7 +438,7 @@ accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
                                        uint32_t count, uint64_t *out_last_seq) {
   // Acquire: pairs with poison()'s release, so the stored error is complete.
   if (atomic_load_explicit(&q->failed, memory_order_acquire)) {
-    return accel_error_state_report(accel_host_semaphore_error(q->completion));
+    return accel_error(q->poison_status, "%s", q->poison_message);
   }
   submit_lock(q);
   uint32_t accepted = 0;
