@@ -31,6 +31,13 @@ typedef struct accel_runtime_options {
   uint32_t host_device_count;
   // Reserved, must be 0.
   uint32_t reserved0;
+  // Stream copies of at least this many bytes run on the device's copy
+  // engines through a DMA queue; smaller ones run on the stream's own queue,
+  // where they avoid two thread handoffs (a few microseconds on the host
+  // device). 0 means the default (1048576); 1 sends every copy to the
+  // engines. Overridden by ACCEL_STREAM_COPY_DMA_MIN_BYTES (0 there: every
+  // copy).
+  uint64_t stream_copy_dma_min_bytes;
 } accel_runtime_options_t;
 
 // Fills |opts| with defaults (struct_size set, everything else 0).

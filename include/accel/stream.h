@@ -98,11 +98,13 @@ ACCEL_API accel_status_t accel_stream_fill(accel_stream_t *stream,
 
 // Enqueues a device-to-device copy of |size_bytes| from |src| at |src_offset|
 // to |dst| at |dst_offset|. Both buffers are retained until it completes.
-// The copy runs on the device's copy engines (a DMA queue the stream creates
-// on its first copy, docs/dma.md), in the stream's order. A size of 0
-// enqueues nothing. Overlapping ranges of the same buffer, which copy engines
-// reject, are copied by the stream itself as memmove would; so are all copies
-// on a device without copy engines.
+// A copy of at least the runtime's stream_copy_dma_min_bytes (default 1 MiB)
+// runs on the device's copy engines (a DMA queue the stream creates on its
+// first such copy, docs/dma.md), in the stream's order; a smaller one runs on
+// the stream's own worker. A size of 0 enqueues nothing. Overlapping ranges
+// of the same buffer, which copy engines reject, are copied by the stream
+// itself as memmove would; so are all copies on a device without copy
+// engines.
 // ACCEL_ERROR_INVALID_ARGUMENT: a range outside its buffer, buffers of another
 // device. Stored error if failed. Thread-safe.
 ACCEL_API accel_status_t accel_stream_copy(accel_stream_t *stream,

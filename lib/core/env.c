@@ -16,6 +16,9 @@ static const accel_env_var_t k_env_vars[] = {
     {"ACCEL_COPY_ENGINES",
      "copy engines (DMA worker threads) per host device, 1 to 64; default: "
      "the cores of the device's NUMA node, at most 4"},
+    {"ACCEL_STREAM_COPY_DMA_MIN_BYTES",
+     "stream copies of at least this many bytes run on copy engines, smaller "
+     "ones on the stream's queue; 0: every copy; default 1048576"},
     {"ACCEL_TRACE",
      "path of a Perfetto trace written by the built-in recorder; default: "
      "off"},

@@ -10,6 +10,7 @@
 
 #define ACCEL_DEFAULT_SPIN_NS 100000ull
 #define ACCEL_MAX_HOST_DEVICES 64u
+#define ACCEL_DEFAULT_STREAM_COPY_DMA_MIN_BYTES (1ull << 20)
 
 void accel_runtime_options_init(accel_runtime_options_t *opts) {
   if (opts != NULL) {
@@ -61,6 +62,15 @@ static accel_status_t resolve_options(const accel_runtime_options_t *in,
     }
     out->host_device_count = (uint32_t)v;
   }
+  if (accel_env_u64("ACCEL_STREAM_COPY_DMA_MIN_BYTES", &v, &invalid)) {
+    if (invalid) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "ACCEL_STREAM_COPY_DMA_MIN_BYTES=\"%s\" is not a "
+                         "number of bytes",
+                         getenv("ACCEL_STREAM_COPY_DMA_MIN_BYTES"));
+    }
+    out->stream_copy_dma_min_bytes = v == 0 ? 1 : v;  // 0: every copy
+  }
   const char *visible = getenv("ACCEL_VISIBLE_DEVICES");
   if (visible != NULL) {
     out->visible_devices = visible;
@@ -70,6 +80,9 @@ static accel_status_t resolve_options(const accel_runtime_options_t *in,
   }
   if (out->host_device_count == 0) {
     out->host_device_count = 1;
+  }
+  if (out->stream_copy_dma_min_bytes == 0) {
+    out->stream_copy_dma_min_bytes = ACCEL_DEFAULT_STREAM_COPY_DMA_MIN_BYTES;
   }
   if (out->host_device_count > ACCEL_MAX_HOST_DEVICES) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
@@ -226,11 +239,13 @@ accel_status_t accel_runtime_create_with_drivers(
   }
   rt->options.spin_ns = resolved.spin_ns;
   rt->options.host_device_count = resolved.host_device_count;
+  rt->stream_copy_dma_min_bytes = resolved.stream_copy_dma_min_bytes;
   uint64_t engines = 0;
   bool engines_invalid = false;
   if (accel_env_u64("ACCEL_COPY_ENGINES", &engines, &engines_invalid)) {
     if (engines_invalid || engines == 0 || engines > 64) {
       free(rt);
+      accel_trace_runtime_destroy(NULL);
       return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                          "ACCEL_COPY_ENGINES=\"%s\" must be 1 to 64",
                          getenv("ACCEL_COPY_ENGINES"));

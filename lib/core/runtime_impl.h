@@ -25,6 +25,9 @@ struct accel_device {
 
 struct accel_runtime {
   accel_drv_options_t options;
+  // Stream copies of at least this many bytes run on copy engines (DMA
+  // queues); smaller ones run on the stream's own queue.
+  uint64_t stream_copy_dma_min_bytes;
   uint32_t backend_count;
   struct {
     const accel_driver_t *driver;

@@ -198,12 +198,16 @@ static accel_status_t submit_stream_copy(accel_stream_t *stream,
 }
 
 // Runs a 1D copy between |dst| and |src| on the stream's DMA link, in the
-// stream's order (on the stream itself if the device has no copy engines).
+// stream's order. Copies below the runtime's stream_copy_dma_min_bytes, and
+// all copies on a device without copy engines, run on the stream itself: a
+// copy through the engines costs two more thread handoffs, which only pays
+// once the copy itself is long (or is split over several engines).
 static accel_status_t submit_dma_copy(accel_stream_t *stream,
                                       accel_dma_ref_t dst, accel_dma_ref_t src,
                                       uint64_t size) {
   const accel_driver_t *drv = stream->device->driver;
-  if (drv->copy_engine_count == NULL || drv->dma_ring_create == NULL ||
+  if (size < stream->device->runtime->stream_copy_dma_min_bytes ||
+      drv->copy_engine_count == NULL || drv->dma_ring_create == NULL ||
       drv->copy_engine_count(stream->device->drv) == 0) {
     return submit_stream_copy(stream, dst, src, size);
   }

@@ -112,6 +112,11 @@ static void test_env_numbers_are_validated(void **state) {
   assert_accel_status(accel_runtime_create(NULL, &rt),
                       ACCEL_ERROR_INVALID_ARGUMENT);
   clear_env();
+  setenv("ACCEL_STREAM_COPY_DMA_MIN_BYTES", "1k", 1);
+  assert_accel_status(accel_runtime_create(NULL, &rt),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "ACCEL_STREAM_COPY_DMA_MIN_BYTES"));
+  unsetenv("ACCEL_STREAM_COPY_DMA_MIN_BYTES");
   setenv("ACCEL_SPIN_NS", "0", 1);  // 0 = do not spin: valid
   assert_accel_ok(accel_runtime_create(NULL, &rt));
   accel_runtime_destroy(rt);
