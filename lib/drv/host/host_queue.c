@@ -300,6 +300,11 @@ static void *worker_main(void *arg) {
   }
   set_priority(q->priority);
   uint64_t spin_ns = q->device->spin_ns;
+  // True while the worker found the queue empty before its current command:
+  // such a command is most likely waited for on its own (a submit then a
+  // synchronize), so its completion is posted at once instead of after a
+  // poll of the next slot, whose line is usually not in this core's cache.
+  bool was_idle = true;
   for (;;) {
     accel_cmd_t *cmd = next_ready(q);
     if (cmd != NULL) {
@@ -309,11 +314,14 @@ static void *worker_main(void *arg) {
       q->head_index++;
       process(q, cmd);
       q->consumed++;
-      if (q->consumed - q->completion_posted >= COMPLETION_BATCH) {
+      if (was_idle ||
+          q->consumed - q->completion_posted >= COMPLETION_BATCH) {
         post_completion(q);
+        was_idle = false;
       }
       continue;
     }
+    was_idle = true;
     post_completion(q);
     // Acquire: destroy is called after every submit returned; seeing the
     // flag makes their commands visible to next_ready below.
