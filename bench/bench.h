@@ -49,6 +49,14 @@ bench_result_t *bench_add(bench_report_t *report, const char *name,
 // Returns 0.
 int bench_print(const bench_report_t *report, bool json);
 
+// The floor of any handoff, the baseline of the launch and DMA latency
+// figures: one thread hands a function pointer to another that spins on a
+// shared cache line, and spins for the answer. Starts a fresh thread (so
+// that no spinning thread is left to compete with the figure measured next),
+// warms up, and returns the mean ns per round trip over |iters|; 0 if the
+// thread cannot be started.
+double bench_spin_handoff_ns(int iters);
+
 // Evaluates a target string like "<= 1.5" or ">= 0.95" against |x|.
 bool bench_target_met(const char *target, double x);
 

@@ -1,5 +1,8 @@
 #include "bench.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,4 +127,75 @@ int bench_print(const bench_report_t *report, bool json) {
            r->runs);
   }
   return 0;
+}
+
+// ---- the bare spinning handoff baseline -------------------------------------
+
+typedef void (*bench_work_fn_t)(void);
+static void bench_empty_work(void) {}
+
+typedef struct spin_handoff {
+  _Alignas(64) _Atomic uint64_t request;  // sequence number of the request
+  bench_work_fn_t fn;
+  _Alignas(64) _Atomic uint64_t done;
+  _Atomic int stop;
+} spin_handoff_t;
+
+static inline void bench_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static void *spin_handoff_worker(void *arg) {
+  spin_handoff_t *h = arg;
+  uint64_t seen = 0;
+  for (;;) {
+    while (atomic_load_explicit(&h->request, memory_order_acquire) == seen &&
+           !atomic_load_explicit(&h->stop, memory_order_relaxed)) {
+      bench_cpu_relax();
+    }
+    if (atomic_load(&h->stop)) {
+      return NULL;
+    }
+    seen++;
+    h->fn();
+    atomic_store_explicit(&h->done, seen, memory_order_release);
+  }
+}
+
+static double spin_handoff_sample(spin_handoff_t *h, int iters,
+                                  uint64_t *seq) {
+  uint64_t t0 = bench_now_ns();
+  for (int i = 0; i < iters; ++i) {
+    uint64_t s = ++*seq;
+    h->fn = bench_empty_work;
+    atomic_store_explicit(&h->request, s, memory_order_release);
+    while (atomic_load_explicit(&h->done, memory_order_acquire) != s) {
+      bench_cpu_relax();
+    }
+  }
+  return (double)(bench_now_ns() - t0) / iters;
+}
+
+double bench_spin_handoff_ns(int iters) {
+  spin_handoff_t *h = aligned_alloc(64, sizeof(*h));
+  if (h == NULL) {
+    return 0.0;
+  }
+  memset(h, 0, sizeof(*h));
+  pthread_t t;
+  if (pthread_create(&t, NULL, spin_handoff_worker, h) != 0) {
+    free(h);
+    return 0.0;
+  }
+  uint64_t seq = 0;
+  spin_handoff_sample(h, iters / 10 + 1, &seq);  // warm-up
+  double ns = spin_handoff_sample(h, iters, &seq);
+  atomic_store(&h->stop, 1);
+  pthread_join(t, NULL);
+  free(h);
+  return ns;
 }

@@ -153,48 +153,6 @@ static void pool_stop(pool_t *p) {
   }
 }
 
-// ---- bare spinning handoff (as in launch_bench.c) --------------------------
-
-typedef void (*work_fn_t)(void);
-static void empty_work(void) {}
-
-typedef struct handoff {
-  _Alignas(64) _Atomic uint64_t request;  // sequence number of the request
-  work_fn_t fn;
-  _Alignas(64) _Atomic uint64_t done;
-  _Atomic int stop;
-} handoff_t;
-
-static void *handoff_worker(void *arg) {
-  handoff_t *h = arg;
-  uint64_t seen = 0;
-  for (;;) {
-    while (atomic_load_explicit(&h->request, memory_order_acquire) == seen &&
-           !atomic_load_explicit(&h->stop, memory_order_relaxed)) {
-      cpu_relax();
-    }
-    if (atomic_load(&h->stop)) {
-      return NULL;
-    }
-    seen++;
-    h->fn();
-    atomic_store_explicit(&h->done, seen, memory_order_release);
-  }
-}
-
-static double handoff_sample(handoff_t *h, int iters, uint64_t *seq) {
-  uint64_t t0 = bench_now_ns();
-  for (int i = 0; i < iters; ++i) {
-    uint64_t s = ++*seq;
-    h->fn = empty_work;
-    atomic_store_explicit(&h->request, s, memory_order_release);
-    while (atomic_load_explicit(&h->done, memory_order_acquire) != s) {
-      cpu_relax();
-    }
-  }
-  return (double)(bench_now_ns() - t0) / iters;
-}
-
 // ---- DMA ------------------------------------------------------------------
 
 typedef struct ctx {
@@ -393,18 +351,9 @@ int accel_bench_dma(const bench_args_t *args) {
                           .src = {.buffer = src},
                           .width_bytes = 4 * KIB};
     for (int r = -1; r < runs; ++r) {
-      // The handoff thread lives only for its own sample: left spinning, it
-      // would take a core from the DMA sample.
-      handoff_t *h = aligned_alloc(64, sizeof(*h));
-      memset(h, 0, sizeof(*h));
-      pthread_t t;
-      pthread_create(&t, NULL, handoff_worker, h);
-      uint64_t seq = 0;
-      handoff_sample(h, iters / 10 + 1, &seq);  // warm-up
-      double hsample = handoff_sample(h, iters, &seq);
-      atomic_store(&h->stop, 1);
-      pthread_join(t, NULL);
-      free(h);
+      // A fresh handoff thread per sample (bench_spin_handoff_ns): left
+      // spinning, it would take a core from the DMA sample.
+      double hsample = bench_spin_handoff_ns(iters);
       // Warm the DMA path up the same way.
       for (int i = 0; i < iters / 10 + 1; ++i) {
         uint64_t v = ++c.sem_value;

@@ -41,14 +41,13 @@ static inline void cpu_relax(void) {
 typedef void (*work_fn_t)(void);
 static void empty_work(void) {}
 
+// The parked-worker baseline: the same handoff as bench_spin_handoff_ns, but
+// both sides sleep on futexes.
 typedef struct handoff {
-  _Alignas(64) _Atomic uint64_t request;  // sequence number of the request
   work_fn_t fn;
-  _Alignas(64) _Atomic uint64_t done;
-  _Atomic uint32_t futex_req;
-  _Atomic uint32_t futex_done;
+  _Alignas(64) _Atomic uint32_t futex_req;
+  _Alignas(64) _Atomic uint32_t futex_done;
   _Atomic int stop;
-  int use_futex;
 } handoff_t;
 
 static void futex_wait(_Atomic uint32_t *w, uint32_t v) {
@@ -62,69 +61,45 @@ static void *handoff_worker(void *arg) {
   handoff_t *h = arg;
   uint64_t seen = 0;
   for (;;) {
-    if (h->use_futex) {
-      uint32_t v;
-      while ((v = atomic_load(&h->futex_req)) == (uint32_t)seen &&
-             !atomic_load(&h->stop)) {
-        futex_wait(&h->futex_req, v);
-      }
-    } else {
-      while (atomic_load_explicit(&h->request, memory_order_acquire) == seen &&
-             !atomic_load_explicit(&h->stop, memory_order_relaxed)) {
-        cpu_relax();
-      }
+    uint32_t v;
+    while ((v = atomic_load(&h->futex_req)) == (uint32_t)seen &&
+           !atomic_load(&h->stop)) {
+      futex_wait(&h->futex_req, v);
     }
     if (atomic_load(&h->stop)) {
       return NULL;
     }
     seen++;
     h->fn();
-    if (h->use_futex) {
-      atomic_store(&h->futex_done, (uint32_t)seen);
-      futex_wake(&h->futex_done);
-    } else {
-      atomic_store_explicit(&h->done, seen, memory_order_release);
-    }
+    atomic_store(&h->futex_done, (uint32_t)seen);
+    futex_wake(&h->futex_done);
   }
 }
 
-// Returns mean ns per round trip over |iters|. With the futex, each round
-// trip starts after an idle pause so that the worker really is parked, and
-// only the handoff itself is timed.
+// Returns mean ns per futex round trip over |iters|: each starts after an
+// idle pause so that the worker really is parked, and only the handoff
+// itself is timed.
 static double handoff_run(handoff_t *h, int iters, uint64_t *seq) {
   uint64_t total = 0;
-  uint64_t t0 = bench_now_ns();
   for (int i = 0; i < iters; ++i) {
-    if (h->use_futex) {
-      usleep(300);
-      t0 = bench_now_ns();
-    }
+    usleep(300);
+    uint64_t t0 = bench_now_ns();
     uint64_t s = ++*seq;
     h->fn = empty_work;
-    if (h->use_futex) {
-      atomic_store(&h->futex_req, (uint32_t)s);
-      futex_wake(&h->futex_req);
-      uint32_t v;
-      while ((v = atomic_load(&h->futex_done)) != (uint32_t)s) {
-        futex_wait(&h->futex_done, v);
-      }
-      total += bench_now_ns() - t0;
-    } else {
-      atomic_store_explicit(&h->request, s, memory_order_release);
-      while (atomic_load_explicit(&h->done, memory_order_acquire) != s) {
-        cpu_relax();
-      }
+    atomic_store(&h->futex_req, (uint32_t)s);
+    futex_wake(&h->futex_req);
+    uint32_t v;
+    while ((v = atomic_load(&h->futex_done)) != (uint32_t)s) {
+      futex_wait(&h->futex_done, v);
     }
-  }
-  if (!h->use_futex) {
-    total = bench_now_ns() - t0;
+    total += bench_now_ns() - t0;
   }
   return (double)total / iters;
 }
 
-static double measure_handoff(int use_futex, int runs, int iters) {
+static double measure_futex_handoff(int runs, int iters) {
   handoff_t *h = aligned_alloc(64, sizeof(*h));
-  *h = (handoff_t){.use_futex = use_futex};
+  *h = (handoff_t){.fn = empty_work};
   pthread_t t;
   pthread_create(&t, NULL, handoff_worker, h);
   uint64_t seq = 0;
@@ -234,7 +209,7 @@ int accel_bench_launch(const bench_args_t *args) {
   accel_device_info(dev, &info);
   snprintf(report.device, sizeof(report.device), "%s", info.id);
 
-  double parked = measure_handoff(1, runs, args->quick ? 20 : 100);
+  double parked = measure_futex_handoff(runs, args->quick ? 20 : 100);
 
   // Round trip: enqueue + synchronize, one at a time. Each run of it is
   // paired with a run of the bare spinning handoff just before it (a fresh
@@ -247,7 +222,7 @@ int accel_bench_launch(const bench_args_t *args) {
   double rt_samples[64];
   double spin_samples[64];
   for (int r = 0; r < runs; ++r) {
-    spin_samples[r] = measure_handoff(0, 1, iters);
+    spin_samples[r] = bench_spin_handoff_ns(iters);
     uint64_t t0 = bench_now_ns();
     for (int i = 0; i < iters; ++i) {
       if (check(accel_stream_host_call(s, empty_host_fn, NULL), "enqueue") ||
