@@ -449,6 +449,42 @@ static void test_stream_synchronize_times_out(void **state) {
   accel_semaphore_release(gate);
 }
 
+static accel_status_t spin_for_fn(void *user_data) {
+  uint64_t ns = (uint64_t)(uintptr_t)user_data;
+  uint64_t until = test_now_ns() + ns;
+  while (test_now_ns() < until) {
+  }
+  return ACCEL_OK;
+}
+
+// The completion signal is a plain store whose ordering against a parking
+// waiter rests on membarrier (host driver): with waits that park almost at
+// once, commands of random length (0-20 us, so that the signal lands before,
+// during and after the waiter's registration) never lose a wake-up. A lost
+// one would show as a timeout.
+static void test_stream_parked_synchronize_never_misses_completion(
+    void **state) {
+  (void)state;
+  accel_runtime_options_t opts;
+  accel_runtime_options_init(&opts);
+  opts.spin_ns = 1;  // both the waiter and the worker park after 64 polls
+  accel_runtime_t *rt = NULL;
+  accel_device_t *dev = NULL;
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_runtime_create(&opts, &rt));
+  assert_accel_ok(accel_device_get(rt, 0, &dev));
+  assert_accel_ok(accel_stream_create(dev, NULL, &s));
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  for (int i = 0; i < 10000; ++i) {
+    uintptr_t ns = (uintptr_t)test_rng_range(&rng, 0, 20000);
+    assert_accel_ok(accel_stream_host_call(s, spin_for_fn, (void *)ns));
+    assert_accel_ok(accel_stream_synchronize(s, 2000000000ull));
+  }
+  accel_stream_destroy(s);
+  accel_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stream_runs_100000_commands_in_order),
@@ -462,6 +498,7 @@ int main(void) {
       cmocka_unit_test(test_stream_create_validates_desc),
       cmocka_unit_test(test_stream_entry_points_reject_null),
       cmocka_unit_test(test_stream_synchronize_times_out),
+      cmocka_unit_test(test_stream_parked_synchronize_never_misses_completion),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
 }

@@ -27,6 +27,7 @@ static accel_status_t host_open(const accel_driver_t *driver,
   }
   b->options = *options;
   b->device_count = options->host_device_count;
+  accel_host_fences_init();
   *out_backend = b;
   return ACCEL_OK;
 }

@@ -121,6 +121,21 @@ void accel_host_waiter_wake(accel_host_waiter_t *waiter);
 void accel_host_semaphore_signal_max(accel_drv_semaphore_t *semaphore,
                                      uint64_t value);
 
+// The same for a semaphore that only the calling thread ever raises (a
+// queue's completion): a plain store instead of a compare-and-swap, and no
+// store-load fence when the process has asymmetric fences (see
+// accel_host_fences_init): the parking side pays for the ordering instead.
+void accel_host_semaphore_signal_single(accel_drv_semaphore_t *semaphore,
+                                        uint64_t value);
+
+// Registers the process for membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+// once (idempotent, thread-safe). When that works, semaphore signals order
+// their value store before their waiter-count load with a compiler barrier
+// only, and a thread that registers as a waiter issues the membarrier, which
+// is a full fence on every thread of the process (the asymmetric Dekker
+// pattern of liburcu and folly). Otherwise both sides use real fences.
+void accel_host_fences_init(void);
+
 accel_status_t accel_host_semaphore_create(accel_drv_device_t *device,
                                            uint64_t initial_value,
                                            accel_drv_semaphore_t **out);

@@ -250,7 +250,7 @@ static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
 static void post_completion(accel_drv_queue_t *q) {
   if (!q->poisoned && q->completion_posted != q->consumed) {
     q->completion_posted = q->consumed;
-    accel_host_semaphore_signal_max(q->completion, q->consumed);
+    accel_host_semaphore_signal_single(q->completion, q->consumed);
   }
 }
 
