@@ -14,6 +14,18 @@
 // transfers; buffers (device memory or ACCEL_MEMORY_KIND_HOST_PINNED) are
 // accessed directly.
 //
+// Small copies on idle queues: a 1D copy between two buffers of at most
+// ACCEL_DMA_INLINE_MAX_BYTES (default 16384; 0 turns it off), submitted with
+// no wait and at most one signal to a queue with nothing pending, may run on
+// the submitting thread during accel_dma_submit when the device reaches the
+// memory from the host (the host device does): its semaphore is signalled
+// before the call returns. Nothing is reordered (nothing was pending) and
+// everything else about it is as if an engine had run it (counters, traces).
+// A copy engine of the host device is a CPU thread, and two thread handoffs
+// cost more than copying 16 KiB, as they do in CUDA, which runs small copies
+// of pageable memory on the calling thread. ACCEL_DMA_QUEUE_FLAG_NO_INLINE
+// keeps every copy of a queue on its engines.
+//
 // A descriptor that fails (an engine error) fails the queue: the semaphores of
 // its submit and of every later submit fail with a message naming the
 // descriptor, queued work behind it is aborted (not executed), and later
@@ -43,6 +55,9 @@ enum accel_dma_queue_flag_bits {
   // semaphores fail with ACCEL_ERROR_ABORTED), including submits waiting on
   // semaphores that will never be signalled, instead of waiting for it.
   ACCEL_DMA_QUEUE_FLAG_ABORT_ON_DESTROY = 1u << 1,
+  // Every copy runs on the queue's engines, small copies to an idle queue
+  // included (see "Small copies on idle queues" above).
+  ACCEL_DMA_QUEUE_FLAG_NO_INLINE = 1u << 2,
 };
 
 // How to create a queue.
@@ -155,6 +170,9 @@ typedef struct accel_dma_queue_counters {
   uint64_t stalls;
   // Submits refused with ACCEL_ERROR_NOT_READY (non-blocking queues).
   uint64_t not_ready;
+  // Copies that ran on the submitting thread (small copies on an idle
+  // queue); their bytes are in the byte counters above.
+  uint64_t inline_copies;
 } accel_dma_queue_counters_t;
 
 // Creates a DMA queue on |device| with one ring per copy engine it uses.

@@ -385,6 +385,22 @@ struct accel_driver {
   // |status| (an engine error), which poisons the ring.
   void (*dma_ring_inject_fault)(accel_drv_dma_ring_t *ring,
                                 accel_status_t status);
+
+  // --- Appended for small copies (optional: NULL means never). ---
+
+  // Executes |desc|, a COPY with its folded signal, at once on the calling
+  // thread, as if the ring's engine had: it counts its bytes, reports its
+  // start and end to lib/trace when desc->trace_seq is set, and raises
+  // desc->signal_semaphore. Only when the ring is idle (every descriptor
+  // published retired, so nothing can come before it), healthy, has no fault
+  // injected and no abort, and the device reaches the memory from the host;
+  // otherwise it returns ACCEL_ERROR_NOT_READY and does nothing (the caller
+  // writes the descriptor into the ring instead). The caller serializes it
+  // with its writes and doorbells of the ring. A host device's "engine" is a
+  // CPU thread: a small copy costs less than the two thread handoffs of the
+  // ring, as CUDA runs small pageable copies on the calling thread.
+  accel_status_t (*dma_ring_execute_now)(accel_drv_dma_ring_t *ring,
+                                         const accel_dma_hw_desc_t *desc);
 };
 
 // Access modes for va_set_access.

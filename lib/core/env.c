@@ -19,6 +19,9 @@ static const accel_env_var_t k_env_vars[] = {
     {"ACCEL_STREAM_COPY_DMA_MIN_BYTES",
      "stream copies of at least this many bytes run on copy engines, smaller "
      "ones on the stream's queue; 0: every copy; default 1048576"},
+    {"ACCEL_DMA_INLINE_MAX_BYTES",
+     "DMA copies of at most this many bytes to an idle queue run on the "
+     "submitting thread; 0: never; default 16384"},
     {"ACCEL_TRACE",
      "path of a Perfetto trace written by the built-in recorder; default: "
      "off"},

@@ -11,6 +11,9 @@
 #define ACCEL_DEFAULT_SPIN_NS 100000ull
 #define ACCEL_MAX_HOST_DEVICES 64u
 #define ACCEL_DEFAULT_STREAM_COPY_DMA_MIN_BYTES (1ull << 20)
+// Two thread handoffs to a host copy engine and back cost about as much as
+// copying 16 KiB from cache (docs/dma.md).
+#define ACCEL_DEFAULT_DMA_INLINE_MAX_BYTES (16ull << 10)
 
 void accel_runtime_options_init(accel_runtime_options_t *opts) {
   if (opts != NULL) {
@@ -240,6 +243,21 @@ accel_status_t accel_runtime_create_with_drivers(
   rt->options.spin_ns = resolved.spin_ns;
   rt->options.host_device_count = resolved.host_device_count;
   rt->stream_copy_dma_min_bytes = resolved.stream_copy_dma_min_bytes;
+  rt->dma_inline_max_bytes = ACCEL_DEFAULT_DMA_INLINE_MAX_BYTES;
+  uint64_t inline_max = 0;
+  bool inline_invalid = false;
+  if (accel_env_u64("ACCEL_DMA_INLINE_MAX_BYTES", &inline_max,
+                    &inline_invalid)) {
+    if (inline_invalid) {
+      free(rt);
+      accel_trace_runtime_destroy(NULL);
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "ACCEL_DMA_INLINE_MAX_BYTES=\"%s\" is not a number "
+                         "of bytes",
+                         getenv("ACCEL_DMA_INLINE_MAX_BYTES"));
+    }
+    rt->dma_inline_max_bytes = inline_max;
+  }
   uint64_t engines = 0;
   bool engines_invalid = false;
   if (accel_env_u64("ACCEL_COPY_ENGINES", &engines, &engines_invalid)) {

@@ -28,6 +28,9 @@ struct accel_runtime {
   // Stream copies of at least this many bytes run on copy engines (DMA
   // queues); smaller ones run on the stream's own queue.
   uint64_t stream_copy_dma_min_bytes;
+  // DMA copies of at most this many bytes may run on the submitting thread
+  // when their queue is idle (ACCEL_DMA_INLINE_MAX_BYTES; 0: never).
+  uint64_t dma_inline_max_bytes;
   uint32_t backend_count;
   struct {
     const accel_driver_t *driver;

@@ -71,6 +71,8 @@ struct accel_dma_queue {
   char name[64];
   uint32_t flags;
   uint32_t ring_count;  // ring 0 is the home ring, where every submit joins
+  // Largest copy that may run on the submitting thread (0: none).
+  uint64_t inline_max_bytes;
   uint32_t slot_count;  // per ring
   accel_dma_ring_state_t *rings;
   // Serializes submits: guards the rings' producer side, |submit_count| and
@@ -97,6 +99,7 @@ struct accel_dma_queue {
   _Atomic uint64_t occupancy_peak;
   _Atomic uint64_t stalls;
   _Atomic uint64_t not_ready;
+  _Atomic uint64_t inline_copies;
 };
 
 // Returns ACCEL_OK, or the stored error of a failed ring (its fence's code

@@ -47,7 +47,8 @@ accel_status_t accel_dma_queue_create(accel_device_t *device,
            desc->struct_size < sizeof(d) ? desc->struct_size : sizeof(d));
   }
   if ((d.flags & ~(uint32_t)(ACCEL_DMA_QUEUE_FLAG_NON_BLOCKING |
-                             ACCEL_DMA_QUEUE_FLAG_ABORT_ON_DESTROY)) != 0) {
+                             ACCEL_DMA_QUEUE_FLAG_ABORT_ON_DESTROY |
+                             ACCEL_DMA_QUEUE_FLAG_NO_INLINE)) != 0) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "dma queue desc: unknown flags 0x%x", d.flags);
   }
@@ -92,6 +93,11 @@ accel_status_t accel_dma_queue_create(accel_device_t *device,
   q->device = device;
   q->flags = d.flags;
   q->slot_count = ring_size;
+  q->inline_max_bytes =
+      (d.flags & ACCEL_DMA_QUEUE_FLAG_NO_INLINE) != 0 ||
+              drv->dma_ring_execute_now == NULL
+          ? 0
+          : device->runtime->dma_inline_max_bytes;
   if (d.name != NULL && d.name[0] != '\0') {
     snprintf(q->name, sizeof(q->name), "%s", d.name);
   } else {
@@ -337,6 +343,8 @@ accel_status_t accel_dma_queue_counters(
       atomic_load_explicit(&queue->occupancy_peak, memory_order_relaxed);
   c.stalls = atomic_load_explicit(&queue->stalls, memory_order_relaxed);
   c.not_ready = atomic_load_explicit(&queue->not_ready, memory_order_relaxed);
+  c.inline_copies =
+      atomic_load_explicit(&queue->inline_copies, memory_order_relaxed);
   memcpy(out_counters, &c, size < sizeof(c) ? size : sizeof(c));
   return ACCEL_OK;
 }
@@ -391,6 +399,11 @@ accel_status_t accel_dma_queue_inject_fault(accel_dma_queue_t *queue,
                        "dma queue: backend %s has no fault-injection hook",
                        drv->name);
   }
+  pthread_mutex_lock(&queue->submit_lock);
+  // The fault is for an engine to hit: copies of this queue stay on the
+  // engines from now on (a test hook; see accel_dma_submit's inline path).
+  queue->inline_max_bytes = 0;
   drv->dma_ring_inject_fault(queue->rings[ring_index].drv, status);
+  accel_dma_queue_unlock(queue);
   return ACCEL_OK;
 }

@@ -445,9 +445,14 @@ static void emit(plan_t *p, uint32_t ring, const accel_dma_hw_desc_t *d) {
   emit_now(p, 0, d);
 }
 
+// A zeroed descriptor, copied from a constant: compilers zero a struct this
+// size with a string store (rep stos), which later loads of it cannot be
+// forwarded from (they wait for it to reach the cache); a copy is plain
+// vector moves.
+static const accel_dma_hw_desc_t k_zero_desc;
+
 static accel_dma_hw_desc_t hw_desc(plan_t *p, uint8_t op, bool internal) {
-  accel_dma_hw_desc_t d;
-  memset(&d, 0, sizeof(d));
+  accel_dma_hw_desc_t d = k_zero_desc;
   d.op = op;
   d.direction = p->direction;
   d.user_op = p->user_op;
@@ -842,6 +847,74 @@ static bool is_single_copy(const accel_dma_queue_t *q,
          (q->ring_count < 2 || d->width_bytes < ACCEL_DMA_SPLIT_MIN_BYTES);
 }
 
+// Whether every ring of |q| retired everything written to it (nothing is
+// pending that a new submit would have to run after). Needs the lock.
+static bool queue_idle_locked(const accel_dma_queue_t *q) {
+  for (uint32_t i = 0; i < q->ring_count; ++i) {
+    const accel_dma_ring_state_t *r = &q->rings[i];
+    // Acquire: the engine's work for the retired descriptors is visible.
+    if (atomic_load_explicit(r->mem.head, memory_order_acquire) != r->tail) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Runs a validated single copy on the calling thread through the driver
+// (small copies on idle queues, see dma.h). Needs the lock. Returns
+// ACCEL_ERROR_NOT_READY, having done nothing, when the driver declines.
+static accel_status_t execute_now_locked(accel_dma_queue_t *q,
+                                         const accel_dma_desc_t *desc,
+                                         accel_semaphore_t *sem,
+                                         uint64_t value) {
+  accel_dma_ring_state_t *r = &q->rings[0];
+  plan_t p = {
+      .q = q,
+      .submit_id = q->submit_count + 1,
+      .ring_count = q->ring_count,
+      .user_op = ACCEL_DMA_OP_COPY_1D,
+      .direction = direction_of(desc),
+  };
+  accel_dma_hw_desc_t d = hw_desc(&p, ACCEL_DMA_HW_COPY, false);
+  d.copy.dst = ref_address(&desc->dst);
+  d.copy.src = ref_address(&desc->src);
+  d.copy.width = desc->width_bytes;
+  d.copy.height = 1;
+  d.copy.depth = 1;
+  d.submit_id = p.submit_id;
+  if (sem != NULL) {
+    d.signal_semaphore = sem->drv;
+    d.signal_value = value;
+  }
+  // Traced like a ring descriptor (emit_now): the enqueue, then the driver
+  // reports start and end on the ring's track.
+  bool traced = d.direction <= ACCEL_DMA_DIR_DEVICE_TO_HOST;
+  accel_trace_stamp_t enqueued_at = {0, 0};
+  if (traced) {
+    enqueued_at = accel_trace_cmd_enqueue_time();
+    d.trace_seq =
+        atomic_load_explicit(&r->trace_enqueued, memory_order_relaxed) + 1;
+    accel_trace_dma_enqueue(r->drv, &d, d.trace_seq, enqueued_at);
+  }
+  accel_status_t st =
+      q->device->driver->dma_ring_execute_now(r->drv, &d);
+  if (st != ACCEL_OK) {
+    // The ring path reuses the trace number (the enqueue is then reported
+    // twice for it, on this path that only an engine fault injected
+    // concurrently or an abort can take).
+    return st;
+  }
+  if (traced) {
+    atomic_store_explicit(&r->trace_enqueued, d.trace_seq,
+                          memory_order_relaxed);
+  }
+  q->submit_count = p.submit_id;
+  counter_add(&q->submits, 1);
+  counter_add(&q->descriptors, 1);
+  counter_add(&q->inline_copies, 1);
+  return ACCEL_OK;
+}
+
 static accel_status_t submit_single_copy(accel_dma_queue_t *q,
                                          const accel_dma_desc_t *desc,
                                          accel_semaphore_t *sem,
@@ -858,6 +931,15 @@ static accel_status_t submit_single_copy(accel_dma_queue_t *q,
     // Acquire: the engine finished with what it retired.
     accel_dma_queue_retire_locked(
         q, atomic_load_explicit(q->rings[0].mem.head, memory_order_acquire));
+  }
+  if (st == ACCEL_OK && desc->width_bytes <= q->inline_max_bytes &&
+      queue_idle_locked(q)) {
+    accel_status_t now = execute_now_locked(q, desc, sem, value);
+    if (now == ACCEL_OK) {
+      accel_dma_queue_unlock(q);
+      return ACCEL_OK;
+    }
+    // NOT_READY: the engine's state changed; the ring path below runs it.
   }
   if (st == ACCEL_OK) {
     st = accel_dma_queue_reserve_held_locked(q, 3);

@@ -303,6 +303,13 @@ uint64_t accel_trace_semaphore_wait_slow(const void *device, const void *sem,
   return now;
 }
 
+void accel_trace_semaphore_wait_satisfied_slow(const void *device) {
+  accel_trace_track_t *dev = accel_trace_track_lookup((uintptr_t)device);
+  if (dev != NULL) {
+    ctr_add(dev, ACCEL_CTR_HOST_WAITS, 1);
+  }
+}
+
 void accel_trace_semaphore_wake_slow(const void *device, const void *sem,
                                      uint64_t value, accel_status_t status,
                                      uint64_t start_ns) {

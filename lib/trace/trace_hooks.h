@@ -52,6 +52,7 @@ void accel_trace_semaphore_signal_slow(const void *device, const void *sem,
                                        uint64_t value);
 uint64_t accel_trace_semaphore_wait_slow(const void *device, const void *sem,
                                          uint64_t value);
+void accel_trace_semaphore_wait_satisfied_slow(const void *device);
 void accel_trace_semaphore_wake_slow(const void *device, const void *sem,
                                      uint64_t value, accel_status_t status,
                                      uint64_t start_ns);
@@ -359,6 +360,23 @@ static inline uint64_t accel_trace_semaphore_wait(const void *device,
     return accel_trace_semaphore_wait_slow(device, sem, value);
   }
   return 0;
+}
+
+// A host wait on |device| found its value already reached. Returns true when
+// only counters listen (it then counted the wait, which took no time, without
+// reading the clock) or nothing does: the caller skips the wait and wake
+// hooks. False: the caller reports the wait in full.
+static inline bool accel_trace_semaphore_wait_satisfied(const void *device) {
+  uint32_t m = accel_trace_mask();
+  if (ACCEL_TRACE_UNLIKELY((m & ~(uint32_t)ACCEL_TRACE_M_COUNTERS) != 0 ||
+                           ACCEL_TP_ON(semaphore_wait) ||
+                           ACCEL_TP_ON(semaphore_wake))) {
+    return false;
+  }
+  if (m != 0) {
+    accel_trace_semaphore_wait_satisfied_slow(device);
+  }
+  return true;
 }
 
 // The host wait started at |start_ns| returned |status|.

@@ -53,7 +53,8 @@ static void test_dma_ring_wraps_around(void **state) {
   test_env_t *env = *state;
   test_rng_t rng;
   test_rng_init(&rng, __func__);
-  accel_dma_queue_t *q = make_queue(env, 16, 0, 1);
+  // On the engine: the ring is what this test is about.
+  accel_dma_queue_t *q = make_queue(env, 16, ACCEL_DMA_QUEUE_FLAG_NO_INLINE, 1);
   uint8_t *sp, *dp;
   accel_buffer_t *src = alloc(env, 1 << 16, &sp);
   accel_buffer_t *dst = alloc(env, 1 << 16, &dp);
@@ -656,6 +657,140 @@ static void test_dma_queue_create_backend_failures(void **state) {
   accel_runtime_destroy(rt);
 }
 
+static bool inline_copies_enabled(void) {
+  const char *v = getenv("ACCEL_DMA_INLINE_MAX_BYTES");
+  return v == NULL || strcmp(v, "0") != 0;
+}
+
+// Small copies to an idle queue complete during the submit (the semaphore
+// holds its value when accel_dma_submit returns), land exactly, and are
+// counted as inline copies with their bytes; one byte over the limit goes to
+// an engine.
+static void test_dma_small_copy_on_idle_queue_runs_inline(void **state) {
+  test_env_t *env = *state;
+  if (!inline_copies_enabled()) {
+    skip();
+  }
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  accel_dma_queue_t *q = make_queue(env, 0, 0, 0);
+  enum { SIZE = 1 << 16, LIMIT = 16384, N = 500 };
+  uint8_t *sp, *dp;
+  accel_buffer_t *src = alloc(env, SIZE, &sp);
+  accel_buffer_t *dst = alloc(env, SIZE, &dp);
+  uint8_t *ref = calloc(SIZE, 1);
+  for (int i = 0; i < SIZE; ++i) {
+    sp[i] = (uint8_t)test_rng_next(&rng);
+  }
+  accel_semaphore_t *sem = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &sem));
+  uint64_t bytes = 0;
+  for (uint64_t v = 1; v <= N; ++v) {
+    uint64_t size = v == 1 ? 1 : v == 2 ? LIMIT : test_rng_range(&rng, 1, LIMIT);
+    uint64_t soff = test_rng_range(&rng, 0, SIZE - size);
+    uint64_t doff = test_rng_range(&rng, 0, SIZE - size);
+    accel_dma_desc_t d = copy_desc(dst, doff, src, soff, size);
+    assert_accel_ok(accel_dma_submit(q, &d, 1, 0, NULL, NULL, 1, &sem, &v));
+    uint64_t value = 0;
+    assert_accel_ok(accel_semaphore_query(sem, &value));
+    assert_int_equal(value, v);  // done before the submit returned
+    memcpy(ref + doff, sp + soff, size);
+    assert_memory_equal(dp, ref, SIZE);
+    bytes += size;
+  }
+  accel_dma_queue_counters_t c = {.struct_size = sizeof(c)};
+  assert_accel_ok(accel_dma_queue_counters(q, &c));
+  assert_int_equal(c.inline_copies, N);
+  assert_int_equal(c.submits, N);
+  assert_int_equal(c.descriptors, N);
+  assert_int_equal(c.ring_descriptors, 0);
+  assert_int_equal(c.bytes_device_to_device, bytes);
+  // One byte over the limit: an engine runs it.
+  accel_dma_desc_t big = copy_desc(dst, 0, src, 1, LIMIT + 1);
+  uint64_t v = N + 1;
+  assert_accel_ok(accel_dma_submit(q, &big, 1, 0, NULL, NULL, 1, &sem, &v));
+  assert_accel_ok(accel_semaphore_wait(sem, v, 10 * SECOND));
+  assert_memory_equal(dp, sp + 1, LIMIT + 1);
+  assert_accel_ok(accel_dma_queue_synchronize(q, 10 * SECOND));
+  assert_accel_ok(accel_dma_queue_counters(q, &c));
+  assert_int_equal(c.inline_copies, N);
+  assert_true(c.ring_descriptors >= 1);
+  accel_semaphore_release(sem);
+  accel_dma_queue_destroy(q);
+  free(ref);
+  assert_accel_ok(accel_buffer_free(src));
+  assert_accel_ok(accel_buffer_free(dst));
+}
+
+// A small copy behind pending work is not run at once: it waits its turn.
+// Here it reads what a fill that waits on a gate semaphore writes, so it must
+// see the fill's bytes, not the old ones.
+static void test_dma_small_copy_behind_pending_work_keeps_order(void **state) {
+  test_env_t *env = *state;
+  accel_dma_queue_t *q = make_queue(env, 0, 0, 0);
+  uint8_t *sp, *dp;
+  accel_buffer_t *src = alloc(env, 4096, &sp);
+  accel_buffer_t *dst = alloc(env, 4096, &dp);
+  accel_semaphore_t *gate = NULL, *done = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &gate));
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &done));
+  accel_dma_desc_t fill = {.struct_size = sizeof(fill),
+                           .op = ACCEL_DMA_OP_FILL,
+                           .dst = {.buffer = src},
+                           .width_bytes = 4096,
+                           .pattern = 0xab,
+                           .pattern_size = 1};
+  uint64_t one = 1;
+  assert_accel_ok(
+      accel_dma_submit(q, &fill, 1, 1, &gate, &one, 0, NULL, NULL));
+  accel_dma_desc_t d = copy_desc(dst, 0, src, 0, 4096);
+  assert_accel_ok(accel_dma_submit(q, &d, 1, 0, NULL, NULL, 1, &done, &one));
+  usleep(20000);
+  uint64_t value = 0;
+  assert_accel_ok(accel_semaphore_query(done, &value));
+  assert_int_equal(value, 0);  // still behind the gated fill
+  assert_int_equal(dp[0], 0);
+  assert_accel_ok(accel_semaphore_signal(gate, 1));
+  assert_accel_ok(accel_semaphore_wait(done, 1, 10 * SECOND));
+  for (int i = 0; i < 4096; ++i) {
+    assert_int_equal(dp[i], 0xab);
+  }
+  accel_dma_queue_counters_t c = {.struct_size = sizeof(c)};
+  assert_accel_ok(accel_dma_queue_counters(q, &c));
+  assert_int_equal(c.inline_copies, 0);
+  accel_semaphore_release(gate);
+  accel_semaphore_release(done);
+  accel_dma_queue_destroy(q);
+  assert_accel_ok(accel_buffer_free(src));
+  assert_accel_ok(accel_buffer_free(dst));
+}
+
+// ACCEL_DMA_QUEUE_FLAG_NO_INLINE keeps even the smallest copy on an engine.
+static void test_dma_no_inline_flag_keeps_copies_on_engines(void **state) {
+  test_env_t *env = *state;
+  accel_dma_queue_t *q = make_queue(env, 0, ACCEL_DMA_QUEUE_FLAG_NO_INLINE, 0);
+  uint8_t *sp, *dp;
+  accel_buffer_t *src = alloc(env, 256, &sp);
+  accel_buffer_t *dst = alloc(env, 256, &dp);
+  for (int i = 0; i < 256; ++i) {
+    sp[i] = (uint8_t)(i * 7 + 1);
+  }
+  for (uint32_t i = 0; i < 64; ++i) {
+    accel_dma_desc_t d = copy_desc(dst, i * 4, src, i * 4, 4);
+    assert_accel_ok(accel_dma_submit(q, &d, 1, 0, NULL, NULL, 0, NULL, NULL));
+    assert_accel_ok(accel_dma_queue_synchronize(q, 10 * SECOND));
+  }
+  assert_memory_equal(dp, sp, 256);
+  accel_dma_queue_counters_t c = {.struct_size = sizeof(c)};
+  assert_accel_ok(accel_dma_queue_counters(q, &c));
+  assert_int_equal(c.inline_copies, 0);
+  assert_int_equal(c.ring_descriptors, 64);
+  assert_int_equal(c.bytes_device_to_device, 256);
+  accel_dma_queue_destroy(q);
+  assert_accel_ok(accel_buffer_free(src));
+  assert_accel_ok(accel_buffer_free(dst));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dma_ring_wraps_around),
@@ -672,6 +807,9 @@ int main(void) {
       cmocka_unit_test(test_dma_copy_engines_env),
       cmocka_unit_test(test_dma_queue_create_rejects_bad_desc),
       cmocka_unit_test(test_dma_queue_create_backend_failures),
+      cmocka_unit_test(test_dma_small_copy_on_idle_queue_runs_inline),
+      cmocka_unit_test(test_dma_small_copy_behind_pending_work_keeps_order),
+      cmocka_unit_test(test_dma_no_inline_flag_keeps_copies_on_engines),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
 }

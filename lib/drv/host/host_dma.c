@@ -818,6 +818,33 @@ void accel_host_dma_ring_doorbell(accel_drv_dma_ring_t *r, uint64_t tail) {
   }
 }
 
+accel_status_t accel_host_dma_ring_execute_now(accel_drv_dma_ring_t *r,
+                                              const accel_dma_hw_desc_t *d) {
+  // Acquire on the head: the engine's last writes for this ring (its byte
+  // counters, the slots it retired) happen before our own; the next doorbell
+  // (a release) orders ours before the engine's next pass.
+  if (d->op != ACCEL_DMA_HW_COPY ||
+      atomic_load_explicit(&r->failed, memory_order_acquire) != 0 ||
+      atomic_load_explicit(&r->inject_status, memory_order_relaxed) != 0 ||
+      atomic_load_explicit(&r->abort, memory_order_relaxed) != 0 ||
+      atomic_load_explicit(&r->head, memory_order_acquire) !=
+          atomic_load_explicit(&r->tail, memory_order_relaxed)) {
+    return ACCEL_ERROR_NOT_READY;
+  }
+  if (d->trace_seq != 0) {
+    accel_trace_dma_start(r, d);
+  }
+  execute_copy(d);
+  count_bytes(r, d);
+  if (d->trace_seq != 0) {
+    accel_trace_dma_end(r, d, ACCEL_OK);
+  }
+  if (d->signal_semaphore != NULL) {
+    accel_host_semaphore_signal_max(d->signal_semaphore, d->signal_value);
+  }
+  return ACCEL_OK;
+}
+
 accel_status_t accel_host_dma_ring_wait(accel_drv_dma_ring_t *r, uint64_t head,
                                         uint64_t timeout_ns) {
   if (atomic_load_explicit(&r->head, memory_order_acquire) >= head) {

@@ -380,4 +380,5 @@ const accel_driver_t accel_host_driver = {
     .dma_ring_wait = accel_host_dma_ring_wait,
     .dma_ring_abort = accel_host_dma_ring_abort,
     .dma_ring_inject_fault = accel_host_dma_ring_inject_fault,
+    .dma_ring_execute_now = accel_host_dma_ring_execute_now,
 };

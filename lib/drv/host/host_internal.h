@@ -202,5 +202,7 @@ accel_status_t accel_host_dma_ring_wait(accel_drv_dma_ring_t *ring,
 void accel_host_dma_ring_abort(accel_drv_dma_ring_t *ring);
 void accel_host_dma_ring_inject_fault(accel_drv_dma_ring_t *ring,
                                       accel_status_t status);
+accel_status_t accel_host_dma_ring_execute_now(accel_drv_dma_ring_t *ring,
+                                              const accel_dma_hw_desc_t *desc);
 
 #endif  // ACCEL_DRV_HOST_INTERNAL_H_
