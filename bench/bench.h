@@ -24,6 +24,10 @@ typedef struct bench_result {
   // Target: "<= 1.5" on the ratio (or on the value when there is no baseline).
   char target[32];
   int runs;  // repetitions the medians came from
+  // When > 0: the ratio reported and judged, the median of the per-run
+  // ratios of samples taken side by side (bench_add_paired), instead of
+  // value / baseline.
+  double paired_ratio;
 } bench_result_t;
 
 typedef struct bench_report {
@@ -44,6 +48,17 @@ bench_result_t *bench_add(bench_report_t *report, const char *name,
                           double value, const char *unit,
                           const char *baseline_name, double baseline,
                           const char *target, int runs);
+
+// Appends a result from |n| paired samples: values[i] and baselines[i] were
+// measured side by side in run i. Reports the median of each, and as the
+// ratio the median of values[i] / baselines[i]: on a shared machine whose
+// speed drifts between runs, each pair sees the same conditions, so the
+// per-run ratios scatter less than the ratio of two medians.
+bench_result_t *bench_add_paired(bench_report_t *report, const char *name,
+                                 const double *values, const char *unit,
+                                 const char *baseline_name,
+                                 const double *baselines, int n,
+                                 const char *target);
 
 // Prints the report as a table or as one JSON object (DESIGN.md format).
 // Returns 0.

@@ -73,8 +73,30 @@ bool bench_target_met(const char *target, double x) {
 }
 
 static double ratio_of(const bench_result_t *r) {
+  if (r->paired_ratio > 0) {
+    return r->paired_ratio;
+  }
   return r->baseline_name[0] && r->baseline != 0 ? r->value / r->baseline
                                                  : 0.0;
+}
+
+bench_result_t *bench_add_paired(bench_report_t *report, const char *name,
+                                 const double *values, const char *unit,
+                                 const char *baseline_name,
+                                 const double *baselines, int n,
+                                 const char *target) {
+  double ratios[64];
+  int m = 0;
+  for (int i = 0; i < n && m < 64; ++i) {
+    if (baselines[i] > 0) {
+      ratios[m++] = values[i] / baselines[i];
+    }
+  }
+  bench_result_t *r =
+      bench_add(report, name, bench_median(values, n), unit, baseline_name,
+                bench_median(baselines, n), target, n);
+  r->paired_ratio = m > 0 ? bench_median(ratios, m) : 0.0;
+  return r;
 }
 
 int bench_print(const bench_report_t *report, bool json) {
@@ -89,9 +111,12 @@ int bench_print(const bench_report_t *report, bool json) {
       printf("%s\n  {\"name\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", ",
              i ? "," : "", r->name, r->value, r->unit);
       if (has_base) {
+        // ratio_method: "paired" (median of per-run ratios) or "medians"
+        // (median value / median baseline).
         printf("\"baseline_name\": \"%s\", \"baseline\": %.6g, "
-               "\"ratio\": %.4g, ",
-               r->baseline_name, r->baseline, ratio);
+               "\"ratio\": %.4g, \"ratio_method\": \"%s\", ",
+               r->baseline_name, r->baseline, ratio,
+               r->paired_ratio > 0 ? "paired" : "medians");
       } else {
         printf("\"baseline_name\": null, \"baseline\": null, "
                "\"ratio\": null, ");

@@ -1,7 +1,8 @@
 // accel-bench dma: DMA queue bandwidth and latency on the host device.
 //
 // Figures (medians of repeated runs after a warm-up; DMA and baseline samples
-// interleaved so that both see the same machine load):
+// interleaved so that both see the same machine load, and each ratio the
+// median of the per-run ratios of those pairs, bench_add_paired):
 //  - copy_1_engine_<size>: device-to-device copy bandwidth of a queue with one
 //    copy engine, against memcpy in one thread over the same buffers. Target
 //    >= 0.95 from 1 MiB up.
@@ -244,7 +245,7 @@ static accel_buffer_t *alloc(accel_device_t *dev, uint64_t size, uint32_t kind,
 }
 
 int accel_bench_dma(const bench_args_t *args) {
-  int runs = args->quick ? 5 : 9;
+  int runs = args->quick ? 5 : 15;
   uint64_t max_size = args->quick ? 64 * MIB : GIB;
   const uint64_t sizes[] = {4 * KIB,  64 * KIB,  MIB,     16 * MIB,
                             64 * MIB, 256 * MIB, GIB};
@@ -334,14 +335,12 @@ int accel_bench_dma(const bench_args_t *args) {
     }
     size_name(size, sname, sizeof(sname));
     snprintf(name, sizeof(name), "copy_1_engine_%s", sname);
-    bench_add(&report, name, bench_median(e1, runs), "GB/s",
-              "memcpy_1_thread", bench_median(m1, runs),
-              size >= MIB ? ">= 0.95" : NULL, runs);
+    bench_add_paired(&report, name, e1, "GB/s", "memcpy_1_thread", m1, runs,
+                     size >= MIB ? ">= 0.95" : NULL);
     snprintf(name, sizeof(name), "copy_%d_engines_%s", engines, sname);
     snprintf(bname, sizeof(bname), "memcpy_%d_threads", engines);
-    bench_add(&report, name, bench_median(en, runs), "GB/s", bname,
-              bench_median(mn, runs), size >= 64 * MIB ? ">= 0.9" : NULL,
-              runs);
+    bench_add_paired(&report, name, en, "GB/s", bname, mn, runs,
+                     size >= 64 * MIB ? ">= 0.9" : NULL);
   }
   pool_stop(pool1);
   pool_stop(pooln);
@@ -397,17 +396,15 @@ int accel_bench_dma(const bench_args_t *args) {
         qsample[k] = (double)(bench_now_ns() - t0) / iters;
       }
       if (r >= 0) {
-        hs[r] = hsample;
-        ls[r] = qsample[0];
-        es[r] = qsample[1];
+        hs[r] = hsample / 1000.0;  // us
+        ls[r] = qsample[0] / 1000.0;
+        es[r] = qsample[1] / 1000.0;
       }
     }
-    bench_add(&report, "latency_4KiB_copy", bench_median(ls, runs) / 1000.0,
-              "us", "bare_spin_handoff", bench_median(hs, runs) / 1000.0,
-              "<= 2", runs);
-    bench_add(&report, "latency_4KiB_copy_engine",
-              bench_median(es, runs) / 1000.0, "us", "bare_spin_handoff",
-              bench_median(hs, runs) / 1000.0, NULL, runs);
+    bench_add_paired(&report, "latency_4KiB_copy", ls, "us",
+                     "bare_spin_handoff", hs, runs, "<= 2");
+    bench_add_paired(&report, "latency_4KiB_copy_engine", es, "us",
+                     "bare_spin_handoff", hs, runs, NULL);
     accel_dma_queue_destroy(qi);
   }
 
@@ -439,14 +436,13 @@ int accel_bench_dma(const bench_args_t *args) {
       }
       uint64_t t2 = bench_now_ns();
       if (r >= 0) {
-        cs[r] = (double)(t1 - t0) / iters;
-        bs[r] = (double)(t2 - t1) / iters;
+        cs[r] = (double)(t1 - t0) / iters / 1000.0;  // us
+        bs[r] = (double)(t2 - t1) / iters / 1000.0;
       }
     }
     accel_stream_destroy(s);
-    bench_add(&report, "stream_copy_4KiB", bench_median(cs, runs) / 1000.0,
-              "us", "stream_host_call_memcpy", bench_median(bs, runs) / 1000.0,
-              NULL, runs);
+    bench_add_paired(&report, "stream_copy_4KiB", cs, "us",
+                     "stream_host_call_memcpy", bs, runs, NULL);
   }
 
   // Pageable (staged) against pinned host memory.
@@ -479,12 +475,10 @@ int accel_bench_dma(const bench_args_t *args) {
         d_pg[r] = (double)size / y;
       }
     }
-    bench_add(&report, "h2d_pageable_staged_64MiB", bench_median(h_pg, runs),
-              "GB/s", "h2d_pinned_64MiB", bench_median(h_pn, runs), ">= 0.7",
-              runs);
-    bench_add(&report, "d2h_pageable_staged_64MiB", bench_median(d_pg, runs),
-              "GB/s", "d2h_pinned_64MiB", bench_median(d_pn, runs), ">= 0.7",
-              runs);
+    bench_add_paired(&report, "h2d_pageable_staged_64MiB", h_pg, "GB/s",
+                     "h2d_pinned_64MiB", h_pn, runs, ">= 0.7");
+    bench_add_paired(&report, "d2h_pageable_staged_64MiB", d_pg, "GB/s",
+                     "d2h_pinned_64MiB", d_pn, runs, ">= 0.7");
     free(pageable);
     accel_buffer_release(pinned);
   }

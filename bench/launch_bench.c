@@ -1,6 +1,7 @@
 // accel-bench launch: the cost of getting work to the host device and back.
 //
-// Figures (medians of repeated runs after a warm-up):
+// Figures (medians of repeated runs after a warm-up; ratios are medians of
+// the per-run ratios of samples taken side by side, bench_add_paired):
 //  - roundtrip_empty_command: enqueue an empty host call and synchronize,
 //    against bare_spin_handoff (a function pointer handed to a thread that
 //    spins on a shared cache line, and spinning for the answer). Target 1.5x.
@@ -230,10 +231,10 @@ int accel_bench_launch(const bench_args_t *args) {
         return 1;
       }
     }
-    rt_samples[r] = (double)(bench_now_ns() - t0) / iters;
+    rt_samples[r] = (double)(bench_now_ns() - t0) / iters / 1000.0;  // us
+    spin_samples[r] /= 1000.0;
   }
-  double roundtrip = bench_median(rt_samples, runs);
-  double spin = bench_median(spin_samples, runs);
+  double spin = bench_median(spin_samples, runs);  // us
 
   // The same round trip when the worker parks at once (spin 1 ns): what a
   // runtime that never spins pays, against the bare futex handoff.
@@ -299,11 +300,9 @@ int accel_bench_launch(const bench_args_t *args) {
         return 1;
       }
     }
-    hc_samples[r] = (double)(t1 - t0) / iters;
-    kr_samples[r] = (double)(bench_now_ns() - t1) / iters;
+    hc_samples[r] = (double)(t1 - t0) / iters / 1000.0;  // us
+    kr_samples[r] = (double)(bench_now_ns() - t1) / iters / 1000.0;
   }
-  double host_roundtrip = bench_median(hc_samples, runs);
-  double kernel_roundtrip = bench_median(kr_samples, runs);
   accel_kernel_release(kernel);
 
   // Batches: enqueue cost and completion rate.
@@ -330,22 +329,20 @@ int accel_bench_launch(const bench_args_t *args) {
   usleep(200000);
   double idle = (cpu_seconds() - c0) / ((double)(bench_now_ns() - w0) * 1e-9);
 
-  bench_add(&report, "roundtrip_empty_command", roundtrip / 1000.0, "us",
-            "bare_spin_handoff", spin / 1000.0, "<= 1.5", runs);
+  bench_add_paired(&report, "roundtrip_empty_command", rt_samples, "us",
+                   "bare_spin_handoff", spin_samples, runs, "<= 1.5");
   bench_add(&report, "bare_futex_handoff", parked / 1000.0, "us",
-            "bare_spin_handoff", spin / 1000.0, NULL, runs);
+            "bare_spin_handoff", spin, NULL, runs);
   bench_add(&report, "roundtrip_parked_worker", parked_rt / 1000.0, "us",
             "bare_futex_handoff", parked / 1000.0, NULL, runs);
   bench_add(&report, "enqueue_ns_per_command", bench_median(enq, batch_runs),
             "ns", NULL, 0, "< 100", batch_runs);
-  bench_add(&report, "completed_ns_per_command", bench_median(done, batch_runs),
-            "ns", "bare_spsc_ns_per_command", bench_median(bare, batch_runs),
-            "<= 2", batch_runs);
+  bench_add_paired(&report, "completed_ns_per_command", done, "ns",
+                   "bare_spsc_ns_per_command", bare, batch_runs, "<= 2");
   bench_add(&report, "idle_cpu_fraction", idle, "cpu/s", NULL, 0, "<= 0.01",
             1);
-  bench_add(&report, "empty_kernel_roundtrip", kernel_roundtrip / 1000.0, "us",
-            "roundtrip_empty_command", host_roundtrip / 1000.0, "<= 1.2",
-            runs);
+  bench_add_paired(&report, "empty_kernel_roundtrip", kr_samples, "us",
+                   "roundtrip_empty_command", hc_samples, runs, "<= 1.2");
   accel_stream_destroy(s);
   accel_runtime_destroy(rt);
   return bench_print(&report, args->json);
