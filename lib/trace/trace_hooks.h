@@ -277,7 +277,12 @@ static inline void accel_trace_launch_begin(const char *kernel,
 // The command that stands for descriptor |d| in the trace.
 static inline void accel_trace_dma_cmd(const accel_dma_hw_desc_t *d,
                                        uint64_t seq, accel_cmd_t *out) {
-  *out = (accel_cmd_t){.seq = seq};
+  // Copied from a constant rather than zero-initialized: compilers zero a
+  // struct through a pointer with a string store (rep stos), which the loads
+  // of the hooks that read it cannot be forwarded from.
+  static const accel_cmd_t zero;
+  *out = zero;
+  out->seq = seq;
   if (d->op == ACCEL_DMA_HW_FILL) {
     out->kind = ACCEL_CMD_FILL;
     out->fill.dst = d->fill.dst;

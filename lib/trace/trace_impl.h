@@ -218,11 +218,12 @@ extern __attribute__((tls_model("initial-exec"))) _Thread_local
 // Bumped by every track removal; per-thread caches are valid while it holds.
 extern _Atomic uint64_t accel_trace_remove_gen_g;
 
-// A one-entry per-thread cache in front of accel_trace_track_find, read
-// inline by the hooks.
+// A two-entry per-thread cache in front of accel_trace_track_find, read
+// inline by the hooks (two: a thread often alternates between two tracks, a
+// DMA ring's and its device's, when it submits copies and waits for them).
 typedef struct accel_trace_cache {
-  uintptr_t key;
-  accel_trace_track_t *track;
+  uintptr_t key[2];
+  accel_trace_track_t *track[2];
   uint64_t gen;
 } accel_trace_cache_t;
 extern __attribute__((tls_model("initial-exec"))) _Thread_local
@@ -234,13 +235,24 @@ static inline accel_trace_track_t *accel_trace_track_lookup(uintptr_t key) {
   // never used after the generation moved).
   uint64_t gen =
       atomic_load_explicit(&accel_trace_remove_gen_g, memory_order_acquire);
-  if (c->key == key && c->gen == gen && c->track != NULL) {
-    return c->track;
+  if (c->gen == gen) {
+    if (c->key[0] == key && c->track[0] != NULL) {
+      return c->track[0];
+    }
+    if (c->key[1] == key && c->track[1] != NULL) {
+      return c->track[1];
+    }
+  } else {
+    c->key[0] = c->key[1] = 0;
+    c->track[0] = c->track[1] = NULL;
+    c->gen = gen;
   }
   accel_trace_track_t *t = accel_trace_track_find(key);
-  c->key = key;
-  c->track = t;
-  c->gen = gen;
+  // Most recent first.
+  c->key[1] = c->key[0];
+  c->track[1] = c->track[0];
+  c->key[0] = key;
+  c->track[0] = t;
   return t;
 }
 // The track with |id| (live or dead, if still kept), or NULL. |locked| false
