@@ -467,7 +467,6 @@ static void *engine_main(void *arg) {
   accel_drv_semaphore_t **stall_sems = NULL;
   uint64_t *stall_values = NULL;
   uint64_t seen = UINT64_MAX;
-  int my_cpu = sched_getcpu();
   for (;;) {
     // Acquire: pairs with the release in attach/detach so that the ring list
     // read under the lock is the one of this generation.
@@ -506,6 +505,11 @@ static void *engine_main(void *arg) {
         accel_host_futex_wake_all(&e->ack_word);
       }
     }
+    // Stored only when it changes: the doorbell reads this cache line.
+    int my_cpu = sched_getcpu();
+    if (my_cpu != atomic_load_explicit(&e->cpu, memory_order_relaxed)) {
+      atomic_store_explicit(&e->cpu, my_cpu, memory_order_relaxed);
+    }
     bool progress = false;
     bool share_cpu = false;
     uint32_t stall_count = 0;
@@ -533,13 +537,6 @@ static void *engine_main(void *arg) {
     }
     if (atomic_load_explicit(&e->stopping, memory_order_acquire)) {
       break;
-    }
-    // The CPU is read when the engine goes idle, off the path from a
-    // doorbell to a completion; stored only when it changes (the doorbell
-    // reads this cache line).
-    my_cpu = sched_getcpu();
-    if (my_cpu != atomic_load_explicit(&e->cpu, memory_order_relaxed)) {
-      atomic_store_explicit(&e->cpu, my_cpu, memory_order_relaxed);
     }
     // Spin on the rings' tails (the doorbells), the stalled semaphores and
     // the ring list before parking: a parked engine takes tens of
