@@ -11,8 +11,14 @@
 #include "drv/host/host_internal.h"
 #include "trace/trace_hooks.h"
 
-#define CHUNK_COMMANDS 1024u
-#define SPARE_CHUNKS 4
+// Small chunks (1 KiB) and a few spares: a queue that keeps up cycles through
+// about 9 KiB of slots, which stay in both cores' L1 caches, where 1024-slot
+// chunks cycled through 320 KiB and each slot line came from L2 or the other
+// core's cache (measured: empty-command round trip 186-190 ns -> 138-154 ns,
+// a burst of submits 47-50 -> 25-45 ns per command). A backlog still grows
+// without bound, one malloc per 16 commands.
+#define CHUNK_COMMANDS 16u
+#define SPARE_CHUNKS 8
 
 typedef struct chunk {
   accel_cmd_t commands[CHUNK_COMMANDS];
