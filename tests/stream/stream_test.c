@@ -1,8 +1,10 @@
 // Streams: ordering, copies and fills against a reference, poisoning, destroy
 // with pending work, concurrent enqueue, and argument checks.
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_support.h"
@@ -485,6 +487,43 @@ static void test_stream_parked_synchronize_never_misses_completion(
   accel_runtime_destroy(rt);
 }
 
+// A child forked from a process whose runtime registered for membarrier
+// makes its own runtime and parks on synchronizes without losing a wake-up
+// (the registration is renewed in the child).
+static void test_stream_parked_synchronize_in_forked_child(void **state) {
+  (void)state;
+#if defined(__SANITIZE_THREAD__)
+  // TSan does not support starting threads after a multi-threaded fork.
+  skip();
+#endif
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    accel_runtime_options_t opts;
+    accel_runtime_options_init(&opts);
+    opts.spin_ns = 1;
+    accel_runtime_t *rt = NULL;
+    accel_device_t *dev = NULL;
+    accel_stream_t *s = NULL;
+    int bad = accel_runtime_create(&opts, &rt) != ACCEL_OK ||
+              accel_device_get(rt, 0, &dev) != ACCEL_OK ||
+              accel_stream_create(dev, NULL, &s) != ACCEL_OK;
+    for (int i = 0; i < 2000 && !bad; ++i) {
+      uintptr_t ns = (uintptr_t)(i % 7) * 3000;
+      bad = accel_stream_host_call(s, spin_for_fn, (void *)ns) != ACCEL_OK ||
+            accel_stream_synchronize(s, 2000000000ull) != ACCEL_OK;
+    }
+    accel_stream_destroy(s);
+    accel_runtime_destroy(rt);
+    _exit(bad ? 1 : 0);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stream_runs_100000_commands_in_order),
@@ -499,6 +538,7 @@ int main(void) {
       cmocka_unit_test(test_stream_entry_points_reject_null),
       cmocka_unit_test(test_stream_synchronize_times_out),
       cmocka_unit_test(test_stream_parked_synchronize_never_misses_completion),
+      cmocka_unit_test(test_stream_parked_synchronize_in_forked_child),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
 }

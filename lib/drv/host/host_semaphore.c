@@ -38,6 +38,17 @@ struct accel_drv_semaphore {
 // queue exists (device open), read relaxed.
 static _Atomic int g_asymmetric = -1;
 
+// A forked child has one thread and a copy of |g_asymmetric|: register it
+// again (the kernel keeps the registration across fork; this makes it
+// independent of that), or fall back to full fences there.
+static void fences_atfork_child(void) {
+  if (atomic_load_explicit(&g_asymmetric, memory_order_relaxed) == 1 &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) !=
+          0) {
+    atomic_store_explicit(&g_asymmetric, 0, memory_order_relaxed);
+  }
+}
+
 void accel_host_fences_init(void) {
   if (atomic_load_explicit(&g_asymmetric, memory_order_acquire) >= 0) {
     return;
@@ -50,9 +61,12 @@ void accel_host_fences_init(void) {
     ok = 1;
   }
   int expected = -1;
-  atomic_compare_exchange_strong_explicit(&g_asymmetric, &expected, ok,
-                                          memory_order_acq_rel,
-                                          memory_order_acquire);
+  if (atomic_compare_exchange_strong_explicit(&g_asymmetric, &expected, ok,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire) &&
+      ok == 1) {
+    (void)pthread_atfork(NULL, NULL, fences_atfork_child);
+  }
 }
 
 // A full (store-load) fence. GCC's TSan rejects atomic_thread_fence, so that
