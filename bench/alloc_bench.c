@@ -317,10 +317,8 @@ int accel_bench_alloc(const bench_args_t *args) {
     fprintf(stderr, "accel-bench alloc: %s\n", accel_last_error());
     return 1;
   }
-  bench_report_t report = {.bench = "alloc"};
-  accel_device_info_t info = {.struct_size = sizeof(info)};
-  accel_device_info(dev, &info);
-  snprintf(report.device, sizeof(report.device), "%s", info.id);
+  bench_report_t report;
+  bench_report_init(&report, "alloc", dev);
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   // Sanitizer runtimes refuse RTLD_DEEPBIND (and would not see inside these

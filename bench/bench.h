@@ -37,6 +37,13 @@ typedef struct bench_report {
   int count;
 } bench_report_t;
 
+typedef struct accel_device accel_device_t;
+
+// Starts |report| for subcommand |bench| ("launch") measured on |device|
+// (its id names the report's device).
+void bench_report_init(bench_report_t *report, const char *bench,
+                       accel_device_t *device);
+
 // Monotonic ns.
 uint64_t bench_now_ns(void);
 

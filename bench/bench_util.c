@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "accel/accel.h"
+
 uint64_t bench_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -17,6 +19,16 @@ uint64_t bench_now_ns(void) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+void bench_report_init(bench_report_t *report, const char *bench,
+                       accel_device_t *device) {
+  memset(report, 0, sizeof(*report));
+  report->bench = bench;
+  accel_device_info_t info = {.struct_size = sizeof(info)};
+  if (accel_device_info(device, &info) == ACCEL_OK) {
+    snprintf(report->device, sizeof(report->device), "%s", info.id);
+  }
 }
 
 double bench_median(const double *values, int n) {

@@ -257,10 +257,10 @@ int accel_bench_dma(const bench_args_t *args) {
       check(accel_semaphore_create(c.dev, 0, &c.sem), "semaphore")) {
     return 1;
   }
-  bench_report_t report = {.bench = "dma"};
+  bench_report_t report;
+  bench_report_init(&report, "dma", c.dev);
   accel_device_info_t info = {.struct_size = sizeof(info)};
   accel_device_info(c.dev, &info);
-  snprintf(report.device, sizeof(report.device), "%s", info.id);
   int engines = (int)info.copy_queue_count;
 
   accel_dma_queue_t *q1 = NULL, *qn = NULL;

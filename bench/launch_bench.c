@@ -272,10 +272,8 @@ int accel_bench_launch(const bench_args_t *args) {
       check(accel_stream_create(dev, NULL, &s), "stream")) {
     return 1;
   }
-  bench_report_t report = {.bench = "launch"};
-  accel_device_info_t info = {.struct_size = sizeof(info)};
-  accel_device_info(dev, &info);
-  snprintf(report.device, sizeof(report.device), "%s", info.id);
+  bench_report_t report;
+  bench_report_init(&report, "launch", dev);
 
   double parked = measure_futex_handoff(runs, args->quick ? 20 : 100);
 

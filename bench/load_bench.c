@@ -126,10 +126,10 @@ int accel_bench_load(const bench_args_t *args) {
       check(accel_stream_create(dev, NULL, &s), "stream")) {
     return 1;
   }
-  bench_report_t report = {.bench = "load"};
+  bench_report_t report;
+  bench_report_init(&report, "load", dev);
   accel_device_info_t info = {.struct_size = sizeof(info)};
-  accel_device_info(dev, &info);
-  snprintf(report.device, sizeof(report.device), "%s", info.id);
+  accel_device_info(dev, &info);  // the code target
 
   // Build the executable: the empty kernel, the code object, and the weights
   // as 16 tensors of f32.

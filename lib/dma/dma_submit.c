@@ -368,6 +368,13 @@ static void doorbell_all(plan_t *p) {
   }
 }
 
+// Copies and fills between host and device or within the device are traced
+// (staging legs and host-to-host copies are internal).
+static bool is_traced(const accel_dma_hw_desc_t *d) {
+  return (d->op == ACCEL_DMA_HW_COPY || d->op == ACCEL_DMA_HW_FILL) &&
+         d->direction <= ACCEL_DMA_DIR_DEVICE_TO_HOST;
+}
+
 static void emit_now(plan_t *p, uint32_t ring,
                      const accel_dma_hw_desc_t *src) {
   if (!p->write) {
@@ -397,10 +404,7 @@ static void emit_now(plan_t *p, uint32_t ring,
     }
     r->head_cached = atomic_load_explicit(r->mem.head, memory_order_acquire);
   }
-  // Copies and fills between host and device or within the device are traced
-  // (staging legs and host-to-host copies are internal).
-  bool traced = (src->op == ACCEL_DMA_HW_COPY || src->op == ACCEL_DMA_HW_FILL) &&
-                src->direction <= ACCEL_DMA_DIR_DEVICE_TO_HOST;
+  bool traced = is_traced(src);
   accel_trace_stamp_t enqueued_at = {0, 0};
   uint64_t trace_seq = 0;
   if (traced) {
@@ -847,6 +851,25 @@ static bool is_single_copy(const accel_dma_queue_t *q,
          (q->ring_count < 2 || d->width_bytes < ACCEL_DMA_SPLIT_MIN_BYTES);
 }
 
+// The ring descriptor of a single 1D copy between buffers (the latency path:
+// planned by hand), with the submit's one signal folded in.
+static accel_dma_hw_desc_t single_copy_desc(plan_t *p,
+                                            const accel_dma_desc_t *desc,
+                                            accel_semaphore_t *sem,
+                                            uint64_t value) {
+  accel_dma_hw_desc_t d = hw_desc(p, ACCEL_DMA_HW_COPY, false);
+  d.copy.dst = ref_address(&desc->dst);
+  d.copy.src = ref_address(&desc->src);
+  d.copy.width = desc->width_bytes;
+  d.copy.height = 1;
+  d.copy.depth = 1;
+  if (sem != NULL) {
+    d.signal_semaphore = sem->drv;
+    d.signal_value = value;
+  }
+  return d;
+}
+
 // Whether every ring of |q| retired everything written to it (nothing is
 // pending that a new submit would have to run after). Needs the lock.
 static bool queue_idle_locked(const accel_dma_queue_t *q) {
@@ -875,20 +898,11 @@ static accel_status_t execute_now_locked(accel_dma_queue_t *q,
       .user_op = ACCEL_DMA_OP_COPY_1D,
       .direction = direction_of(desc),
   };
-  accel_dma_hw_desc_t d = hw_desc(&p, ACCEL_DMA_HW_COPY, false);
-  d.copy.dst = ref_address(&desc->dst);
-  d.copy.src = ref_address(&desc->src);
-  d.copy.width = desc->width_bytes;
-  d.copy.height = 1;
-  d.copy.depth = 1;
+  accel_dma_hw_desc_t d = single_copy_desc(&p, desc, sem, value);
   d.submit_id = p.submit_id;
-  if (sem != NULL) {
-    d.signal_semaphore = sem->drv;
-    d.signal_value = value;
-  }
   // Traced like a ring descriptor (emit_now): the enqueue, then the driver
   // reports start and end on the ring's track.
-  bool traced = d.direction <= ACCEL_DMA_DIR_DEVICE_TO_HOST;
+  bool traced = is_traced(&d);
   accel_trace_stamp_t enqueued_at = {0, 0};
   if (traced) {
     enqueued_at = accel_trace_cmd_enqueue_time();
@@ -954,16 +968,7 @@ static accel_status_t submit_single_copy(accel_dma_queue_t *q,
         .user_op = ACCEL_DMA_OP_COPY_1D,
         .direction = direction_of(desc),
     };
-    accel_dma_hw_desc_t d = hw_desc(&p, ACCEL_DMA_HW_COPY, false);
-    d.copy.dst = ref_address(&desc->dst);
-    d.copy.src = ref_address(&desc->src);
-    d.copy.width = desc->width_bytes;
-    d.copy.height = 1;
-    d.copy.depth = 1;
-    if (sem != NULL) {
-      d.signal_semaphore = sem->drv;
-      d.signal_value = value;
-    }
+    accel_dma_hw_desc_t d = single_copy_desc(&p, desc, sem, value);
     // Hand the descriptor over first, then take the references (room was
     // reserved): the caller's own references keep the objects alive during
     // the call, and the engine never drops references.
