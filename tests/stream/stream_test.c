@@ -1,6 +1,7 @@
 // Streams: ordering, copies and fills against a reference, poisoning, destroy
 // with pending work, concurrent enqueue, and argument checks.
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,6 +366,94 @@ static void test_stream_concurrent_enqueue_keeps_per_thread_order(
   accel_stream_destroy(s);
 }
 
+typedef struct turn_taker {
+  accel_stream_t *stream;
+  uint32_t id;
+  uint32_t threads;
+  uint32_t total;
+  _Atomic uint32_t *turn;
+  uint32_t *next_value;  // touched only by the thread whose turn it is
+  order_item_t *items;
+  order_log_t *log;
+  _Atomic uint32_t *errors;
+} turn_taker_t;
+
+static void *turn_taker_main(void *arg) {
+  turn_taker_t *t = arg;
+  test_rng_t rng;
+  test_rng_init(&rng, "turn_taker");
+  for (uint32_t k = 0; k < t->id; ++k) {
+    (void)test_rng_next(&rng);  // a different burst sequence per thread
+  }
+  for (;;) {
+    uint32_t turn;
+    while ((turn = atomic_load(t->turn)) % t->threads != t->id &&
+           turn != UINT32_MAX) {
+      sched_yield();
+    }
+    if (turn == UINT32_MAX) {
+      return NULL;
+    }
+    // Mostly short bursts, one in four long.
+    uint32_t burst = test_rng_range(&rng, 0, 3) == 0
+                         ? (uint32_t)test_rng_range(&rng, 1000, 1500)
+                         : (uint32_t)test_rng_range(&rng, 1, 300);
+    for (uint32_t i = 0; i < burst && *t->next_value < t->total; ++i) {
+      uint32_t v = (*t->next_value)++;
+      t->items[v] = (order_item_t){.log = t->log, .value = v};
+      if (accel_stream_host_call(t->stream, append_fn, &t->items[v]) !=
+          ACCEL_OK) {
+        atomic_fetch_add(t->errors, 1);
+      }
+    }
+    atomic_store(t->turn, *t->next_value < t->total ? turn + 1 : UINT32_MAX);
+  }
+}
+
+// Threads take turns on one stream with bursts of random length (a handoff
+// through an atomic, not through accel): every command runs once, in the
+// global order the turns imply, so a submit orders after every submit that
+// happened before it in another thread, not only after its own thread's.
+static void test_stream_taking_turns_keeps_global_order(void **state) {
+  test_env_t *env = *state;
+  enum { THREADS = 3, TOTAL = 100000 };
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  order_log_t log = {.entries = calloc(TOTAL, sizeof(uint32_t))};
+  order_item_t *items = calloc(TOTAL, sizeof(order_item_t));
+  _Atomic uint32_t turn = 0;
+  _Atomic uint32_t errors = 0;
+  uint32_t next_value = 0;
+  turn_taker_t takers[THREADS];
+  pthread_t threads[THREADS];
+  for (uint32_t t = 0; t < THREADS; ++t) {
+    takers[t] = (turn_taker_t){.stream = s,
+                               .id = t,
+                               .threads = THREADS,
+                               .total = TOTAL,
+                               .turn = &turn,
+                               .next_value = &next_value,
+                               .items = items,
+                               .log = &log,
+                               .errors = &errors};
+    pthread_create(&threads[t], NULL, turn_taker_main, &takers[t]);
+  }
+  for (uint32_t t = 0; t < THREADS; ++t) {
+    pthread_join(threads[t], NULL);
+  }
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  assert_int_equal(atomic_load(&errors), 0);
+  assert_int_equal(log.count, TOTAL);
+  for (uint32_t i = 0; i < TOTAL; ++i) {
+    if (log.entries[i] != i) {
+      fail_msg("command %u ran as #%u", log.entries[i], i);
+    }
+  }
+  accel_stream_destroy(s);
+  free(items);
+  free(log.entries);
+}
+
 // Stream descriptors are validated; priorities are accepted.
 static void test_stream_create_validates_desc(void **state) {
   test_env_t *env = *state;
@@ -534,6 +623,7 @@ int main(void) {
       cmocka_unit_test(test_stream_destroy_drains_pending_work),
       cmocka_unit_test(test_stream_destroy_with_abort_cancels_pending_work),
       cmocka_unit_test(test_stream_concurrent_enqueue_keeps_per_thread_order),
+      cmocka_unit_test(test_stream_taking_turns_keeps_global_order),
       cmocka_unit_test(test_stream_create_validates_desc),
       cmocka_unit_test(test_stream_entry_points_reject_null),
       cmocka_unit_test(test_stream_synchronize_times_out),
