@@ -159,6 +159,18 @@ static void pool_stop(pool_t *p) {
   }
 }
 
+// |iters| copies of |size| bytes over the pool's threads, after an untimed
+// warm-up; ns total.
+static double memcpy_sample(pool_t *p, uint8_t *dst, const uint8_t *src,
+                            uint64_t size, int iters) {
+  pool_warm(p, dst, src, size);
+  uint64_t t0 = bench_now_ns();
+  for (int i = 0; i < iters; ++i) {
+    pool_memcpy(p, dst, src, size);
+  }
+  return (double)(bench_now_ns() - t0);
+}
+
 // ---- DMA ------------------------------------------------------------------
 
 typedef struct ctx {
@@ -297,44 +309,51 @@ int accel_bench_dma(const bench_args_t *args) {
     // Enough repetitions for a sample of ~32 MiB of small copies (many
     // submits) or ~128 MiB of large ones (tens of ms, so that neither a
     // scheduler hiccup nor the wake-up of the parked waiter at the end
-    // decides a sample); at least one copy. Up to 64 MiB, 25 paired runs
-    // (the median of their ratios); above, one copy per sample and fewer
-    // runs (time).
+    // decides a sample); at least one copy. Up to 64 MiB, 41 paired runs
+    // (the median of their ratios); above, one copy per sample and 21 runs
+    // (time). Pairs of samples taken side by side on these shared machines
+    // differ by 0.6-1.5x from one pair to the next, so the median needs that
+    // many to settle within a few percent.
     uint64_t sample = size >= MIB ? 128 * MIB : 32 * MIB;
     if (args->quick) {
       sample /= 4;
     }
     int iters = size >= sample ? 1 : (int)(sample / size);
-    int bw_runs = args->quick ? runs : size <= 64 * MIB ? 25 : runs;
+    int bw_runs = args->quick ? runs : size <= 64 * MIB ? 41 : 21;
     accel_dma_ref_t d = {.buffer = dst}, s = {.buffer = src};
     double m1[64], mn[64], e1[64], en[64];
     for (int r = -1; r < bw_runs; ++r) {  // r = -1: warm-up
-      double ns = 0;
-      pool_warm(pool1, dp, sp, size);
-      uint64_t t0 = bench_now_ns();
-      for (int i = 0; i < iters; ++i) {
-        pool_memcpy(pool1, dp, sp, size);
-      }
-      double t_m1 = (double)(bench_now_ns() - t0);
-      if (dma_copies(&c, q1, d, s, size, iters, &ns)) {
-        return 1;
-      }
-      double t_e1 = ns;
-      pool_warm(pooln, dp, sp, size);
-      t0 = bench_now_ns();
-      for (int i = 0; i < iters; ++i) {
-        pool_memcpy(pooln, dp, sp, size);
-      }
-      double t_mn = (double)(bench_now_ns() - t0);
-      if (dma_copies(&c, qn, d, s, size, iters, &ns)) {
-        return 1;
+      // Odd runs take their four samples in the reverse order, so that
+      // neither side of a pair always follows the other (cache contents,
+      // threads waking up) or always comes first in a slowing machine.
+      double t_m1 = 0, t_e1 = 0, t_mn = 0, t_en = 0;
+      for (int k = 0; k < 4; ++k) {
+        int which = (r & 1) != 0 ? 3 - k : k;
+        int failed = 0;
+        switch (which) {
+          case 0:
+            t_m1 = memcpy_sample(pool1, dp, sp, size, iters);
+            break;
+          case 1:
+            failed = dma_copies(&c, q1, d, s, size, iters, &t_e1);
+            break;
+          case 2:
+            t_mn = memcpy_sample(pooln, dp, sp, size, iters);
+            break;
+          default:
+            failed = dma_copies(&c, qn, d, s, size, iters, &t_en);
+            break;
+        }
+        if (failed) {
+          return 1;
+        }
       }
       if (r >= 0) {
         double bytes = (double)size * iters;
         m1[r] = bytes / t_m1;  // bytes per ns = GB/s
         e1[r] = bytes / t_e1;
         mn[r] = bytes / t_mn;
-        en[r] = bytes / ns;
+        en[r] = bytes / t_en;
       }
     }
     size_name(size, sname, sizeof(sname));
