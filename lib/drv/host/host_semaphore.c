@@ -335,7 +335,10 @@ accel_status_t accel_host_semaphore_wait_ex(
       if (start == 0) {
         start = now;
         spin_until = start + (spin_ns < timeout_ns ? spin_ns : timeout_ns);
-        yield_at = start + ACCEL_HOST_SPIN_YIELD_NS;
+        // The first yield at once: a wait that outlasts 64 polls is likely
+        // on work that another thread of this CPU (an engine or a worker on
+        // an oversubscribed machine) has to run.
+        yield_at = start;
       }
       if (now >= spin_until) {
         break;
