@@ -542,10 +542,12 @@ static void *engine_main(void *arg) {
     // the ring list before parking: a parked engine takes tens of
     // microseconds to wake.
     uint64_t spin_start = accel_host_now_ns();
-    uint64_t spin_until = spin_start + spin_ns;
-    uint64_t yield_at = spin_start + ACCEL_HOST_SPIN_YIELD_NS;
+    accel_host_spin_t spin = {
+        .until = spin_start + spin_ns,
+        .yield_at = spin_start + ACCEL_HOST_SPIN_YIELD_NS,
+    };
     bool found = false;
-    for (uint32_t iter = 1;; ++iter) {
+    for (;;) {
       accel_host_cpu_relax();
       for (uint32_t i = 0; i < snap_count && !found; ++i) {
         found = ring_has_new(snap[i]);
@@ -555,18 +557,8 @@ static void *engine_main(void *arg) {
               atomic_load_explicit(&e->generation, memory_order_relaxed) !=
                   seen ||
               atomic_load_explicit(&e->stopping, memory_order_relaxed);
-      if (found) {
+      if (found || !accel_host_spin_continue(&spin)) {
         break;
-      }
-      if ((iter & 63) == 0) {
-        uint64_t now = accel_host_now_ns();
-        if (now >= spin_until) {
-          break;
-        }
-        if (now >= yield_at) {
-          sched_yield();
-          yield_at = now + ACCEL_HOST_SPIN_YIELD_NS;
-        }
       }
     }
     if (!found) {
@@ -854,26 +846,16 @@ accel_status_t accel_host_dma_ring_wait(accel_drv_dma_ring_t *r, uint64_t head,
   uint64_t start = accel_host_now_ns();
   uint64_t deadline = accel_host_deadline(timeout_ns);
   uint64_t spin_ns = r->engine->device->spin_ns;
-  uint64_t spin_until = start + (spin_ns < timeout_ns ? spin_ns : timeout_ns);
-  uint32_t iter = 0;
-  uint64_t yield_at = start;  // at once: the engine may be on our CPU
-  for (;;) {
+  accel_host_spin_t spin = {
+      .until = start + (spin_ns < timeout_ns ? spin_ns : timeout_ns),
+      .yield_at = start,  // at the first clock read: the engine may be ours
+  };
+  do {
     accel_host_cpu_relax();
-    ++iter;
     if (atomic_load_explicit(&r->head, memory_order_acquire) >= head) {
       return ACCEL_OK;
     }
-    if ((iter & 63) == 0) {
-      uint64_t now = accel_host_now_ns();
-      if (now >= spin_until) {
-        break;
-      }
-      if (now >= yield_at) {
-        sched_yield();
-        yield_at = now + ACCEL_HOST_SPIN_YIELD_NS;
-      }
-    }
-  }
+  } while (accel_host_spin_continue(&spin));
   accel_status_t st = ACCEL_OK;
   for (;;) {
     uint32_t word = atomic_load_explicit(&r->head_word, memory_order_seq_cst);

@@ -6,6 +6,7 @@
 
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/syscall.h>
@@ -65,6 +66,32 @@ static inline void accel_host_cpu_relax(void) {
 // core with the thread it waits for (an oversubscribed machine), the other
 // thread runs within this time instead of after the spin or a time slice.
 #define ACCEL_HOST_SPIN_YIELD_NS 20000ull
+
+// A bounded spin that gives its CPU away: |until| ends it, |yield_at| is the
+// first yield (then one every ACCEL_HOST_SPIN_YIELD_NS), both absolute ns.
+typedef struct accel_host_spin {
+  uint32_t iter;
+  uint64_t until;
+  uint64_t yield_at;
+} accel_host_spin_t;
+
+// Call after each poll that found nothing: reads the clock every 64 polls
+// (a clock read costs more than a poll), yields when due, and returns false
+// once the spin is over.
+static inline bool accel_host_spin_continue(accel_host_spin_t *spin) {
+  if ((++spin->iter & 63) != 0) {
+    return true;
+  }
+  uint64_t now = accel_host_now_ns();
+  if (now >= spin->until) {
+    return false;
+  }
+  if (now >= spin->yield_at) {
+    sched_yield();
+    spin->yield_at = now + ACCEL_HOST_SPIN_YIELD_NS;
+  }
+  return true;
+}
 
 // Waits while *|word| == |expected|, at most until |deadline_ns| (absolute
 // CLOCK_MONOTONIC; UINT64_MAX for none). Spurious returns are allowed.
