@@ -259,6 +259,21 @@ void accel_topology_options_init(accel_topology_options_t *opts) {
   (ACCEL_TOPOLOGY_LOAD_IGNORE_ENV | ACCEL_TOPOLOGY_LOAD_NO_IO |           \
    ACCEL_TOPOLOGY_LOAD_NO_VERBS | ACCEL_TOPOLOGY_LOAD_NO_DRM)
 
+// The end of both constructors: derives the summary and hands |t| out when
+// |st| (how filling it went) and that succeed, else frees it.
+static accel_status_t finish_or_free(accel_topology_t *t, accel_status_t st,
+                                     accel_topology_t **out_topology) {
+  if (st == ACCEL_OK) {
+    st = accel_topo_finish(t);
+  }
+  if (st != ACCEL_OK) {
+    accel_topo_free(t);
+    return st;
+  }
+  *out_topology = t;
+  return ACCEL_OK;
+}
+
 accel_status_t accel_topology_load(const accel_topology_options_t *opts,
                                    accel_topology_t **out_topology) {
   ACCEL_CHECK_ARG(out_topology != NULL, "out_topology (NULL)");
@@ -303,34 +318,16 @@ accel_status_t accel_topology_load(const accel_topology_options_t *opts,
                        "topology: cannot allocate %zu bytes", sizeof(*t));
   }
   accel_status_t st = accel_topo_load_hwloc(&o, xml_path, t);
-  if (st != ACCEL_OK) {
-    goto err_free_topology;
-  }
   bool live = xml_path == NULL && o.synthetic == NULL;
-  if (live && !(o.flags & ACCEL_TOPOLOGY_LOAD_NO_IO)) {
+  if (st == ACCEL_OK && live && !(o.flags & ACCEL_TOPOLOGY_LOAD_NO_IO)) {
     if (!(o.flags & ACCEL_TOPOLOGY_LOAD_NO_VERBS)) {
       st = accel_topo_enumerate_verbs(t);
-      if (st != ACCEL_OK) {
-        goto err_free_topology;
-      }
     }
-    if (!(o.flags & ACCEL_TOPOLOGY_LOAD_NO_DRM)) {
+    if (st == ACCEL_OK && !(o.flags & ACCEL_TOPOLOGY_LOAD_NO_DRM)) {
       st = accel_topo_enumerate_drm(t);
-      if (st != ACCEL_OK) {
-        goto err_free_topology;
-      }
     }
   }
-  st = accel_topo_finish(t);
-  if (st != ACCEL_OK) {
-    goto err_free_topology;
-  }
-  *out_topology = t;
-  return ACCEL_OK;
-
-err_free_topology:
-  accel_topo_free(t);
-  return st;
+  return finish_or_free(t, st, out_topology);
 }
 
 accel_status_t accel_topology_deserialize(const char *json, size_t size,
@@ -343,20 +340,10 @@ accel_status_t accel_topology_deserialize(const char *json, size_t size,
                        "topology: cannot allocate %zu bytes", sizeof(*t));
   }
   accel_status_t st = accel_topo_parse_json(json, size, t);
-  if (st != ACCEL_OK) {
-    goto err_free_topology;
+  if (st == ACCEL_OK) {
+    snprintf(t->summary.source, sizeof(t->summary.source), "serialized");
   }
-  snprintf(t->summary.source, sizeof(t->summary.source), "serialized");
-  st = accel_topo_finish(t);
-  if (st != ACCEL_OK) {
-    goto err_free_topology;
-  }
-  *out_topology = t;
-  return ACCEL_OK;
-
-err_free_topology:
-  accel_topo_free(t);
-  return st;
+  return finish_or_free(t, st, out_topology);
 }
 
 void accel_topology_destroy(accel_topology_t *topology) {

@@ -417,29 +417,59 @@ static accel_status_t parse_numa(json_object *root, accel_topology_t *t) {
   return ACCEL_OK;
 }
 
-static accel_status_t parse_device(json_object *o, const char *where,
-                                   accel_topology_device_info_t *d) {
+// The PCI identity that devices and NICs both carry, as pointers into either
+// info struct (PCI_IDENTITY below).
+typedef struct pci_identity {
+  char *name;
+  size_t name_size;
+  char *pci_bus_id;
+  size_t pci_bus_id_size;
+  uint16_t *vendor_id;
+  uint16_t *device_id;
+  uint32_t *class_id;
+  char *model;
+  size_t model_size;
+  int32_t *numa_node;
+  char *cpus;
+  size_t cpus_size;
+} pci_identity_t;
+
+#define PCI_IDENTITY(d)                                                    \
+  ((pci_identity_t){(d)->name, sizeof((d)->name), (d)->pci_bus_id,         \
+                    sizeof((d)->pci_bus_id), &(d)->vendor_id,              \
+                    &(d)->device_id, &(d)->class_id, (d)->model,           \
+                    sizeof((d)->model), &(d)->numa_node, (d)->cpus,        \
+                    sizeof((d)->cpus)})
+
+// Reads the PCI identity of the object |o| (at |where|): a non-empty name,
+// then the bus id, ids, model, NUMA node and CPU list.
+static accel_status_t parse_pci_identity(json_object *o, const char *where,
+                                         pci_identity_t id) {
   uint32_t v = 0;
   int64_t node = 0;
   if (!json_object_is_type(o, json_type_object)) {
     return FORMAT_ERROR("%s: expected an object", where);
   }
-  ACCEL_RETURN_IF_ERROR(get_string(o, where, "name", d->name, sizeof(d->name)));
-  if (d->name[0] == '\0') {
+  ACCEL_RETURN_IF_ERROR(get_string(o, where, "name", id.name, id.name_size));
+  if (id.name[0] == '\0') {
     return FORMAT_ERROR("%s.name: empty", where);
   }
-  ACCEL_RETURN_IF_ERROR(
-      get_string(o, where, "pci_bus_id", d->pci_bus_id, sizeof(d->pci_bus_id)));
+  ACCEL_RETURN_IF_ERROR(get_string(o, where, "pci_bus_id", id.pci_bus_id,
+                                   id.pci_bus_id_size));
   ACCEL_RETURN_IF_ERROR(get_hex(o, where, "vendor_id", 0xffff, &v));
-  d->vendor_id = (uint16_t)v;
+  *id.vendor_id = (uint16_t)v;
   ACCEL_RETURN_IF_ERROR(get_hex(o, where, "device_id", 0xffff, &v));
-  d->device_id = (uint16_t)v;
-  ACCEL_RETURN_IF_ERROR(get_hex(o, where, "class_id", 0xffffff, &d->class_id));
-  ACCEL_RETURN_IF_ERROR(
-      get_string(o, where, "model", d->model, sizeof(d->model)));
+  *id.device_id = (uint16_t)v;
+  ACCEL_RETURN_IF_ERROR(get_hex(o, where, "class_id", 0xffffff, id.class_id));
+  ACCEL_RETURN_IF_ERROR(get_string(o, where, "model", id.model, id.model_size));
   ACCEL_RETURN_IF_ERROR(get_int(o, where, "numa_node", -1, INT32_MAX, &node));
-  d->numa_node = (int32_t)node;
-  ACCEL_RETURN_IF_ERROR(get_string(o, where, "cpus", d->cpus, sizeof(d->cpus)));
+  *id.numa_node = (int32_t)node;
+  return get_string(o, where, "cpus", id.cpus, id.cpus_size);
+}
+
+static accel_status_t parse_device(json_object *o, const char *where,
+                                   accel_topology_device_info_t *d) {
+  ACCEL_RETURN_IF_ERROR(parse_pci_identity(o, where, PCI_IDENTITY(d)));
   ACCEL_RETURN_IF_ERROR(get_string(o, where, "drm_primary", d->drm_primary,
                                    sizeof(d->drm_primary)));
   ACCEL_RETURN_IF_ERROR(get_string(o, where, "drm_render", d->drm_render,
@@ -451,28 +481,8 @@ static accel_status_t parse_device(json_object *o, const char *where,
 static accel_status_t parse_nic(json_object *o, const char *where,
                                 accel_topo_nic_t *nic) {
   accel_topology_nic_info_t *d = &nic->info;
-  uint32_t v = 0;
-  int64_t node = 0;
   json_object *ports;
-  if (!json_object_is_type(o, json_type_object)) {
-    return FORMAT_ERROR("%s: expected an object", where);
-  }
-  ACCEL_RETURN_IF_ERROR(get_string(o, where, "name", d->name, sizeof(d->name)));
-  if (d->name[0] == '\0') {
-    return FORMAT_ERROR("%s.name: empty", where);
-  }
-  ACCEL_RETURN_IF_ERROR(
-      get_string(o, where, "pci_bus_id", d->pci_bus_id, sizeof(d->pci_bus_id)));
-  ACCEL_RETURN_IF_ERROR(get_hex(o, where, "vendor_id", 0xffff, &v));
-  d->vendor_id = (uint16_t)v;
-  ACCEL_RETURN_IF_ERROR(get_hex(o, where, "device_id", 0xffff, &v));
-  d->device_id = (uint16_t)v;
-  ACCEL_RETURN_IF_ERROR(get_hex(o, where, "class_id", 0xffffff, &d->class_id));
-  ACCEL_RETURN_IF_ERROR(
-      get_string(o, where, "model", d->model, sizeof(d->model)));
-  ACCEL_RETURN_IF_ERROR(get_int(o, where, "numa_node", -1, INT32_MAX, &node));
-  d->numa_node = (int32_t)node;
-  ACCEL_RETURN_IF_ERROR(get_string(o, where, "cpus", d->cpus, sizeof(d->cpus)));
+  ACCEL_RETURN_IF_ERROR(parse_pci_identity(o, where, PCI_IDENTITY(d)));
   ACCEL_RETURN_IF_ERROR(
       get_string(o, where, "netdev", d->netdev, sizeof(d->netdev)));
   ACCEL_RETURN_IF_ERROR(get_bool(o, where, "rdma", &d->rdma));
