@@ -7,6 +7,8 @@
 //    copy engine, against memcpy in one thread over the same buffers (a
 //    helper thread that the caller wakes and waits for, as for the engine;
 //    see "memcpy over helper threads"). Target >= 0.95 from 1 MiB up.
+//  - copy_1_engine_<size>_vs_calling_thread: the same engine samples against
+//    memcpy on the benchmark's own thread, for reference (no target).
 //  - copy_all_engines_<size>: the same with a queue over every engine,
 //    against memcpy split over as many helper threads as engines. Target
 //    >= 0.9 from 64 MiB up.
@@ -203,6 +205,17 @@ static double memcpy_sample(pool_t *p, uint8_t *dst, const uint8_t *src,
   return (double)(bench_now_ns() - t0);
 }
 
+// The same on the calling thread itself, after a warm-up copy; ns total.
+static double caller_memcpy_sample(uint8_t *dst, const uint8_t *src,
+                                   uint64_t size, int iters) {
+  memcpy(dst, src, size < 2 * MIB ? size : 2 * MIB);
+  uint64_t t0 = bench_now_ns();
+  for (int i = 0; i < iters; ++i) {
+    memcpy(dst, src, size);
+  }
+  return (double)(bench_now_ns() - t0);
+}
+
 // ---- DMA ------------------------------------------------------------------
 
 typedef struct ctx {
@@ -353,14 +366,14 @@ int accel_bench_dma(const bench_args_t *args) {
     int iters = size >= sample ? 1 : (int)(sample / size);
     int bw_runs = args->quick ? runs : size <= 64 * MIB ? 41 : 21;
     accel_dma_ref_t d = {.buffer = dst}, s = {.buffer = src};
-    double m1[64], mn[64], e1[64], en[64];
+    double m1[64], mn[64], e1[64], en[64], mc[64];
     for (int r = -1; r < bw_runs; ++r) {  // r = -1: warm-up
-      // Odd runs take their four samples in the reverse order, so that
+      // Odd runs take their five samples in the reverse order, so that
       // neither side of a pair always follows the other (cache contents,
       // threads waking up) or always comes first in a slowing machine.
-      double t_m1 = 0, t_e1 = 0, t_mn = 0, t_en = 0;
-      for (int k = 0; k < 4; ++k) {
-        int which = (r & 1) != 0 ? 3 - k : k;
+      double t_m1 = 0, t_e1 = 0, t_mc = 0, t_mn = 0, t_en = 0;
+      for (int k = 0; k < 5; ++k) {
+        int which = (r & 1) != 0 ? 4 - k : k;
         int failed = 0;
         switch (which) {
           case 0:
@@ -370,6 +383,9 @@ int accel_bench_dma(const bench_args_t *args) {
             failed = dma_copies(&c, q1, d, s, size, iters, &t_e1);
             break;
           case 2:
+            t_mc = caller_memcpy_sample(dp, sp, size, iters);
+            break;
+          case 3:
             t_mn = memcpy_sample(pooln, dp, sp, size, iters);
             break;
           default:
@@ -384,6 +400,7 @@ int accel_bench_dma(const bench_args_t *args) {
         double bytes = (double)size * iters;
         m1[r] = bytes / t_m1;  // bytes per ns = GB/s
         e1[r] = bytes / t_e1;
+        mc[r] = bytes / t_mc;
         mn[r] = bytes / t_mn;
         en[r] = bytes / t_en;
       }
@@ -392,6 +409,12 @@ int accel_bench_dma(const bench_args_t *args) {
     snprintf(name, sizeof(name), "copy_1_engine_%s", sname);
     bench_add_paired(&report, name, e1, "GB/s", "memcpy_1_thread", m1,
                      bw_runs, size >= MIB ? ">= 0.95" : NULL);
+    // For reference: the same engine samples against memcpy on the calling
+    // thread (see "memcpy over helper threads" for why the target's
+    // baseline is a helper thread).
+    snprintf(name, sizeof(name), "copy_1_engine_%s_vs_calling_thread", sname);
+    bench_add_paired(&report, name, e1, "GB/s", "memcpy_calling_thread", mc,
+                     bw_runs, NULL);
     snprintf(name, sizeof(name), "copy_%d_engines_%s", engines, sname);
     snprintf(bname, sizeof(bname), "memcpy_%d_threads", engines);
     bench_add_paired(&report, name, en, "GB/s", bname, mn, bw_runs,
