@@ -80,7 +80,6 @@ struct host_engine {
   // its semaphore wait.
   _Alignas(64) _Atomic uint32_t kick;
   _Atomic uint32_t parked;
-  _Atomic int cpu;  // CPU the engine last ran a pass on (-1: unknown)
   _Atomic uint32_t stopping;
   accel_host_waiter_t waiter;  // .cancel = &kick
 };
@@ -505,11 +504,7 @@ static void *engine_main(void *arg) {
         accel_host_futex_wake_all(&e->ack_word);
       }
     }
-    // Stored only when it changes: the doorbell reads this cache line.
     int my_cpu = sched_getcpu();
-    if (my_cpu != atomic_load_explicit(&e->cpu, memory_order_relaxed)) {
-      atomic_store_explicit(&e->cpu, my_cpu, memory_order_relaxed);
-    }
     bool progress = false;
     bool share_cpu = false;
     uint32_t stall_count = 0;
@@ -666,7 +661,6 @@ accel_status_t accel_host_dma_init(accel_drv_device_t *device,
     pthread_mutex_init(&e->lock, NULL);
     atomic_init(&e->seen_generation, UINT64_MAX);
     e->waiter.cancel = &e->kick;
-    atomic_init(&e->cpu, -1);
   }
   device->dma = dma;
   return ACCEL_OK;
