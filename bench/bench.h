@@ -33,7 +33,7 @@ typedef struct bench_result {
 typedef struct bench_report {
   const char *bench;   // "launch"
   char device[32];     // "host:0"
-  bench_result_t results[32];
+  bench_result_t results[64];
   int count;
 } bench_report_t;
 

@@ -262,6 +262,21 @@ static int dma_copies(ctx_t *c, accel_dma_queue_t *q, accel_dma_ref_t dst,
   return 0;
 }
 
+// |n| times: submits |d| and waits for its semaphore before the next.
+static int copies_one_at_a_time(ctx_t *c, accel_dma_queue_t *q,
+                                const accel_dma_desc_t *d, int n) {
+  for (int i = 0; i < n; ++i) {
+    uint64_t v = ++c->sem_value;
+    if (check(accel_dma_submit(q, d, 1, 0, NULL, NULL, 1, &c->sem, &v),
+              "submit") ||
+        check(accel_semaphore_wait(c->sem, v, ACCEL_TIMEOUT_INFINITE),
+              "wait")) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static const char *size_name(uint64_t size, char *buf, size_t n) {
   if (size >= GIB) {
     snprintf(buf, n, "%lluGiB", (unsigned long long)(size / GIB));
@@ -460,27 +475,13 @@ int accel_bench_dma(const bench_args_t *args) {
       double hsample = bench_spin_handoff_ns(iters);
       double qsample[2];
       for (int k = 0; k < 2; ++k) {
-        // Warm the path up the same way.
-        for (int i = 0; i < iters / 10 + 1; ++i) {
-          uint64_t v = ++c.sem_value;
-          if (check(accel_dma_submit(queues[k], &d, 1, 0, NULL, NULL, 1,
-                                     &c.sem, &v),
-                    "submit") ||
-              check(accel_semaphore_wait(c.sem, v, ACCEL_TIMEOUT_INFINITE),
-                    "wait")) {
-            return 1;
-          }
+        // Warmed up the same way.
+        if (copies_one_at_a_time(&c, queues[k], &d, iters / 10 + 1)) {
+          return 1;
         }
         uint64_t t0 = bench_now_ns();
-        for (int i = 0; i < iters; ++i) {
-          uint64_t v = ++c.sem_value;
-          if (check(accel_dma_submit(queues[k], &d, 1, 0, NULL, NULL, 1,
-                                     &c.sem, &v),
-                    "submit") ||
-              check(accel_semaphore_wait(c.sem, v, ACCEL_TIMEOUT_INFINITE),
-                    "wait")) {
-            return 1;
-          }
+        if (copies_one_at_a_time(&c, queues[k], &d, iters)) {
+          return 1;
         }
         qsample[k] = (double)(bench_now_ns() - t0) / iters;
       }

@@ -251,6 +251,17 @@ static int check(accel_status_t st, const char *what) {
   return 0;
 }
 
+// |n| empty host calls, each enqueued and synchronized before the next.
+static int host_round_trips(accel_stream_t *s, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (check(accel_stream_host_call(s, empty_host_fn, NULL), "enqueue") ||
+        check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static double cpu_seconds(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -281,28 +292,18 @@ int accel_bench_launch(const bench_args_t *args) {
   // paired with a run of the bare spinning handoff just before it (a fresh
   // handoff thread each time, so that no third thread spins meanwhile), so
   // that both see the same machine load.
-  for (int i = 0; i < iters / 10; ++i) {
-    accel_stream_host_call(s, empty_host_fn, NULL);
-    accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE);
-  }
   double rt_samples[64];
   double spin_samples[64];
   for (int r = 0; r < runs; ++r) {
     spin_samples[r] = bench_spin_handoff_ns(iters);
     // Warmed up like the handoff sample (bench_spin_handoff_ns): the worker
     // parked while the handoff ran, and its first command pays the wake-up.
-    for (int i = 0; i < iters / 10 + 1; ++i) {
-      if (check(accel_stream_host_call(s, empty_host_fn, NULL), "enqueue") ||
-          check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
-        return 1;
-      }
+    if (host_round_trips(s, iters / 10 + 1)) {
+      return 1;
     }
     uint64_t t0 = bench_now_ns();
-    for (int i = 0; i < iters; ++i) {
-      if (check(accel_stream_host_call(s, empty_host_fn, NULL), "enqueue") ||
-          check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
-        return 1;
-      }
+    if (host_round_trips(s, iters)) {
+      return 1;
     }
     rt_samples[r] = (double)(bench_now_ns() - t0) / iters / 1000.0;  // us
     spin_samples[r] /= 1000.0;
@@ -360,11 +361,8 @@ int accel_bench_launch(const bench_args_t *args) {
   double kr_samples[64], hc_samples[64];
   for (int r = 0; r < runs; ++r) {
     uint64_t t0 = bench_now_ns();
-    for (int i = 0; i < iters; ++i) {
-      if (check(accel_stream_host_call(s, empty_host_fn, NULL), "enqueue") ||
-          check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
-        return 1;
-      }
+    if (host_round_trips(s, iters)) {
+      return 1;
     }
     uint64_t t1 = bench_now_ns();
     for (int i = 0; i < iters; ++i) {

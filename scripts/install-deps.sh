@@ -2,8 +2,10 @@
 # Installs what accel needs to build and test on Debian 12 (run as root).
 # Safe to run again: packages already present are skipped quickly.
 set -eu
-PKGS="build-essential gcc g++ python3 procps meson ninja-build pkg-config clang libclang-rt-14-dev
-  libcmocka-dev libhwloc-dev hwloc libnuma-dev libibverbs-dev libdrm-dev libjson-c-dev
+# util-linux: taskset, which tests/support/one_cpu.sh uses (Essential in
+# Debian, listed so that a trimmed image still gets it).
+PKGS="build-essential gcc g++ python3 procps util-linux meson ninja-build pkg-config
+  clang libclang-rt-14-dev libcmocka-dev libhwloc-dev hwloc libnuma-dev libibverbs-dev libdrm-dev libjson-c-dev
   libxxhash-dev liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
   libopenblas-dev libjemalloc-dev libmimalloc-dev protobuf-compiler
   python3-protobuf python3-numpy"

@@ -243,6 +243,21 @@ static void finish_signal(accel_drv_dma_ring_t *r,
   }
 }
 
+// Moves the bytes of a healthy COPY or FILL whose start was reported, counts
+// them and reports its end (the engine's pass and dma_ring_execute_now).
+static void transfer(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d) {
+  if (d->op == ACCEL_DMA_HW_COPY) {
+    execute_copy(d);
+  } else {
+    fill_pattern((uint8_t *)(uintptr_t)d->fill.dst, d->fill.size_bytes,
+                 d->fill.pattern, d->fill.pattern_size);
+  }
+  count_bytes(r, d);
+  if (d->trace_seq != 0) {
+    accel_trace_dma_end(r, d, ACCEL_OK);
+  }
+}
+
 // Executes one descriptor. Returns false (nothing done) if it is a WAIT whose
 // value is not reached yet, with the semaphore and value in |*out_stall|.
 static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
@@ -279,16 +294,7 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
         finish_signal(r, d);
         return true;
       }
-      if (d->op == ACCEL_DMA_HW_COPY) {
-        execute_copy(d);
-      } else {
-        fill_pattern((uint8_t *)(uintptr_t)d->fill.dst, d->fill.size_bytes,
-                     d->fill.pattern, d->fill.pattern_size);
-      }
-      count_bytes(r, d);
-      if (d->trace_seq != 0) {
-        accel_trace_dma_end(r, d, ACCEL_OK);
-      }
+      transfer(r, d);
       finish_signal(r, d);
       return true;
     }
@@ -536,11 +542,8 @@ static void *engine_main(void *arg) {
     // Spin on the rings' tails (the doorbells), the stalled semaphores and
     // the ring list before parking: a parked engine takes tens of
     // microseconds to wake.
-    uint64_t spin_start = accel_host_now_ns();
-    accel_host_spin_t spin = {
-        .until = spin_start + spin_ns,
-        .yield_at = spin_start + ACCEL_HOST_SPIN_YIELD_NS,
-    };
+    accel_host_spin_t spin =
+        accel_host_spin_start(spin_ns, ACCEL_HOST_SPIN_YIELD_NS);
     bool found = false;
     for (;;) {
       accel_host_cpu_relax();
@@ -821,11 +824,9 @@ accel_status_t accel_host_dma_ring_execute_now(accel_drv_dma_ring_t *r,
   if (d->trace_seq != 0) {
     accel_trace_dma_start(r, d);
   }
-  execute_copy(d);
-  count_bytes(r, d);
-  if (d->trace_seq != 0) {
-    accel_trace_dma_end(r, d, ACCEL_OK);
-  }
+  transfer(r, d);
+  // Not finish_signal: it reads |poisoned|, which the engine thread owns;
+  // the checks above found the ring healthy.
   if (d->signal_semaphore != NULL) {
     accel_host_semaphore_signal_max(d->signal_semaphore, d->signal_value);
   }
@@ -840,10 +841,9 @@ accel_status_t accel_host_dma_ring_wait(accel_drv_dma_ring_t *r, uint64_t head,
   uint64_t start = accel_host_now_ns();
   uint64_t deadline = accel_host_deadline(timeout_ns);
   uint64_t spin_ns = r->engine->device->spin_ns;
-  accel_host_spin_t spin = {
-      .until = start + (spin_ns < timeout_ns ? spin_ns : timeout_ns),
-      .yield_at = start,  // at the first clock read: the engine may be ours
-  };
+  // The first yield at the first clock read: the engine may be on our CPU.
+  accel_host_spin_t spin =
+      accel_host_spin_start(spin_ns < timeout_ns ? spin_ns : timeout_ns, 0);
   do {
     accel_host_cpu_relax();
     if (atomic_load_explicit(&r->head, memory_order_acquire) >= head) {

@@ -67,22 +67,40 @@ static inline void accel_host_cpu_relax(void) {
 // thread runs within this time instead of after the spin or a time slice.
 #define ACCEL_HOST_SPIN_YIELD_NS 20000ull
 
-// A bounded spin that gives its CPU away: |until| ends it, |yield_at| is the
-// first yield (then one every ACCEL_HOST_SPIN_YIELD_NS), both absolute ns.
+// A bounded spin that gives its CPU away, for the host's waits and idle
+// engines. The clock is first read after 64 polls and then every 64 (a clock
+// read costs more than a poll, and the common short wait sees its value
+// before the first read); that first read starts the spin's |budget_ns| and
+// schedules the first yield |first_yield_ns| later (then one every
+// ACCEL_HOST_SPIN_YIELD_NS).
 typedef struct accel_host_spin {
   uint32_t iter;
+  uint64_t budget_ns;
+  uint64_t first_yield_ns;
+  uint64_t start;  // absolute ns of the first clock read; 0 before it
   uint64_t until;
   uint64_t yield_at;
 } accel_host_spin_t;
 
-// Call after each poll that found nothing: reads the clock every 64 polls
-// (a clock read costs more than a poll), yields when due, and returns false
+static inline accel_host_spin_t accel_host_spin_start(uint64_t budget_ns,
+                                                      uint64_t first_yield_ns) {
+  return (accel_host_spin_t){.budget_ns = budget_ns,
+                             .first_yield_ns = first_yield_ns};
+}
+
+// Call after each poll that found nothing: yields when due, and returns false
 // once the spin is over.
 static inline bool accel_host_spin_continue(accel_host_spin_t *spin) {
   if ((++spin->iter & 63) != 0) {
     return true;
   }
   uint64_t now = accel_host_now_ns();
+  if (spin->start == 0) {
+    spin->start = now;
+    spin->until = spin->budget_ns > UINT64_MAX - now ? UINT64_MAX
+                                                     : now + spin->budget_ns;
+    spin->yield_at = now + spin->first_yield_ns;
+  }
   if (now >= spin->until) {
     return false;
   }

@@ -322,32 +322,13 @@ accel_status_t accel_host_semaphore_wait_ex(
     return st;
   }
   // Spin first: a parked thread takes tens of microseconds to wake. The
-  // clock is first read after 64 polls and then every 64, so that the common
-  // short wait sees its value as soon as it lands.
-  uint64_t start = 0;
-  uint64_t spin_until = 0;
-  uint64_t yield_at = 0;
-  uint32_t iter = 0;
+  // first yield comes at the spin's first clock read: a wait that outlasts
+  // 64 polls is likely on work that another thread of this CPU (an engine or
+  // a worker on an oversubscribed machine) has to run.
+  accel_host_spin_t spin =
+      accel_host_spin_start(spin_ns < timeout_ns ? spin_ns : timeout_ns, 0);
   for (;;) {
     accel_host_cpu_relax();
-    if ((++iter & 63) == 0) {
-      uint64_t now = accel_host_now_ns();
-      if (start == 0) {
-        start = now;
-        spin_until = start + (spin_ns < timeout_ns ? spin_ns : timeout_ns);
-        // The first yield at once: a wait that outlasts 64 polls is likely
-        // on work that another thread of this CPU (an engine or a worker on
-        // an oversubscribed machine) has to run.
-        yield_at = start;
-      }
-      if (now >= spin_until) {
-        break;
-      }
-      if (now >= yield_at) {
-        sched_yield();
-        yield_at = now + ACCEL_HOST_SPIN_YIELD_NS;
-      }
-    }
     st = check(count, sems, values, mode, out_index);
     if (st != ACCEL_ERROR_NOT_READY) {
       return st;
@@ -355,6 +336,9 @@ accel_status_t accel_host_semaphore_wait_ex(
     if (waiter != NULL && waiter->cancel != NULL &&
         atomic_load_explicit(waiter->cancel, memory_order_acquire)) {
       return accel_error(ACCEL_ERROR_ABORTED, "semaphore wait cancelled");
+    }
+    if (!accel_host_spin_continue(&spin)) {
+      break;
     }
   }
 
@@ -398,7 +382,7 @@ accel_status_t accel_host_semaphore_wait_ex(
     if (now >= deadline) {
       st = accel_error(ACCEL_ERROR_TIMEOUT,
                        "semaphore wait timed out after %llu ns",
-                       (unsigned long long)(now - start));
+                       (unsigned long long)(now - spin.start));
       break;
     }
     accel_host_futex_wait(&waiter->word, 0, deadline);
