@@ -246,6 +246,37 @@ static inline void accel_trace_cmd_end(const void *queue,
   }
 }
 
+// True while starting and ending a host call records nothing but counters
+// (no recorder events, no LTTng command tracepoints). A queue worker then
+// runs host calls without the two hooks above and counts them in bulk with
+// accel_trace_count_host_calls. Workers read this when they wake and once
+// per completion batch, so a recorder or LTTng session started while a burst
+// runs sees its commands from the next batch on.
+static inline bool accel_trace_host_calls_quiet(void) {
+  uint32_t m = accel_trace_mask();
+  return (m & ~(uint32_t)ACCEL_TRACE_M_COUNTERS) == 0 &&
+         !ACCEL_TP_ON(cmd_start) && !ACCEL_TP_ON(cmd_end);
+}
+
+// |count| host calls completed (with ACCEL_OK) on |queue| while the hooks
+// were quiet: counted as accel_trace_cmd_end would have counted them. Called
+// by the worker before it posts their completion.
+static inline void accel_trace_count_host_calls(const void *queue,
+                                                uint64_t count) {
+  if ((accel_trace_mask() & ACCEL_TRACE_M_COUNTERS) == 0) {
+    return;
+  }
+  accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
+  if (t != NULL) {
+    atomic_store_explicit(
+        &t->processed,
+        atomic_load_explicit(&t->processed, memory_order_relaxed) + count,
+        memory_order_relaxed);
+    accel_trace_ctr_add_single(t, ACCEL_CTR_COMMANDS_COMPLETED, count);
+    accel_trace_ctr_add_single(t, ACCEL_CTR_HOST_CALLS, count);
+  }
+}
+
 // |queue| failed at command |seq| (its stream is poisoned): records it and
 // writes the flight recorder when ACCEL_FLIGHT_DIR is set.
 static inline void accel_trace_stream_fail(const void *queue, uint64_t seq,

@@ -1,6 +1,14 @@
 // Host queues: an unbounded ring of commands (a list of fixed-size chunks)
 // written by any thread under a short lock and consumed by one worker thread
 // that spins for a bounded time, then parks on a futex.
+//
+// Commands are stored as compact records of 8-byte words, not as the 64-byte
+// accel_cmd_t of the driver interface: a header word, then only the words
+// the command's kind uses, then its references if it holds any. An empty
+// host call takes 3 words, so a cache line carries 2-3 of them and the
+// producer and the worker trade a line every few commands instead of every
+// command (measured with a burst of empty host calls: 29-33 ns per command
+// with 64-byte slots; see docs/execution-model.md for the figures now).
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,19 +19,63 @@
 #include "drv/host/host_internal.h"
 #include "trace/trace_hooks.h"
 
-// Small chunks (1 KiB) and a few spares: a queue that keeps up cycles through
-// about 9 KiB of slots, which stay in both cores' L1 caches, where 1024-slot
-// chunks cycled through 320 KiB and each slot line came from L2 or the other
-// core's cache (measured: empty-command round trip 186-190 ns -> 138-154 ns,
-// a burst of submits 47-50 -> 25-45 ns per command). A backlog still grows
-// without bound, one malloc per 16 commands.
-#define CHUNK_COMMANDS 16u
+// Small chunks (1 KiB of records) and a few spares: a queue that keeps up
+// cycles through about 9 KiB, which stays in both cores' L1 caches, where
+// larger chunks cycled through hundreds of KiB and each record line came
+// from L2 or the other core's cache (measured with 1024-slot chunks: empty-
+// command round trip 186-190 ns -> 138-154 ns). A backlog still grows
+// without bound, one malloc per chunk.
+#define CHUNK_WORDS 128u
 #define SPARE_CHUNKS 8
 
+// One word of a record: the header's bits, or a command field.
+typedef union record_word {
+  uint64_t u;
+  void *p;
+  accel_host_fn_t host_fn;
+  accel_launch_exec_fn_t exec;
+  accel_drv_semaphore_t *semaphore;
+  _Atomic uint64_t *timestamp;
+  accel_object_t *ref;
+} record_word_t;
+
+_Static_assert(sizeof(record_word_t) == 8, "records are 8-byte words");
+
 typedef struct chunk {
-  accel_cmd_t commands[CHUNK_COMMANDS];
+  // A record never spans two chunks; the word after the last holds the jump
+  // to the next chunk when a record did not fit (a JUMP header).
+  record_word_t words[CHUNK_WORDS + 1];
   struct chunk *_Atomic next;
 } chunk_t;
+
+// Header word: bits 0-7 the kind (accel_cmd_kind_t, or RECORD_JUMP), bits
+// 8-15 the record's size in words (header included, so never 0), bits 16-17
+// which of refs[0] and refs[1] follow the body, bits 32-63 accel_cmd_t.flags.
+// A record is published by the release store of its nonzero header; chunks
+// are zeroed before they are used again, so a word not yet written reads 0.
+// The seq is not stored: the worker counts records.
+#define RECORD_JUMP 0xffu
+#define RECORD_MAX_WORDS 9u  // header, 6 body words (fill: 4), 2 refs
+
+static inline uint64_t header_make(uint32_t kind, uint32_t words,
+                                   uint32_t refs, uint32_t flags) {
+  return (uint64_t)kind | ((uint64_t)words << 8) | ((uint64_t)refs << 16) |
+         ((uint64_t)flags << 32);
+}
+static inline uint32_t header_kind(uint64_t h) { return (uint32_t)(h & 0xff); }
+static inline uint32_t header_words(uint64_t h) {
+  return (uint32_t)((h >> 8) & 0xff);
+}
+static inline uint32_t header_refs(uint64_t h) {
+  return (uint32_t)((h >> 16) & 3);
+}
+static inline uint32_t header_flags(uint64_t h) { return (uint32_t)(h >> 32); }
+
+// Words each kind's body takes (the fields of its accel_cmd_t union member).
+static const uint8_t body_words[ACCEL_CMD_KIND_COUNT] = {
+    [ACCEL_CMD_HOST_CALL] = 2, [ACCEL_CMD_FILL] = 4, [ACCEL_CMD_COPY] = 3,
+    [ACCEL_CMD_SIGNAL] = 3,    [ACCEL_CMD_WAIT] = 2, [ACCEL_CMD_LAUNCH] = 2,
+};
 
 struct accel_drv_queue {
   accel_drv_device_t *device;
@@ -37,7 +89,7 @@ struct accel_drv_queue {
   // stores, so parking would cost more than it saves).
   _Alignas(64) atomic_flag submit_lock;
   chunk_t *tail_chunk;
-  uint32_t tail_index;
+  uint32_t tail_pos;  // next free word of |tail_chunk|
   uint64_t next_seq;  // seq of the last command written
   _Atomic uint64_t *submitted_seq;  // params.submitted_seq (may be NULL)
 
@@ -54,47 +106,138 @@ struct accel_drv_queue {
   accel_host_waiter_t waiter;  // the worker's futex word (also for waits)
 
   // Spare chunks handed from the consumer back to producers, so that a
-  // backlog that comes and goes does not allocate and zero memory each time.
+  // backlog that comes and goes does not allocate each time.
   chunk_t *_Atomic spare[SPARE_CHUNKS];
 
   // Consumer side (worker thread only).
   _Alignas(64) chunk_t *head_chunk;
-  uint32_t head_index;
+  uint32_t head_pos;           // word of the next record in |head_chunk|
   uint64_t consumed;           // seq of the last command processed
   uint64_t completion_posted;  // last seq signalled on |completion|
   char *error_buffer;  // the worker thread's accel_last_error() storage
+  // accel_trace_host_calls_quiet(), as read when the worker woke or posted
+  // its last completion batch, and the host calls run since without the
+  // trace hooks, not yet counted.
+  bool quiet;
+  uint64_t quiet_calls;
   bool poisoned;
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
 };
 
-// A slot is published when its |seq| (written last, with release) equals the
-// seq the worker expects next. Recycled chunks hold smaller, older seqs and
-// fresh chunks are zeroed, so a stale slot never matches.
-static inline uint64_t slot_seq_acquire(const accel_cmd_t *slot) {
-  return __atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE);
+static inline uint64_t header_acquire(const record_word_t *w) {
+  // Acquire: pairs with the producer's publishing store of the header, so
+  // that the record's other words are visible.
+  return __atomic_load_n(&w->u, __ATOMIC_ACQUIRE);
 }
 
-// Writes |src| into |slot| and publishes it with the release store of |seq|.
-// The command is read in 8-byte words (volatile, so that the compiler does
-// not merge them into wider loads): the caller has just built it on its
-// stack with stores of 8 bytes or less, and a wider load spanning two of
-// them cannot be forwarded from the store buffer; it then waits for every
-// older store to reach the cache, the previous command's slot included,
-// whose line the worker is polling. Measured with a burst of empty host
-// calls: about 15% fewer ns per command.
-static inline void slot_write(accel_cmd_t *slot, const accel_cmd_t *src,
-                              uint64_t seq) {
-  _Static_assert(offsetof(accel_cmd_t, seq) == 8, "header, seq, then body");
-  _Static_assert(sizeof(accel_cmd_t) % 8 == 0, "whole words");
-  const volatile uint64_t *from = (const volatile uint64_t *)(const void *)src;
-  uint64_t *to = (uint64_t *)(void *)slot;
-  for (size_t i = 2; i < sizeof(accel_cmd_t) / 8; ++i) {
-    to[i] = from[i];
+static inline void header_publish(record_word_t *w, uint64_t header) {
+  // Release: publishes the record's body (and a jump's link) to the worker.
+  __atomic_store_n(&w->u, header, __ATOMIC_RELEASE);
+}
+
+// Words |cmd| takes as a record. Reads fields one at a time, as the caller
+// stored them (a wider load spanning two fresh stores cannot be forwarded
+// from the store buffer and waits for both to reach the cache).
+static inline uint32_t record_words(const accel_cmd_t *cmd, uint32_t *refs) {
+  *refs = (cmd->refs[0] != NULL ? 1u : 0u) | (cmd->refs[1] != NULL ? 2u : 0u);
+  return 1u + body_words[cmd->kind] + (*refs & 1u) + (*refs >> 1);
+}
+
+// Writes |cmd|'s body and references after |rec|'s header word (which the
+// caller publishes afterwards).
+static inline void record_write_body(record_word_t *rec,
+                                     const accel_cmd_t *cmd, uint32_t refs) {
+  record_word_t *w = rec + 1;
+  switch (cmd->kind) {
+    case ACCEL_CMD_HOST_CALL:
+      w[0].host_fn = cmd->host_call.fn;
+      w[1].p = cmd->host_call.user_data;
+      break;
+    case ACCEL_CMD_FILL:
+      w[0].u = cmd->fill.dst;
+      w[1].u = cmd->fill.size_bytes;
+      w[2].u = cmd->fill.pattern;
+      w[3].u = cmd->fill.pattern_size;
+      break;
+    case ACCEL_CMD_COPY:
+      w[0].u = cmd->copy.dst;
+      w[1].u = cmd->copy.src;
+      w[2].u = cmd->copy.size_bytes;
+      break;
+    case ACCEL_CMD_SIGNAL:
+      w[0].semaphore = cmd->signal.semaphore;
+      w[1].u = cmd->signal.value;
+      w[2].timestamp = cmd->signal.timestamp_out;
+      break;
+    case ACCEL_CMD_WAIT:
+      w[0].semaphore = cmd->wait.semaphore;
+      w[1].u = cmd->wait.value;
+      break;
+    case ACCEL_CMD_LAUNCH:
+      w[0].exec = cmd->launch.exec;
+      w[1].p = cmd->launch.payload;
+      break;
+    default:
+      break;  // refused by accel_host_queue_submit
   }
-  to[0] = from[0];
-  // Release: publishes the command's fields to the worker.
-  __atomic_store_n(&slot->seq, seq, __ATOMIC_RELEASE);
+  w += body_words[cmd->kind];
+  if (refs & 1u) {
+    (w++)->ref = cmd->refs[0];
+  }
+  if (refs & 2u) {
+    w->ref = cmd->refs[1];
+  }
+}
+
+// Rebuilds the command of the published record |rec| (header |h|) as
+// number |seq|.
+static void record_read(const record_word_t *rec, uint64_t h, uint64_t seq,
+                        accel_cmd_t *cmd) {
+  uint32_t kind = header_kind(h);
+  *cmd = (accel_cmd_t){.kind = (uint8_t)kind, .flags = header_flags(h),
+                       .seq = seq};
+  const record_word_t *w = rec + 1;
+  switch (kind) {
+    case ACCEL_CMD_HOST_CALL:
+      cmd->host_call.fn = w[0].host_fn;
+      cmd->host_call.user_data = w[1].p;
+      break;
+    case ACCEL_CMD_FILL:
+      cmd->fill.dst = w[0].u;
+      cmd->fill.size_bytes = w[1].u;
+      cmd->fill.pattern = w[2].u;
+      cmd->fill.pattern_size = (uint32_t)w[3].u;
+      break;
+    case ACCEL_CMD_COPY:
+      cmd->copy.dst = w[0].u;
+      cmd->copy.src = w[1].u;
+      cmd->copy.size_bytes = w[2].u;
+      break;
+    case ACCEL_CMD_SIGNAL:
+      cmd->signal.semaphore = w[0].semaphore;
+      cmd->signal.value = w[1].u;
+      cmd->signal.timestamp_out = w[2].timestamp;
+      break;
+    case ACCEL_CMD_WAIT:
+      cmd->wait.semaphore = w[0].semaphore;
+      cmd->wait.value = w[1].u;
+      break;
+    case ACCEL_CMD_LAUNCH:
+      cmd->launch.exec = w[0].exec;
+      cmd->launch.payload = w[1].p;
+      break;
+    default:
+      break;
+  }
+  w += body_words[kind];
+  uint32_t refs = header_refs(h);
+  if (refs & 1u) {
+    cmd->refs[0] = (w++)->ref;
+  }
+  if (refs & 2u) {
+    cmd->refs[1] = w->ref;
+  }
 }
 
 static void submit_lock(accel_drv_queue_t *q) {
@@ -118,12 +261,15 @@ static void submit_unlock(accel_drv_queue_t *q) {
 static chunk_t *chunk_get(accel_drv_queue_t *q) {
   chunk_t *c = NULL;
   for (int i = 0; i < SPARE_CHUNKS && c == NULL; ++i) {
-    // Acquire: pairs with chunk_put's release, so the consumer's last reads
-    // of the chunk happen before our writes.
+    if (atomic_load_explicit(&q->spare[i], memory_order_relaxed) == NULL) {
+      continue;  // no locked instruction for an empty place
+    }
+    // Acquire: pairs with chunk_put's release, so the consumer's zeroing of
+    // the chunk happens before our writes.
     c = atomic_exchange_explicit(&q->spare[i], NULL, memory_order_acquire);
   }
   if (c == NULL) {
-    c = calloc(1, sizeof(*c));  // zeroed seqs: never mistaken as published
+    c = calloc(1, sizeof(*c));  // zeroed: no record published yet
     if (c == NULL) {
       return NULL;
     }
@@ -132,10 +278,12 @@ static chunk_t *chunk_get(accel_drv_queue_t *q) {
   return c;
 }
 
+// Takes back a chunk the worker has consumed, zeroed for its next use.
 static void chunk_put(accel_drv_queue_t *q, chunk_t *c) {
+  memset(c->words, 0, sizeof(c->words));
   for (int i = 0; i < SPARE_CHUNKS; ++i) {
     chunk_t *expected = NULL;
-    // Release: the next producer to take it must not see our stale reads.
+    // Release: the next producer to take it sees it zeroed.
     if (atomic_compare_exchange_strong_explicit(&q->spare[i], &expected, c,
                                                 memory_order_release,
                                                 memory_order_relaxed)) {
@@ -173,20 +321,26 @@ static void fill_pattern(uint8_t *dst, uint64_t size, uint64_t pattern,
   }
 }
 
+// Runs a host call's function. Returns non-OK with the thread message set
+// on failure.
+static inline accel_status_t run_host_fn(accel_drv_queue_t *q,
+                                         accel_host_fn_t fn, void *user_data) {
+  q->error_buffer[0] = '\0';  // attribute a message to this call only
+  accel_status_t st = fn(user_data);
+  if (__builtin_expect(st != ACCEL_OK, 0)) {
+    char msg[ACCEL_ERROR_MESSAGE_MAX];
+    snprintf(msg, sizeof(msg), "%s", accel_last_error());
+    return accel_error(st, "host function returned %s%s%s",
+                       accel_status_name(st), msg[0] ? ": " : "", msg);
+  }
+  return ACCEL_OK;
+}
+
 // Executes one command. Returns non-OK with the thread message set on failure.
 static accel_status_t execute(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   switch (cmd->kind) {
-    case ACCEL_CMD_HOST_CALL: {
-      q->error_buffer[0] = '\0';  // attribute a message to this call only
-      accel_status_t st = cmd->host_call.fn(cmd->host_call.user_data);
-      if (st != ACCEL_OK) {
-        char msg[ACCEL_ERROR_MESSAGE_MAX];
-        snprintf(msg, sizeof(msg), "%s", accel_last_error());
-        return accel_error(st, "host function returned %s%s%s",
-                           accel_status_name(st), msg[0] ? ": " : "", msg);
-      }
-      return ACCEL_OK;
-    }
+    case ACCEL_CMD_HOST_CALL:
+      return run_host_fn(q, cmd->host_call.fn, cmd->host_call.user_data);
     case ACCEL_CMD_FILL:
       fill_pattern((uint8_t *)(uintptr_t)cmd->fill.dst, cmd->fill.size_bytes,
                    cmd->fill.pattern, cmd->fill.pattern_size);
@@ -225,9 +379,19 @@ static accel_status_t execute(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   }
 }
 
+// Counts the host calls that ran without the trace hooks; before their
+// completion is posted or the queue fails.
+static void count_quiet_calls(accel_drv_queue_t *q) {
+  if (q->quiet_calls != 0) {
+    accel_trace_count_host_calls(q, q->quiet_calls);
+    q->quiet_calls = 0;
+  }
+}
+
 // Records the first failure; the queue then aborts everything after it.
 static void poison(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st,
                    const char *why) {
+  count_quiet_calls(q);
   q->poisoned = true;
   q->poison_status = st;
   snprintf(q->poison_message, sizeof(q->poison_message),
@@ -249,6 +413,14 @@ static void skip(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   }
 }
 
+// |cmd| failed with |st| (the thread's message says why): poisons the queue.
+static void fail(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st) {
+  char why[ACCEL_ERROR_MESSAGE_MAX];
+  snprintf(why, sizeof(why), "%s", accel_last_error());
+  poison(q, cmd, st, why);
+  skip(q, cmd);
+}
+
 static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   accel_trace_cmd_start(q, cmd);
   if (!q->poisoned &&
@@ -264,18 +436,33 @@ static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
     accel_status_t st = execute(q, cmd);
     accel_trace_cmd_end(q, cmd, st);
     if (st != ACCEL_OK) {
-      char why[ACCEL_ERROR_MESSAGE_MAX];
-      snprintf(why, sizeof(why), "%s", accel_last_error());
-      poison(q, cmd, st, why);
-      skip(q, cmd);
+      fail(q, cmd, st);
     }
   }
   release_refs(cmd);
 }
 
+// The plain host call (no references) |rec|, when the trace hooks are quiet
+// and the queue healthy: runs it without building its command or calling
+// the hooks, and counts it for count_quiet_calls.
+static inline void process_quiet_host_call(accel_drv_queue_t *q,
+                                           const record_word_t *rec,
+                                           uint64_t header) {
+  accel_status_t st = run_host_fn(q, rec[1].host_fn, rec[2].p);
+  if (__builtin_expect(st == ACCEL_OK, 1)) {
+    q->quiet_calls++;
+    return;
+  }
+  accel_cmd_t cmd;
+  record_read(rec, header, q->consumed + 1, &cmd);
+  accel_trace_cmd_end(q, &cmd, st);
+  fail(q, &cmd, st);
+}
+
 // Publishes progress: the completion semaphore reaches the last command that
 // ran (batched, so that a burst of commands costs one signal).
 static void post_completion(accel_drv_queue_t *q) {
+  count_quiet_calls(q);
   if (!q->poisoned && q->completion_posted != q->consumed) {
     q->completion_posted = q->consumed;
     accel_host_semaphore_signal_single(q->completion, q->consumed);
@@ -296,24 +483,32 @@ static void set_priority(uint32_t priority) {
   }
 }
 
-// Returns the next published command, or NULL if none is ready.
-static accel_cmd_t *next_ready(accel_drv_queue_t *q) {
-  if (q->head_index == CHUNK_COMMANDS) {
-    // Acquire: the link was stored (release) before the first command of the
-    // new chunk was published.
-    chunk_t *next =
-        atomic_load_explicit(&q->head_chunk->next, memory_order_acquire);
-    if (next == NULL) {
+// Returns the next published record, its header in |*out_header|, or NULL
+// if none is ready. Follows (and recycles past) jumps to the next chunk.
+static record_word_t *next_ready(accel_drv_queue_t *q, uint64_t *out_header) {
+  for (;;) {
+    record_word_t *rec = &q->head_chunk->words[q->head_pos];
+    uint64_t h = header_acquire(rec);
+    if (h == 0) {
       return NULL;
     }
+    if (header_kind(h) != RECORD_JUMP) {
+      *out_header = h;
+      return rec;
+    }
+    // Relaxed: the link was stored before the jump's header, which we read
+    // with acquire.
+    chunk_t *next =
+        atomic_load_explicit(&q->head_chunk->next, memory_order_relaxed);
     chunk_put(q, q->head_chunk);
     q->head_chunk = next;
-    q->head_index = 0;
+    q->head_pos = 0;
   }
-  accel_cmd_t *slot = &q->head_chunk->commands[q->head_index];
-  // Acquire: pairs with the producer's publishing store of |seq|, so that
-  // the command's other fields are visible.
-  return slot_seq_acquire(slot) == q->consumed + 1 ? slot : NULL;
+}
+
+static bool has_ready(accel_drv_queue_t *q) {
+  uint64_t h;
+  return next_ready(q, &h) != NULL;
 }
 
 #define COMPLETION_BATCH 64u
@@ -334,17 +529,32 @@ static void *worker_main(void *arg) {
   // poll of the next slot, whose line is usually not in this core's cache.
   bool was_idle = true;
   for (;;) {
-    accel_cmd_t *cmd = next_ready(q);
-    if (cmd != NULL) {
-      if (cmd->kind == ACCEL_CMD_WAIT) {
-        post_completion(q);  // waits may block: report what ran before
+    uint64_t header;
+    record_word_t *rec = next_ready(q, &header);
+    if (rec != NULL) {
+      if (was_idle) {
+        q->quiet = accel_trace_host_calls_quiet();
       }
-      q->head_index++;
-      process(q, cmd);
+      // The record stays in place (its chunk is recycled only once the
+      // worker moved past it); the next one starts after it.
+      q->head_pos += header_words(header);
+      if (header == header_make(ACCEL_CMD_HOST_CALL, 3, 0, 0) && q->quiet &&
+          !q->poisoned &&
+          !atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
+        process_quiet_host_call(q, rec, header);
+      } else {
+        accel_cmd_t cmd;
+        record_read(rec, header, q->consumed + 1, &cmd);
+        if (cmd.kind == ACCEL_CMD_WAIT) {
+          post_completion(q);  // waits may block: report what ran before
+        }
+        process(q, &cmd);
+      }
       q->consumed++;
       if (was_idle ||
           q->consumed - q->completion_posted >= COMPLETION_BATCH) {
         post_completion(q);
+        q->quiet = accel_trace_host_calls_quiet();
         was_idle = false;
       }
       continue;
@@ -354,7 +564,7 @@ static void *worker_main(void *arg) {
     // Acquire: destroy is called after every submit returned; seeing the
     // flag makes their commands visible to next_ready below.
     if (atomic_load_explicit(&q->stopping, memory_order_acquire)) {
-      if (next_ready(q) == NULL) {
+      if (!has_ready(q)) {
         break;
       }
       continue;
@@ -366,7 +576,7 @@ static void *worker_main(void *arg) {
     bool found = false;
     uint32_t iter = 0;
     for (;;) {
-      if (next_ready(q) != NULL ||
+      if (has_ready(q) ||
           atomic_load_explicit(&q->stopping, memory_order_relaxed)) {
         found = true;
         break;
@@ -392,7 +602,7 @@ static void *worker_main(void *arg) {
     submit_lock(q);
     atomic_store_explicit(&q->parked, 1, memory_order_relaxed);
     submit_unlock(q);
-    if (next_ready(q) == NULL &&
+    if (!has_ready(q) &&
         !atomic_load_explicit(&q->stopping, memory_order_acquire)) {
       accel_host_futex_wait(&q->waiter.word, 0, UINT64_MAX);
     }
@@ -476,22 +686,41 @@ accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
   if (atomic_load_explicit(&q->failed, memory_order_acquire)) {
     return accel_error(q->poison_status, "%s", q->poison_message);
   }
+  for (uint32_t i = 0; i < count; ++i) {
+    if (commands[i].kind >= ACCEL_CMD_KIND_COUNT) {
+      return accel_error(ACCEL_ERROR_INTERNAL,
+                         "host queue: unknown command kind %u",
+                         commands[i].kind);
+    }
+  }
   submit_lock(q);
   uint32_t accepted = 0;
   for (; accepted < count; ++accepted) {
-    if (q->tail_index == CHUNK_COMMANDS) {
+    const accel_cmd_t *cmd = &commands[accepted];
+    uint32_t refs;
+    uint32_t words = record_words(cmd, &refs);
+    uint64_t header = header_make(cmd->kind, words, refs, cmd->flags);
+    if (q->tail_pos + words <= CHUNK_WORDS) {
+      record_word_t *rec = &q->tail_chunk->words[q->tail_pos];
+      record_write_body(rec, cmd, refs);
+      header_publish(rec, header);
+      q->tail_pos += words;
+    } else {
       chunk_t *c = chunk_get(q);
       if (c == NULL) {
         break;
       }
-      // Release: the worker follows |next| with acquire before reading the
-      // new chunk's slots.
-      atomic_store_explicit(&q->tail_chunk->next, c, memory_order_release);
+      record_write_body(&c->words[0], cmd, refs);
+      header_publish(&c->words[0], header);
+      // Relaxed: published by the jump's header below, which the worker
+      // reads with acquire before it follows the link.
+      atomic_store_explicit(&q->tail_chunk->next, c, memory_order_relaxed);
+      header_publish(&q->tail_chunk->words[q->tail_pos],
+                     header_make(RECORD_JUMP, 1, 0, 0));
       q->tail_chunk = c;
-      q->tail_index = 0;
+      q->tail_pos = words;
     }
-    accel_cmd_t *slot = &q->tail_chunk->commands[q->tail_index++];
-    slot_write(slot, &commands[accepted], ++q->next_seq);
+    ++q->next_seq;
   }
   *out_last_seq = q->next_seq;
   if (q->submitted_seq != NULL) {
