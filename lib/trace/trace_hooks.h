@@ -246,34 +246,40 @@ static inline void accel_trace_cmd_end(const void *queue,
   }
 }
 
-// True while starting and ending a host call records nothing but counters
-// (no recorder events, no LTTng command tracepoints). A queue worker then
-// runs host calls without the two hooks above and counts them in bulk with
-// accel_trace_count_host_calls. Workers read this when they wake and once
-// per completion batch, so a recorder or LTTng session started while a burst
-// runs sees its commands from the next batch on.
-static inline bool accel_trace_host_calls_quiet(void) {
+// True while starting and ending a host call or a launch records nothing
+// but counters (no recorder events, no LTTng command or launch
+// tracepoints). A queue worker then runs those commands without the two
+// hooks above and counts them in bulk with accel_trace_count_quiet. Workers
+// read this when they wake and once per completion batch, so a recorder or
+// LTTng session started while a burst runs sees its commands from the next
+// batch on.
+static inline bool accel_trace_cmd_hooks_quiet(void) {
   uint32_t m = accel_trace_mask();
   return (m & ~(uint32_t)ACCEL_TRACE_M_COUNTERS) == 0 &&
-         !ACCEL_TP_ON(cmd_start) && !ACCEL_TP_ON(cmd_end);
+         !ACCEL_TP_ON(cmd_start) && !ACCEL_TP_ON(cmd_end) &&
+         !ACCEL_TP_ON(launch_begin) && !ACCEL_TP_ON(launch_end);
 }
 
-// |count| host calls completed (with ACCEL_OK) on |queue| while the hooks
-// were quiet: counted as accel_trace_cmd_end would have counted them. Called
-// by the worker before it posts their completion.
-static inline void accel_trace_count_host_calls(const void *queue,
-                                                uint64_t count) {
+// |host_calls| host calls and |launches| launches completed (with ACCEL_OK)
+// on |queue| while the hooks were quiet: counted as accel_trace_cmd_end
+// would have counted them. Called by the worker before it posts their
+// completion.
+static inline void accel_trace_count_quiet(const void *queue,
+                                           uint64_t host_calls,
+                                           uint64_t launches) {
   if ((accel_trace_mask() & ACCEL_TRACE_M_COUNTERS) == 0) {
     return;
   }
   accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t != NULL) {
+    uint64_t n = host_calls + launches;
     atomic_store_explicit(
         &t->processed,
-        atomic_load_explicit(&t->processed, memory_order_relaxed) + count,
+        atomic_load_explicit(&t->processed, memory_order_relaxed) + n,
         memory_order_relaxed);
-    accel_trace_ctr_add_single(t, ACCEL_CTR_COMMANDS_COMPLETED, count);
-    accel_trace_ctr_add_single(t, ACCEL_CTR_HOST_CALLS, count);
+    accel_trace_ctr_add_single(t, ACCEL_CTR_COMMANDS_COMPLETED, n);
+    accel_trace_ctr_add_single(t, ACCEL_CTR_HOST_CALLS, host_calls);
+    accel_trace_ctr_add_single(t, ACCEL_CTR_LAUNCHES, launches);
   }
 }
 

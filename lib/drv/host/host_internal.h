@@ -161,6 +161,55 @@ accel_status_t accel_host_semaphore_wait_ex(
 
 void accel_host_waiter_wake(accel_host_waiter_t *waiter);
 
+// --- Fences (host_fence.c) ---------------------------------------------------
+// Registers the process for membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+// once (idempotent, thread-safe; called at device open, before any queue or
+// semaphore exists). When that works, the frequent side of a store-load
+// handshake (a semaphore signal, a queue's submit) orders its store before
+// its load with a compiler barrier only (accel_host_light_fence), and the
+// rare side (a thread about to sleep, a revoking submitter) issues
+// accel_host_heavy_fence, a membarrier that is a full fence on every thread
+// of the process (the asymmetric Dekker pattern of liburcu and folly).
+// Otherwise both sides use real fences.
+void accel_host_fences_init(void);
+
+extern _Atomic int accel_host_asymmetric_g;  // see host_fence.c
+
+// True when accel_host_fences_init registered membarrier.
+static inline bool accel_host_asymmetric(void) {
+  return atomic_load_explicit(&accel_host_asymmetric_g, memory_order_relaxed) ==
+         1;
+}
+
+// A full (store-load) fence. GCC's TSan rejects atomic_thread_fence, so that
+// build uses a locked read-modify-write of a private word, which is a full
+// fence on the hardware as well.
+static inline void accel_host_full_fence(void) {
+#if defined(__SANITIZE_THREAD__)
+  _Atomic int word = 0;
+  (void)atomic_exchange_explicit(&word, 1, memory_order_seq_cst);
+#else
+  atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+// The frequent side's store-load fence: a compiler barrier when the rare
+// side issues accel_host_heavy_fence, else a full fence.
+static inline void accel_host_light_fence(void) {
+  if (accel_host_asymmetric()) {
+    atomic_signal_fence(memory_order_seq_cst);
+  } else {
+    accel_host_full_fence();
+  }
+}
+
+// The rare side's fence: a full fence here and, with membarrier, on every
+// running thread of the process, so that the other side's store before its
+// light fence is visible after this returns, or its load after the light
+// fence sees what this thread stored before.
+void accel_host_heavy_fence(void);
+
+
 // Raises the value to |value| if it is higher (queue signals never lower it)
 // and wakes waiters.
 void accel_host_semaphore_signal_max(accel_drv_semaphore_t *semaphore,
@@ -173,13 +222,6 @@ void accel_host_semaphore_signal_max(accel_drv_semaphore_t *semaphore,
 void accel_host_semaphore_signal_single(accel_drv_semaphore_t *semaphore,
                                         uint64_t value);
 
-// Registers the process for membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
-// once (idempotent, thread-safe). When that works, semaphore signals order
-// their value store before their waiter-count load with a compiler barrier
-// only, and a thread that registers as a waiter issues the membarrier, which
-// is a full fence on every thread of the process (the asymmetric Dekker
-// pattern of liburcu and folly). Otherwise both sides use real fences.
-void accel_host_fences_init(void);
 
 accel_status_t accel_host_semaphore_create(accel_drv_device_t *device,
                                            uint64_t initial_value,

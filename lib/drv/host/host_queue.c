@@ -57,6 +57,16 @@ typedef struct chunk {
 #define RECORD_JUMP 0xffu
 #define RECORD_MAX_WORDS 9u  // header, 6 body words (fill: 4), 2 refs
 
+// A host call without references or flags whose function has a place in the
+// queue's function table takes 2 words, 4 to a cache line: the header's bits
+// 24-31 name the place and the body is the user data. The table is
+// direct-mapped on the function's address and filled by producers (a place,
+// once set, never changes; a function whose place is taken by another uses
+// the 3-word form); the worker reads a place only after the header of a
+// record that names it, which was stored after the place.
+#define RECORD_HOST_CALL_SHORT 0xfeu
+#define FN_TABLE_SIZE 16u
+
 static inline uint64_t header_make(uint32_t kind, uint32_t words,
                                    uint32_t refs, uint32_t flags) {
   return (uint64_t)kind | ((uint64_t)words << 8) | ((uint64_t)refs << 16) |
@@ -70,6 +80,9 @@ static inline uint32_t header_refs(uint64_t h) {
   return (uint32_t)((h >> 16) & 3);
 }
 static inline uint32_t header_flags(uint64_t h) { return (uint32_t)(h >> 32); }
+static inline uint32_t header_fn_slot(uint64_t h) {
+  return (uint32_t)((h >> 24) & 0xff);
+}
 
 // Words each kind's body takes (the fields of its accel_cmd_t union member).
 static const uint8_t body_words[ACCEL_CMD_KIND_COUNT] = {
@@ -86,12 +99,20 @@ struct accel_drv_queue {
   pthread_t thread;
 
   // Producer side, guarded by |submit_lock| (a spinlock: held for a few
-  // stores, so parking would cost more than it saves).
+  // stores, so parking would cost more than it saves), or owned by the
+  // queue's biased owner: see submit_begin.
   _Alignas(64) atomic_flag submit_lock;
+  _Atomic uint32_t bias;        // BIAS_*
+  _Atomic uintptr_t owner;      // thread_token() of the owner (BIAS_OWNED)
+  _Atomic uint32_t owner_busy;  // 1 while the owner submits without the lock
   chunk_t *tail_chunk;
   uint32_t tail_pos;  // next free word of |tail_chunk|
   uint64_t next_seq;  // seq of the last command written
   _Atomic uint64_t *submitted_seq;  // params.submitted_seq (may be NULL)
+
+  // Written by producers (rarely), read by the worker: see
+  // RECORD_HOST_CALL_SHORT.
+  _Alignas(64) accel_host_fn_t fn_table[FN_TABLE_SIZE];
 
   // Shared flags.
   _Alignas(64) _Atomic uint32_t parked;  // the worker is (about to be) asleep
@@ -115,11 +136,12 @@ struct accel_drv_queue {
   uint64_t consumed;           // seq of the last command processed
   uint64_t completion_posted;  // last seq signalled on |completion|
   char *error_buffer;  // the worker thread's accel_last_error() storage
-  // accel_trace_host_calls_quiet(), as read when the worker woke or posted
-  // its last completion batch, and the host calls run since without the
-  // trace hooks, not yet counted.
+  // accel_trace_cmd_hooks_quiet(), as read when the worker woke or posted
+  // its last completion batch, and the host calls and launches run since
+  // without the trace hooks, not yet counted.
   bool quiet;
-  uint64_t quiet_calls;
+  uint64_t quiet_host_calls;
+  uint64_t quiet_launches;
   bool poisoned;
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
@@ -190,11 +212,28 @@ static inline void record_write_body(record_word_t *rec,
   }
 }
 
+// Writes |cmd| as the record |header| says (short or full) and publishes it.
+static inline void record_write(record_word_t *rec, const accel_cmd_t *cmd,
+                                uint64_t header, uint32_t refs) {
+  if (header_kind(header) == RECORD_HOST_CALL_SHORT) {
+    rec[1].p = cmd->host_call.user_data;
+  } else {
+    record_write_body(rec, cmd, refs);
+  }
+  header_publish(rec, header);
+}
+
 // Rebuilds the command of the published record |rec| (header |h|) as
 // number |seq|.
-static void record_read(const record_word_t *rec, uint64_t h, uint64_t seq,
-                        accel_cmd_t *cmd) {
+static void record_read(const accel_drv_queue_t *q, const record_word_t *rec,
+                        uint64_t h, uint64_t seq, accel_cmd_t *cmd) {
   uint32_t kind = header_kind(h);
+  if (kind == RECORD_HOST_CALL_SHORT) {
+    *cmd = (accel_cmd_t){.kind = ACCEL_CMD_HOST_CALL, .seq = seq};
+    cmd->host_call.fn = q->fn_table[header_fn_slot(h)];
+    cmd->host_call.user_data = rec[1].p;
+    return;
+  }
   *cmd = (accel_cmd_t){.kind = (uint8_t)kind, .flags = header_flags(h),
                        .seq = seq};
   const record_word_t *w = rec + 1;
@@ -240,6 +279,37 @@ static void record_read(const record_word_t *rec, uint64_t h, uint64_t seq,
   }
 }
 
+// Biased submission. Most streams are fed by one thread, and the submit
+// lock's locked instruction is a full fence: it waits for the stores of the
+// previous command to reach the cache, lines that the worker holds, and
+// that costs the producer a cross-core round trip per command. So the first
+// thread that submits to a queue becomes its owner and submits without the
+// lock, announcing itself in |owner_busy| (a plain store, ordered before its
+// read of |bias| by a compiler barrier only). The first other thread to
+// submit revokes the bias for good: it stores BIAS_REVOKED, issues
+// accel_host_heavy_fence (membarrier: a full fence on every thread, so that
+// either it sees |owner_busy| set or the owner sees the revocation) and
+// waits until the owner is out; from then on every submit takes the lock.
+// Without membarrier there is no owner.
+enum {
+  BIAS_NONE = 0,     // no owner yet: submits take the lock
+  BIAS_OWNED = 1,    // |owner| submits without the lock
+  BIAS_REVOKED = 2,  // a second thread submitted: everyone takes the lock
+};
+
+// Identifies the calling thread: a number drawn at its first submit, never
+// 0 and never reused (a later thread at the same address is another owner).
+static _Atomic uintptr_t thread_token_next = 1;
+static __attribute__((tls_model("initial-exec"))) _Thread_local uintptr_t
+    thread_token_value;
+static inline uintptr_t thread_token(void) {
+  if (__builtin_expect(thread_token_value == 0, 0)) {
+    thread_token_value = atomic_fetch_add_explicit(&thread_token_next, 1,
+                                                   memory_order_relaxed);
+  }
+  return thread_token_value;
+}
+
 static void submit_lock(accel_drv_queue_t *q) {
   uint32_t spins = 0;
   // Acquire: the holder's writes to the tail are visible after we take it.
@@ -256,6 +326,48 @@ static void submit_lock(accel_drv_queue_t *q) {
 static void submit_unlock(accel_drv_queue_t *q) {
   // Release: publishes the tail updates to the next holder.
   atomic_flag_clear_explicit(&q->submit_lock, memory_order_release);
+}
+
+// Enters the producer side: without the lock for the owner of a biased
+// queue (returns true), else under the lock, taking ownership of a queue
+// that has none or revoking another thread's.
+static bool submit_begin(accel_drv_queue_t *q) {
+  uintptr_t self = thread_token();
+  if (atomic_load_explicit(&q->owner, memory_order_relaxed) == self) {
+    atomic_store_explicit(&q->owner_busy, 1, memory_order_relaxed);
+    // Compiler barrier only: a revoking thread's membarrier orders the store
+    // above before the load below (see the comment on BIAS_NONE).
+    atomic_signal_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&q->bias, memory_order_relaxed) == BIAS_OWNED) {
+      return true;
+    }
+    atomic_store_explicit(&q->owner_busy, 0, memory_order_relaxed);
+  }
+  submit_lock(q);
+  uint32_t bias = atomic_load_explicit(&q->bias, memory_order_relaxed);
+  if (bias == BIAS_NONE && accel_host_asymmetric()) {
+    atomic_store_explicit(&q->owner, self, memory_order_relaxed);
+    atomic_store_explicit(&q->bias, BIAS_OWNED, memory_order_relaxed);
+  } else if (bias == BIAS_OWNED &&
+             atomic_load_explicit(&q->owner, memory_order_relaxed) != self) {
+    atomic_store_explicit(&q->bias, BIAS_REVOKED, memory_order_relaxed);
+    accel_host_heavy_fence();
+    // Acquire: pairs with submit_end's release, so that the owner's last
+    // submission (the tail it moved) is visible here.
+    while (atomic_load_explicit(&q->owner_busy, memory_order_acquire) != 0) {
+      sched_yield();
+    }
+  }
+  return false;
+}
+
+static void submit_end(accel_drv_queue_t *q, bool owner) {
+  if (owner) {
+    // Release: see submit_begin's wait.
+    atomic_store_explicit(&q->owner_busy, 0, memory_order_release);
+  } else {
+    submit_unlock(q);
+  }
 }
 
 static chunk_t *chunk_get(accel_drv_queue_t *q) {
@@ -382,9 +494,10 @@ static accel_status_t execute(accel_drv_queue_t *q, accel_cmd_t *cmd) {
 // Counts the host calls that ran without the trace hooks; before their
 // completion is posted or the queue fails.
 static void count_quiet_calls(accel_drv_queue_t *q) {
-  if (q->quiet_calls != 0) {
-    accel_trace_count_host_calls(q, q->quiet_calls);
-    q->quiet_calls = 0;
+  if (q->quiet_host_calls + q->quiet_launches != 0) {
+    accel_trace_count_quiet(q, q->quiet_host_calls, q->quiet_launches);
+    q->quiet_host_calls = 0;
+    q->quiet_launches = 0;
   }
 }
 
@@ -442,21 +555,48 @@ static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   release_refs(cmd);
 }
 
-// The plain host call (no references) |rec|, when the trace hooks are quiet
-// and the queue healthy: runs it without building its command or calling
-// the hooks, and counts it for count_quiet_calls.
-static inline void process_quiet_host_call(accel_drv_queue_t *q,
-                                           const record_word_t *rec,
-                                           uint64_t header) {
-  accel_status_t st = run_host_fn(q, rec[1].host_fn, rec[2].p);
-  if (__builtin_expect(st == ACCEL_OK, 1)) {
-    q->quiet_calls++;
-    return;
+// True for the records process_quiet runs: host calls without references
+// (short or full) and launches.
+static inline bool quiet_shape(uint64_t header) {
+  uint64_t shape = header & 0xffffffu;  // all but a short call's place
+  return shape == header_make(RECORD_HOST_CALL_SHORT, 2, 0, 0) ||
+         header == header_make(ACCEL_CMD_HOST_CALL, 3, 0, 0) ||
+         header_kind(header) == ACCEL_CMD_LAUNCH;
+}
+
+// Runs the record |rec| of quiet_shape when the trace hooks are quiet and
+// the queue healthy, without building its command or calling the hooks,
+// and counts it for count_quiet_calls.
+static inline void process_quiet(accel_drv_queue_t *q,
+                                 const record_word_t *rec, uint64_t header) {
+  accel_status_t st;
+  uint32_t kind = header_kind(header);
+  if (kind == ACCEL_CMD_LAUNCH) {
+    st = rec[1].exec(rec[2].p, q->device);
+    if (__builtin_expect(st == ACCEL_OK, 1)) {
+      q->quiet_launches++;
+      const record_word_t *ref = rec + 1 + body_words[ACCEL_CMD_LAUNCH];
+      for (uint32_t refs = header_refs(header); refs != 0; refs >>= 1) {
+        if (refs & 1u) {
+          accel_object_release((ref++)->ref);
+        }
+      }
+      return;
+    }
+  } else {
+    st = kind == RECORD_HOST_CALL_SHORT
+             ? run_host_fn(q, q->fn_table[header_fn_slot(header)], rec[1].p)
+             : run_host_fn(q, rec[1].host_fn, rec[2].p);
+    if (__builtin_expect(st == ACCEL_OK, 1)) {
+      q->quiet_host_calls++;
+      return;
+    }
   }
   accel_cmd_t cmd;
-  record_read(rec, header, q->consumed + 1, &cmd);
+  record_read(q, rec, header, q->consumed + 1, &cmd);
   accel_trace_cmd_end(q, &cmd, st);
   fail(q, &cmd, st);
+  release_refs(&cmd);
 }
 
 // Publishes progress: the completion semaphore reaches the last command that
@@ -533,18 +673,17 @@ static void *worker_main(void *arg) {
     record_word_t *rec = next_ready(q, &header);
     if (rec != NULL) {
       if (was_idle) {
-        q->quiet = accel_trace_host_calls_quiet();
+        q->quiet = accel_trace_cmd_hooks_quiet();
       }
       // The record stays in place (its chunk is recycled only once the
       // worker moved past it); the next one starts after it.
       q->head_pos += header_words(header);
-      if (header == header_make(ACCEL_CMD_HOST_CALL, 3, 0, 0) && q->quiet &&
-          !q->poisoned &&
+      if (quiet_shape(header) && q->quiet && !q->poisoned &&
           !atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
-        process_quiet_host_call(q, rec, header);
+        process_quiet(q, rec, header);
       } else {
         accel_cmd_t cmd;
-        record_read(rec, header, q->consumed + 1, &cmd);
+        record_read(q, rec, header, q->consumed + 1, &cmd);
         if (cmd.kind == ACCEL_CMD_WAIT) {
           post_completion(q);  // waits may block: report what ran before
         }
@@ -554,7 +693,7 @@ static void *worker_main(void *arg) {
       if (was_idle ||
           q->consumed - q->completion_posted >= COMPLETION_BATCH) {
         post_completion(q);
-        q->quiet = accel_trace_host_calls_quiet();
+        q->quiet = accel_trace_cmd_hooks_quiet();
         was_idle = false;
       }
       continue;
@@ -594,14 +733,23 @@ static void *worker_main(void *arg) {
     if (found) {
       continue;
     }
-    // Parking protocol: |parked| is set and read only under the submit lock.
-    // A producer whose critical section came first has published its command
-    // and the re-check below sees it; one that comes after sees |parked| and
-    // sets the futex word, which we cleared before taking the lock.
+    // Parking protocol: |parked| is set under the submit lock, and read
+    // under it by producers that take it. A producer whose critical section
+    // came first has published its command and the re-check below sees it;
+    // one that comes after sees |parked| and sets the futex word, which we
+    // cleared before taking the lock. A biased owner does not take the lock:
+    // it publishes, then reads |parked| after a light fence, and the heavy
+    // fence here pairs with it (either the re-check sees its command or it
+    // sees |parked|).
     atomic_store_explicit(&q->waiter.word, 0, memory_order_relaxed);
     submit_lock(q);
     atomic_store_explicit(&q->parked, 1, memory_order_relaxed);
+    bool biased = atomic_load_explicit(&q->bias, memory_order_relaxed) ==
+                  BIAS_OWNED;
     submit_unlock(q);
+    if (biased) {
+      accel_host_heavy_fence();
+    }
     if (!has_ready(q) &&
         !atomic_load_explicit(&q->stopping, memory_order_acquire)) {
       accel_host_futex_wait(&q->waiter.word, 0, UINT64_MAX);
@@ -679,6 +827,27 @@ void accel_host_queue_destroy(accel_drv_queue_t *q) {
   free(q);
 }
 
+// The short-record header for |cmd| if it is a plain host call whose
+// function has (or now takes) a place in the function table; else 0.
+// Producer side only.
+static inline uint64_t short_host_call_header(accel_drv_queue_t *q,
+                                              const accel_cmd_t *cmd) {
+  if (cmd->kind != ACCEL_CMD_HOST_CALL || cmd->flags != 0 ||
+      cmd->refs[0] != NULL || cmd->refs[1] != NULL) {
+    return 0;
+  }
+  accel_host_fn_t fn = cmd->host_call.fn;
+  uintptr_t a = (uintptr_t)fn;
+  uint32_t slot = (uint32_t)((a >> 4) ^ (a >> 12)) & (FN_TABLE_SIZE - 1);
+  if (q->fn_table[slot] != fn) {
+    if (q->fn_table[slot] != NULL) {
+      return 0;
+    }
+    q->fn_table[slot] = fn;
+  }
+  return header_make(RECORD_HOST_CALL_SHORT, 2, 0, 0) | ((uint64_t)slot << 24);
+}
+
 accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
                                        const accel_cmd_t *commands,
                                        uint32_t count, uint64_t *out_last_seq) {
@@ -693,25 +862,27 @@ accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
                          commands[i].kind);
     }
   }
-  submit_lock(q);
+  bool owner = submit_begin(q);
   uint32_t accepted = 0;
   for (; accepted < count; ++accepted) {
     const accel_cmd_t *cmd = &commands[accepted];
-    uint32_t refs;
-    uint32_t words = record_words(cmd, &refs);
-    uint64_t header = header_make(cmd->kind, words, refs, cmd->flags);
+    uint32_t refs = 0;
+    uint32_t words = 2;
+    uint64_t header = short_host_call_header(q, cmd);
+    if (header == 0) {
+      words = record_words(cmd, &refs);
+      header = header_make(cmd->kind, words, refs, cmd->flags);
+    }
     if (q->tail_pos + words <= CHUNK_WORDS) {
       record_word_t *rec = &q->tail_chunk->words[q->tail_pos];
-      record_write_body(rec, cmd, refs);
-      header_publish(rec, header);
+      record_write(rec, cmd, header, refs);
       q->tail_pos += words;
     } else {
       chunk_t *c = chunk_get(q);
       if (c == NULL) {
         break;
       }
-      record_write_body(&c->words[0], cmd, refs);
-      header_publish(&c->words[0], header);
+      record_write(&c->words[0], cmd, header, refs);
       // Relaxed: published by the jump's header below, which the worker
       // reads with acquire before it follows the link.
       atomic_store_explicit(&q->tail_chunk->next, c, memory_order_relaxed);
@@ -727,10 +898,14 @@ accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
     // Relaxed: a wait target only; the command itself is ordered by |seq|.
     atomic_store_explicit(q->submitted_seq, q->next_seq, memory_order_relaxed);
   }
-  // Read under the lock: see the parking protocol in worker_main.
+  // Read under the lock, or after a light fence by the owner: see the
+  // parking protocol in worker_main.
+  if (owner) {
+    accel_host_light_fence();
+  }
   bool wake = accepted > 0 &&
               atomic_load_explicit(&q->parked, memory_order_relaxed) != 0;
-  submit_unlock(q);
+  submit_end(q, owner);
   if (wake) {
     accel_host_waiter_wake(&q->waiter);
   }

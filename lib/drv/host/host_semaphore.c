@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/membarrier.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,77 +32,6 @@ struct accel_drv_semaphore {
   accel_error_state_t error;
 };
 
-// 1 once membarrier(PRIVATE_EXPEDITED) is registered, 0 if it is not
-// available, -1 before accel_host_fences_init. Written once, before any
-// queue exists (device open), read relaxed.
-static _Atomic int g_asymmetric = -1;
-
-// A forked child has one thread and a copy of |g_asymmetric|: register it
-// again (the kernel keeps the registration across fork; this makes it
-// independent of that), or fall back to full fences there.
-static void fences_atfork_child(void) {
-  if (atomic_load_explicit(&g_asymmetric, memory_order_relaxed) == 1 &&
-      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) !=
-          0) {
-    atomic_store_explicit(&g_asymmetric, 0, memory_order_relaxed);
-  }
-}
-
-void accel_host_fences_init(void) {
-  if (atomic_load_explicit(&g_asymmetric, memory_order_acquire) >= 0) {
-    return;
-  }
-  int ok = 0;
-  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
-  if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
-      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) ==
-          0) {
-    ok = 1;
-  }
-  int expected = -1;
-  if (atomic_compare_exchange_strong_explicit(&g_asymmetric, &expected, ok,
-                                              memory_order_acq_rel,
-                                              memory_order_acquire) &&
-      ok == 1) {
-    (void)pthread_atfork(NULL, NULL, fences_atfork_child);
-  }
-}
-
-// A full (store-load) fence. GCC's TSan rejects atomic_thread_fence, so that
-// build uses a locked read-modify-write of a private word, which is a full
-// fence on the hardware as well.
-static inline void full_fence(void) {
-#if defined(__SANITIZE_THREAD__)
-  _Atomic int word = 0;
-  (void)atomic_exchange_explicit(&word, 1, memory_order_seq_cst);
-#else
-  atomic_thread_fence(memory_order_seq_cst);
-#endif
-}
-
-// The signalling side's store-load fence (between the value store and the
-// node_count load): a compiler barrier when the registering side issues a
-// membarrier, else a full fence.
-static inline void light_fence(void) {
-  if (atomic_load_explicit(&g_asymmetric, memory_order_relaxed) == 1) {
-    atomic_signal_fence(memory_order_seq_cst);
-  } else {
-    full_fence();
-  }
-}
-
-// The registering side's fence, between its node_count increment and its
-// re-check of the value: membarrier makes every running thread of the process
-// execute a full fence, so that a signaller either stored its value before
-// (the re-check sees it) or loads node_count after (and wakes us).
-static void heavy_fence(void) {
-  full_fence();
-  if (atomic_load_explicit(&g_asymmetric, memory_order_relaxed) == 1) {
-    // Cannot fail once registered (the kernel supports the command).
-    (void)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0);
-  }
-}
-
 static void list_add_locked(accel_drv_semaphore_t *sem, wait_node_t *node) {
   node->prev = NULL;
   node->next = sem->nodes;
@@ -113,7 +41,7 @@ static void list_add_locked(accel_drv_semaphore_t *sem, wait_node_t *node) {
   sem->nodes = node;
   // Seq_cst: orders the registration before the waiter's re-check of the
   // value, against the signaller's value store then node_count load; the
-  // caller issues heavy_fence() before that re-check.
+  // caller issues accel_host_heavy_fence() before that re-check.
   atomic_fetch_add_explicit(&sem->node_count, 1, memory_order_seq_cst);
 }
 
@@ -255,7 +183,7 @@ void accel_host_semaphore_signal_single(accel_drv_semaphore_t *sem,
   }
   // Release: a waiter that sees the value sees the work before it.
   atomic_store_explicit(&sem->value, value, memory_order_release);
-  light_fence();
+  accel_host_light_fence();
   if (atomic_load_explicit(&sem->node_count, memory_order_relaxed) != 0) {
     wake_nodes(sem, false);
   }
@@ -364,7 +292,7 @@ accel_status_t accel_host_semaphore_wait_ex(
     list_add_locked(sems[i], &nodes[i]);
     pthread_mutex_unlock(&sems[i]->lock);
   }
-  heavy_fence();  // registration before the first re-check below
+  accel_host_heavy_fence();  // registration before the first re-check below
   for (;;) {
     // Relaxed reset, then the seq_cst re-check: a signal after the reset
     // sets the word again, so the futex wait below cannot miss it.
@@ -430,7 +358,7 @@ accel_status_t accel_host_semaphore_fd(accel_drv_semaphore_t *sem,
   node->value = value;
   pthread_mutex_lock(&sem->lock);
   list_add_locked(sem, node);
-  heavy_fence();
+  accel_host_heavy_fence();
   // Re-check after registering: a signal that raced ahead of the
   // registration did not see this node.
   bool done =
