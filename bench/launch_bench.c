@@ -273,7 +273,7 @@ int accel_bench_launch(const bench_args_t *args) {
   int runs = args->quick ? 5 : 21;
   int iters = args->quick ? 2000 : 20000;
   uint64_t batch = args->quick ? 100000 : 1000000;
-  int batch_runs = args->quick ? 3 : 7;
+  int batch_runs = args->quick ? 5 : 21;
 
   accel_runtime_t *rt = NULL;
   accel_device_t *dev = NULL;
@@ -376,9 +376,15 @@ int accel_bench_launch(const bench_args_t *args) {
   }
   accel_kernel_release(kernel);
 
-  // Batches: enqueue cost and completion rate.
-  double enq[16], done[16], bare[16], bare64[16];
+  // Batches: enqueue cost and completion rate. Each accel batch is paired
+  // with a run of each bare ring, before it in every other pair, so that
+  // neither side always comes first after the other's threads.
+  double enq[32], done[32], bare[32], bare64[32];
   for (int r = 0; r < batch_runs; ++r) {
+    if (r % 2 == 1) {
+      bare[r] = measure_spsc(batch);
+      bare64[r] = measure_spsc64(batch);
+    }
     uint64_t t0 = bench_now_ns();
     for (uint64_t i = 0; i < batch; ++i) {
       accel_stream_host_call(s, empty_host_fn, NULL);
@@ -390,8 +396,10 @@ int accel_bench_launch(const bench_args_t *args) {
     uint64_t t2 = bench_now_ns();
     enq[r] = (double)(t1 - t0) / (double)batch;
     done[r] = (double)(t2 - t0) / (double)batch;
-    bare[r] = measure_spsc(batch);
-    bare64[r] = measure_spsc64(batch);
+    if (r % 2 == 0) {
+      bare[r] = measure_spsc(batch);
+      bare64[r] = measure_spsc64(batch);
+    }
   }
 
   // Idle: a runtime with a stream and nothing to do must not burn CPU.

@@ -309,6 +309,7 @@ typedef struct producer {
   uint32_t *last_seen;  // per producer, written by the worker only
   _Atomic uint32_t *misordered;
   order_item_t *items;
+  _Atomic uint32_t progress;  // commands submitted so far
 } producer_t;
 
 static accel_status_t check_order_fn(void *user_data) {
@@ -329,6 +330,7 @@ static void *producer_main(void *arg) {
         ACCEL_OK) {
       atomic_fetch_add(p->misordered, 1000000);
     }
+    atomic_store_explicit(&p->progress, i + 1, memory_order_relaxed);
   }
   return NULL;
 }
@@ -452,6 +454,204 @@ static void test_stream_taking_turns_keeps_global_order(void **state) {
   accel_stream_destroy(s);
   free(items);
   free(log.entries);
+}
+
+// ---- Records of every shape ------------------------------------------------
+// The host queue stores each command as a record of the words its kind uses
+// (host calls in 2 words through a per-queue function table of 16 places,
+// or 3 when their place is taken), in 1 KiB chunks.
+
+#define MIXED_HOST_FNS 40  // more functions than the table has places
+
+#define MIXED_FN(k)                                          \
+  static accel_status_t mixed_fn_##k(void *user_data) {     \
+    order_item_t *item = user_data;                          \
+    item->log->entries[item->log->count++] = item->value * 64 + (k); \
+    return ACCEL_OK;                                         \
+  }
+#define MIXED_FNS(X)                                                         \
+  X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) \
+  X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23) X(24) X(25)   \
+  X(26) X(27) X(28) X(29) X(30) X(31) X(32) X(33) X(34) X(35) X(36) X(37)   \
+  X(38) X(39)
+MIXED_FNS(MIXED_FN)
+#define MIXED_FN_ENTRY(k) mixed_fn_##k,
+static const accel_host_fn_t g_mixed_fns[MIXED_HOST_FNS] = {
+    MIXED_FNS(MIXED_FN_ENTRY)};
+
+enum { MIXED_TAG_SINGLE = 40, MIXED_TAG_CONSTANTS = 41 };
+
+// Kernels get no user data: they log to this (one stream at a time).
+static order_log_t *g_kernel_log;
+static uint32_t g_single_launches;  // worker only
+
+static int32_t mixed_single_kernel(const accel_kernel_dispatch_t *dispatch,
+                                   const accel_kernel_workgroup_t *wg) {
+  g_kernel_log->entries[g_kernel_log->count++] =
+      g_single_launches++ * 64 + MIXED_TAG_SINGLE;
+  return 0;
+}
+
+static int32_t mixed_constants_kernel(const accel_kernel_dispatch_t *dispatch,
+                                      const accel_kernel_workgroup_t *wg) {
+  uint32_t value;
+  memcpy(&value, dispatch->constants, sizeof(value));
+  g_kernel_log->entries[g_kernel_log->count++] =
+      value * 64 + MIXED_TAG_CONSTANTS;
+  return 0;
+}
+
+// Host calls of 40 functions, launches of two kernels (one without
+// arguments, one with constants: records of 4 and 5 words), fills, and
+// semaphore signals and waits, drawn at random, 30,000 commands: every call
+// and launch runs once, in submission order, with its own arguments; the
+// fills leave what a reference applying them in order leaves; the
+// semaphore ends at the last value signalled.
+static void test_stream_mixed_records_keep_order_and_arguments(void **state) {
+  test_env_t *env = *state;
+  enum { N = 30000, BUF = 4096 };
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+  accel_kernel_t *single = NULL, *with_constants = NULL;
+  accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
+                            .abi_version = ACCEL_KERNEL_ABI_VERSION,
+                            .name = "mixed_single",
+                            .fn = mixed_single_kernel};
+  assert_accel_ok(accel_kernel_register(env->device, &kd, &single));
+  kd.name = "mixed_constants";
+  kd.fn = mixed_constants_kernel;
+  kd.constants_size = sizeof(uint32_t);
+  assert_accel_ok(accel_kernel_register(env->device, &kd, &with_constants));
+  accel_buffer_desc_t bd = {.struct_size = sizeof(bd), .size_bytes = BUF};
+  accel_buffer_t *buf = NULL;
+  assert_accel_ok(accel_buffer_alloc(env->device, &bd, &buf));
+  assert_accel_ok(accel_stream_fill(s, buf, 0, BUF, 0, 1));
+  accel_semaphore_t *sem = NULL;
+  assert_accel_ok(accel_semaphore_create(env->device, 0, &sem));
+
+  order_log_t log = {.entries = calloc(N, sizeof(uint32_t))};
+  uint32_t *expected = calloc(N, sizeof(uint32_t));
+  order_item_t *items = calloc(N, sizeof(*items));
+  uint8_t reference[BUF] = {0};
+  g_kernel_log = &log;
+  g_single_launches = 0;
+  uint32_t logged = 0, singles = 0;
+  uint64_t signalled = 0;
+  for (uint32_t i = 0; i < N; ++i) {
+    uint64_t kind = test_rng_range(&rng, 0, 9);
+    if (kind <= 4) {  // host calls, the commonest command
+      uint32_t f = (uint32_t)test_rng_range(&rng, 0, MIXED_HOST_FNS - 1);
+      items[i] = (order_item_t){.log = &log, .value = i};
+      assert_accel_ok(accel_stream_host_call(s, g_mixed_fns[f], &items[i]));
+      expected[logged++] = i * 64 + f;
+    } else if (kind == 5) {
+      accel_launch_desc_t ld = {.struct_size = sizeof(ld),
+                                .workgroup_count = {1, 1, 1}};
+      assert_accel_ok(accel_launch(s, single, &ld));
+      expected[logged++] = singles++ * 64 + MIXED_TAG_SINGLE;
+    } else if (kind == 6) {
+      uint32_t value = i;
+      accel_launch_desc_t ld = {.struct_size = sizeof(ld),
+                                .workgroup_count = {1, 1, 1},
+                                .constants_size = sizeof(value),
+                                .constants = &value};
+      assert_accel_ok(accel_launch(s, with_constants, &ld));
+      expected[logged++] = i * 64 + MIXED_TAG_CONSTANTS;
+    } else if (kind == 7) {
+      uint64_t offset = test_rng_range(&rng, 0, BUF - 1);
+      uint64_t size = test_rng_range(&rng, 0, BUF - offset);
+      uint8_t pattern = (uint8_t)test_rng_next(&rng);
+      assert_accel_ok(accel_stream_fill(s, buf, offset, size, pattern, 1));
+      memset(reference + offset, pattern, size);
+    } else if (kind == 8) {
+      signalled += test_rng_range(&rng, 1, 3);
+      assert_accel_ok(accel_stream_signal(s, sem, signalled));
+    } else {
+      // Reached by an earlier signal on this stream (or 0): never blocks.
+      assert_accel_ok(accel_stream_wait(s, sem, signalled));
+    }
+  }
+  uint8_t got[BUF];
+  assert_accel_ok(accel_stream_copy_to_host(s, got, buf, 0, BUF));
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  assert_int_equal(log.count, logged);
+  for (uint32_t i = 0; i < logged; ++i) {
+    if (log.entries[i] != expected[i]) {
+      fail_msg("entry %u: ran %u (command %u, tag %u), expected %u (command "
+               "%u, tag %u)",
+               i, log.entries[i], log.entries[i] / 64, log.entries[i] % 64,
+               expected[i], expected[i] / 64, expected[i] % 64);
+    }
+  }
+  assert_memory_equal(got, reference, BUF);
+  uint64_t value = 0;
+  assert_accel_ok(accel_semaphore_query(sem, &value));
+  assert_int_equal(value, signalled);
+  accel_stream_destroy(s);
+  accel_semaphore_release(sem);
+  accel_buffer_release(buf);
+  accel_kernel_release(single);
+  accel_kernel_release(with_constants);
+  g_kernel_log = NULL;
+  free(items);
+  free(expected);
+  free(log.entries);
+}
+
+// ---- Biased submission -----------------------------------------------------
+// The first thread to submit to a stream submits without the lock until
+// another thread submits; that one revokes the bias (a membarrier) and waits
+// for the owner to leave its current submit.
+
+// On 20 fresh streams created by the test thread: a first thread submits a
+// burst (and becomes the owner), a second starts when the first is at a
+// random point of it (so the revocation meets the owner in and out of its
+// submits), then the test thread submits too. Every command runs once and
+// each thread's commands keep their order.
+static void test_stream_second_submitter_takes_over_mid_burst(void **state) {
+  test_env_t *env = *state;
+  enum { ROUNDS = 20, PER = 5000 };
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  for (int round = 0; round < ROUNDS; ++round) {
+    accel_stream_t *s = NULL;
+    assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+    uint32_t last_seen[3] = {0};
+    _Atomic uint32_t misordered = 0;
+    producer_t bursts[3];
+    for (uint32_t t = 0; t < 3; ++t) {
+      bursts[t] = (producer_t){.stream = s,
+                               .id = t,
+                               .per_thread = t < 2 ? PER : 100,
+                               .last_seen = last_seen,
+                               .misordered = &misordered,
+                               .items = calloc(PER, sizeof(order_item_t))};
+    }
+    pthread_t first, second;
+    pthread_create(&first, NULL, producer_main, &bursts[0]);
+    uint32_t start_at = (uint32_t)test_rng_range(&rng, 0, PER);
+    while (atomic_load_explicit(&bursts[0].progress, memory_order_relaxed) <
+               start_at &&
+           atomic_load_explicit(&bursts[0].progress, memory_order_relaxed) <
+               PER) {
+      sched_yield();
+    }
+    pthread_create(&second, NULL, producer_main, &bursts[1]);
+    pthread_join(first, NULL);
+    pthread_join(second, NULL);
+    producer_main(&bursts[2]);  // a third thread, after both
+    assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+    assert_int_equal(atomic_load(&misordered), 0);
+    assert_int_equal(last_seen[0], PER);
+    assert_int_equal(last_seen[1], PER);
+    assert_int_equal(last_seen[2], 100);
+    accel_stream_destroy(s);
+    for (uint32_t t = 0; t < 3; ++t) {
+      free(bursts[t].items);
+    }
+  }
 }
 
 // Stream descriptors are validated; priorities are accepted.
@@ -624,6 +824,8 @@ int main(void) {
       cmocka_unit_test(test_stream_destroy_with_abort_cancels_pending_work),
       cmocka_unit_test(test_stream_concurrent_enqueue_keeps_per_thread_order),
       cmocka_unit_test(test_stream_taking_turns_keeps_global_order),
+      cmocka_unit_test(test_stream_mixed_records_keep_order_and_arguments),
+      cmocka_unit_test(test_stream_second_submitter_takes_over_mid_burst),
       cmocka_unit_test(test_stream_create_validates_desc),
       cmocka_unit_test(test_stream_entry_points_reject_null),
       cmocka_unit_test(test_stream_synchronize_times_out),

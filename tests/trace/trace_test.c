@@ -90,8 +90,13 @@ static accel_status_t count_call(void *user_data) {
   return ACCEL_OK;
 }
 
-// Copies, fills and host calls of random sizes are counted per stream and
-// direction exactly as a reference sum; allocations per device. Copies run
+static int32_t empty_kernel(const accel_kernel_dispatch_t *dispatch,
+                            const accel_kernel_workgroup_t *workgroup) {
+  return 0;
+}
+
+// Copies, fills, host calls (single and in bursts) and launches of random
+// sizes are counted per stream and direction exactly as a reference sum; allocations per device. Copies run
 // on the copy engines: their bytes are counted on the tracks of the rings of
 // the stream's DMA queue ("<stream>/dma/ring<i>"); on the stream, a copy is
 // three commands (signal the DMA queue, wait for it, a host call that
@@ -115,12 +120,21 @@ static void test_counters_match_random_work(void **state) {
   unsigned char *host = malloc(size);
   assert_non_null(host);
   memset(host, 1, size);
+  accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
+                            .abi_version = ACCEL_KERNEL_ABI_VERSION,
+                            .name = "counted_kernel",
+                            .fn = empty_kernel};
+  accel_kernel_t *kernel = NULL;
+  assert_accel_ok(accel_kernel_register(env->device, &kd, &kernel));
+  accel_launch_desc_t ld = {.struct_size = sizeof(ld),
+                            .workgroup_count = {1, 1, 1}};
   uint64_t h2d = 0, d2h = 0, d2d = 0, fill = 0;
   unsigned calls = 0, expected_calls = 0, commands = 0, copies = 0;
-  for (int i = 0; i < 200; ++i) {
+  unsigned launches = 0;
+  for (int i = 0; i < 300; ++i) {
     uint64_t n = test_rng_range(&rng, 0, size / 2);
     unsigned before = copies;
-    uint64_t kind = test_rng_range(&rng, 0, 4);
+    uint64_t kind = test_rng_range(&rng, 0, 5);
     switch (kind) {
       case 0:
         assert_accel_ok(accel_stream_copy_from_host(s, buf, 0, host, n));
@@ -141,9 +155,19 @@ static void test_counters_match_random_work(void **state) {
         assert_accel_ok(accel_stream_fill(s, buf, 0, n, 7, 1));
         fill += n;
         break;
+      case 4: {
+        // Bursts: the worker counts host calls in bulk per batch of 64.
+        uint64_t burst = test_rng_range(&rng, 1, 200);
+        for (uint64_t k = 0; k < burst; ++k) {
+          assert_accel_ok(accel_stream_host_call(s, count_call, &calls));
+        }
+        expected_calls += burst;
+        commands += burst - 1;  // one more below
+        break;
+      }
       default:
-        assert_accel_ok(accel_stream_host_call(s, count_call, &calls));
-        expected_calls++;
+        assert_accel_ok(accel_launch(s, kernel, &ld));
+        launches++;
         break;
     }
     bool copy = kind <= 2;
@@ -160,6 +184,7 @@ static void test_counters_match_random_work(void **state) {
   assert_int_equal(counter(scope, "copy_bytes_h2d"), 0);
   assert_int_equal(counter(scope, "fill_bytes"), fill);
   assert_int_equal(counter(scope, "host_calls"), expected_calls + copies);
+  assert_int_equal(counter(scope, "launches"), launches);
   assert_int_equal(counter(scope, "commands_completed"), commands);
   assert_int_equal(counter(scope, "commands_enqueued"), commands);
   assert_int_equal(counter(scope, "queue_occupancy"), 0);
@@ -167,6 +192,7 @@ static void test_counters_match_random_work(void **state) {
   // A destroyed stream's counters leave the snapshot.
   assert_int_equal(counter(scope, "commands_completed"), UINT64_MAX);
   accel_buffer_release(buf);
+  accel_kernel_release(kernel);
   assert_int_equal(counter("host:0", "bytes_in_use"), in_use0);
   free(host);
 }
