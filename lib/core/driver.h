@@ -401,6 +401,16 @@ struct accel_driver {
   // ring, as CUDA runs small pageable copies on the calling thread.
   accel_status_t (*dma_ring_execute_now)(accel_drv_dma_ring_t *ring,
                                          const accel_dma_hw_desc_t *desc);
+
+  // --- Appended for the enqueue path (issue 2). Optional (NULL: the stream
+  // layer builds an ACCEL_CMD_HOST_CALL command and calls queue_submit). ---
+  // Submits one host call fn(user_data): the same as queue_submit of an
+  // ACCEL_CMD_HOST_CALL command without references or flags, without the
+  // caller building the command (the commonest command, on the path whose
+  // per-command cost accel-bench launch measures).
+  accel_status_t (*queue_host_call)(accel_drv_queue_t *queue,
+                                    accel_host_fn_t fn, void *user_data,
+                                    uint64_t *out_last_seq);
 };
 
 // Access modes for va_set_access.

@@ -127,10 +127,29 @@ accel_status_t accel_stream_host_call(accel_stream_t *stream,
                                       accel_host_fn_t fn, void *user_data) {
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
   ACCEL_CHECK_ARG(fn != NULL, "fn (NULL)");
-  accel_cmd_t cmd = {.kind = ACCEL_CMD_HOST_CALL};
-  cmd.host_call.fn = fn;
-  cmd.host_call.user_data = user_data;
-  return accel_stream_submit(stream, &cmd);
+  const accel_driver_t *drv = stream->device->driver;
+  if (drv->queue_host_call == NULL) {
+    accel_cmd_t cmd = {.kind = ACCEL_CMD_HOST_CALL};
+    cmd.host_call.fn = fn;
+    cmd.host_call.user_data = user_data;
+    return accel_stream_submit(stream, &cmd);
+  }
+  // The direct path: no command built unless a trace records the enqueue.
+  uint64_t seq = 0;
+  bool traced = accel_trace_cmd_enqueue_wanted();
+  accel_trace_stamp_t enqueued_at = {0, 0};
+  if (ACCEL_TRACE_UNLIKELY(traced)) {
+    enqueued_at = accel_trace_cmd_enqueue_time();
+  }
+  ACCEL_RETURN_IF_ERROR(
+      drv->queue_host_call(stream->queue, fn, user_data, &seq));
+  if (ACCEL_TRACE_UNLIKELY(traced)) {
+    accel_cmd_t cmd = {.kind = ACCEL_CMD_HOST_CALL};
+    cmd.host_call.fn = fn;
+    cmd.host_call.user_data = user_data;
+    accel_trace_cmd_enqueue(stream->queue, &cmd, seq, enqueued_at);
+  }
+  return ACCEL_OK;
 }
 
 accel_status_t accel_stream_fill(accel_stream_t *stream,

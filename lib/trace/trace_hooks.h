@@ -198,17 +198,22 @@ static inline accel_trace_stamp_t accel_trace_cmd_enqueue_time(void) {
   return s;
 }
 
+// True when accel_trace_cmd_enqueue records something (a caller that has no
+// accel_cmd_t at hand builds one only then).
+static inline bool accel_trace_cmd_enqueue_wanted(void) {
+  return (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0 ||
+         ACCEL_TP_ON(cmd_enqueue) || ACCEL_TP_ON(copy_submit);
+}
+
 // |cmd| was accepted by |queue| as number |seq|; |when| is what
 // accel_trace_cmd_enqueue_time() returned before the submit.
 static inline void accel_trace_cmd_enqueue(const void *queue,
                                            const accel_cmd_t *cmd,
                                            uint64_t seq,
                                            accel_trace_stamp_t when) {
-  uint32_t m = accel_trace_mask();
-  if (ACCEL_TRACE_UNLIKELY((m & ACCEL_TRACE_M_EVENTS) != 0 ||
-                           ACCEL_TP_ON(cmd_enqueue) ||
-                           ACCEL_TP_ON(copy_submit))) {
-    accel_trace_cmd_enqueue_slow(m, queue, cmd, seq, when.ticks, when.ns);
+  if (ACCEL_TRACE_UNLIKELY(accel_trace_cmd_enqueue_wanted())) {
+    accel_trace_cmd_enqueue_slow(accel_trace_mask(), queue, cmd, seq,
+                                 when.ticks, when.ns);
   }
 }
 

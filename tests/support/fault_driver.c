@@ -96,6 +96,14 @@ static accel_status_t f_queue_submit(accel_drv_queue_t *q,
   return accel_host_driver.queue_submit(q, cmds, count, out_last_seq);
 }
 
+// Host calls count as submits: the Nth submit fails whichever path it took.
+static accel_status_t f_queue_host_call(accel_drv_queue_t *q,
+                                        accel_host_fn_t fn, void *user_data,
+                                        uint64_t *out_last_seq) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_QUEUE_SUBMIT));
+  return accel_host_driver.queue_host_call(q, fn, user_data, out_last_seq);
+}
+
 static accel_status_t f_dma_ring_create(
     accel_drv_device_t *d, const accel_drv_dma_ring_params_t *params,
     accel_drv_dma_ring_t **out, accel_dma_ring_mem_t *out_mem) {
@@ -117,6 +125,7 @@ accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,
   g_fault_driver.semaphore_create = f_semaphore_create;
   g_fault_driver.queue_create = f_queue_create;
   g_fault_driver.queue_submit = f_queue_submit;
+  g_fault_driver.queue_host_call = f_queue_host_call;
   g_fault_driver.dma_ring_create = f_dma_ring_create;
   const accel_driver_t *drivers[] = {&g_fault_driver};
   return accel_runtime_create_with_drivers(opts, drivers, 1, out_runtime);

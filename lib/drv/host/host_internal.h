@@ -251,6 +251,9 @@ accel_status_t accel_host_queue_create(accel_drv_device_t *device,
                                        const accel_drv_queue_params_t *params,
                                        accel_drv_queue_t **out_queue);
 void accel_host_queue_destroy(accel_drv_queue_t *queue);
+accel_status_t accel_host_queue_host_call(accel_drv_queue_t *queue,
+                                          accel_host_fn_t fn, void *user_data,
+                                          uint64_t *out_last_seq);
 accel_status_t accel_host_queue_submit(accel_drv_queue_t *queue,
                                        const accel_cmd_t *commands,
                                        uint32_t count, uint64_t *out_last_seq);

@@ -331,7 +331,10 @@ static void submit_unlock(accel_drv_queue_t *q) {
 // Enters the producer side: without the lock for the owner of a biased
 // queue (returns true), else under the lock, taking ownership of a queue
 // that has none or revoking another thread's.
-static bool submit_begin(accel_drv_queue_t *q) {
+static __attribute__((noinline)) bool submit_begin_locked(
+    accel_drv_queue_t *q, uintptr_t self);
+
+static inline bool submit_begin(accel_drv_queue_t *q) {
   uintptr_t self = thread_token();
   if (atomic_load_explicit(&q->owner, memory_order_relaxed) == self) {
     atomic_store_explicit(&q->owner_busy, 1, memory_order_relaxed);
@@ -343,6 +346,11 @@ static bool submit_begin(accel_drv_queue_t *q) {
     }
     atomic_store_explicit(&q->owner_busy, 0, memory_order_relaxed);
   }
+  return submit_begin_locked(q, self);
+}
+
+// submit_begin for every thread but a biased owner.
+static bool submit_begin_locked(accel_drv_queue_t *q, uintptr_t self) {
   submit_lock(q);
   uint32_t bias = atomic_load_explicit(&q->bias, memory_order_relaxed);
   if (bias == BIAS_NONE && accel_host_asymmetric()) {
@@ -361,7 +369,7 @@ static bool submit_begin(accel_drv_queue_t *q) {
   return false;
 }
 
-static void submit_end(accel_drv_queue_t *q, bool owner) {
+static inline void submit_end(accel_drv_queue_t *q, bool owner) {
   if (owner) {
     // Release: see submit_begin's wait.
     atomic_store_explicit(&q->owner_busy, 0, memory_order_release);
@@ -827,16 +835,10 @@ void accel_host_queue_destroy(accel_drv_queue_t *q) {
   free(q);
 }
 
-// The short-record header for |cmd| if it is a plain host call whose
-// function has (or now takes) a place in the function table; else 0.
-// Producer side only.
+// The short-record header of a host call of |fn| if |fn| has (or now takes)
+// a place in the function table; else 0. Producer side only.
 static inline uint64_t short_host_call_header(accel_drv_queue_t *q,
-                                              const accel_cmd_t *cmd) {
-  if (cmd->kind != ACCEL_CMD_HOST_CALL || cmd->flags != 0 ||
-      cmd->refs[0] != NULL || cmd->refs[1] != NULL) {
-    return 0;
-  }
-  accel_host_fn_t fn = cmd->host_call.fn;
+                                              accel_host_fn_t fn) {
   uintptr_t a = (uintptr_t)fn;
   uint32_t slot = (uint32_t)((a >> 4) ^ (a >> 12)) & (FN_TABLE_SIZE - 1);
   if (q->fn_table[slot] != fn) {
@@ -848,54 +850,59 @@ static inline uint64_t short_host_call_header(accel_drv_queue_t *q,
   return header_make(RECORD_HOST_CALL_SHORT, 2, 0, 0) | ((uint64_t)slot << 24);
 }
 
-accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
-                                       const accel_cmd_t *commands,
-                                       uint32_t count, uint64_t *out_last_seq) {
+// Starts a new chunk for a record of |words| words that does not fit in the
+// tail chunk, jumping there from the tail. Returns where the record goes, or
+// NULL when no chunk can be allocated. The jump is published before the
+// record: the worker then polls the new chunk's first word, which reads 0
+// until the record's header is published there.
+static __attribute__((noinline)) record_word_t *tail_reserve_in_new_chunk(
+    accel_drv_queue_t *q, uint32_t words) {
+  chunk_t *c = chunk_get(q);
+  if (c == NULL) {
+    return NULL;
+  }
+  // Relaxed: published by the jump's header, which the worker reads with
+  // acquire before it follows the link.
+  atomic_store_explicit(&q->tail_chunk->next, c, memory_order_relaxed);
+  header_publish(&q->tail_chunk->words[q->tail_pos],
+                 header_make(RECORD_JUMP, 1, 0, 0));
+  q->tail_chunk = c;
+  q->tail_pos = words;
+  return &c->words[0];
+}
+
+// Where the next record, of |words| words, goes (the caller writes it and
+// publishes its header), or NULL when the ring cannot grow. Producer side.
+static inline record_word_t *tail_reserve(accel_drv_queue_t *q,
+                                          uint32_t words) {
+  if (__builtin_expect(q->tail_pos + words <= CHUNK_WORDS, 1)) {
+    record_word_t *rec = &q->tail_chunk->words[q->tail_pos];
+    q->tail_pos += words;
+    return rec;
+  }
+  return tail_reserve_in_new_chunk(q, words);
+}
+
+// The stored failure of a queue that has failed, else ACCEL_OK.
+static inline accel_status_t submit_check_failed(accel_drv_queue_t *q) {
   // Acquire: pairs with poison()'s release, so the stored error is complete.
   if (atomic_load_explicit(&q->failed, memory_order_acquire)) {
     return accel_error(q->poison_status, "%s", q->poison_message);
   }
-  for (uint32_t i = 0; i < count; ++i) {
-    if (commands[i].kind >= ACCEL_CMD_KIND_COUNT) {
-      return accel_error(ACCEL_ERROR_INTERNAL,
-                         "host queue: unknown command kind %u",
-                         commands[i].kind);
-    }
-  }
-  bool owner = submit_begin(q);
-  uint32_t accepted = 0;
-  for (; accepted < count; ++accepted) {
-    const accel_cmd_t *cmd = &commands[accepted];
-    uint32_t refs = 0;
-    uint32_t words = 2;
-    uint64_t header = short_host_call_header(q, cmd);
-    if (header == 0) {
-      words = record_words(cmd, &refs);
-      header = header_make(cmd->kind, words, refs, cmd->flags);
-    }
-    if (q->tail_pos + words <= CHUNK_WORDS) {
-      record_word_t *rec = &q->tail_chunk->words[q->tail_pos];
-      record_write(rec, cmd, header, refs);
-      q->tail_pos += words;
-    } else {
-      chunk_t *c = chunk_get(q);
-      if (c == NULL) {
-        break;
-      }
-      record_write(&c->words[0], cmd, header, refs);
-      // Relaxed: published by the jump's header below, which the worker
-      // reads with acquire before it follows the link.
-      atomic_store_explicit(&q->tail_chunk->next, c, memory_order_relaxed);
-      header_publish(&q->tail_chunk->words[q->tail_pos],
-                     header_make(RECORD_JUMP, 1, 0, 0));
-      q->tail_chunk = c;
-      q->tail_pos = words;
-    }
-    ++q->next_seq;
-  }
+  return ACCEL_OK;
+}
+
+// Ends a submission that wrote |accepted| of |count| records: reports the
+// last seq, leaves the producer side (submit_begin said how it entered) and
+// wakes a parked worker.
+static inline accel_status_t submit_finish(accel_drv_queue_t *q,
+                                           bool owner, uint32_t accepted,
+                                           uint32_t count,
+                                           uint64_t *out_last_seq) {
   *out_last_seq = q->next_seq;
   if (q->submitted_seq != NULL) {
-    // Relaxed: a wait target only; the command itself is ordered by |seq|.
+    // Relaxed: a wait target only; the records are published by their
+    // headers.
     atomic_store_explicit(q->submitted_seq, q->next_seq, memory_order_relaxed);
   }
   // Read under the lock, or after a light fence by the owner: see the
@@ -916,4 +923,61 @@ accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
                        accepted, count);
   }
   return ACCEL_OK;
+}
+
+accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
+                                       const accel_cmd_t *commands,
+                                       uint32_t count, uint64_t *out_last_seq) {
+  ACCEL_RETURN_IF_ERROR(submit_check_failed(q));
+  for (uint32_t i = 0; i < count; ++i) {
+    if (commands[i].kind >= ACCEL_CMD_KIND_COUNT) {
+      return accel_error(ACCEL_ERROR_INTERNAL,
+                         "host queue: unknown command kind %u",
+                         commands[i].kind);
+    }
+  }
+  bool owner = submit_begin(q);
+  uint32_t accepted = 0;
+  for (; accepted < count; ++accepted) {
+    const accel_cmd_t *cmd = &commands[accepted];
+    uint32_t refs = 0;
+    uint32_t words = 2;
+    uint64_t header = 0;
+    if (cmd->kind == ACCEL_CMD_HOST_CALL && cmd->flags == 0 &&
+        cmd->refs[0] == NULL && cmd->refs[1] == NULL) {
+      header = short_host_call_header(q, cmd->host_call.fn);
+    }
+    if (header == 0) {
+      words = record_words(cmd, &refs);
+      header = header_make(cmd->kind, words, refs, cmd->flags);
+    }
+    record_word_t *rec = tail_reserve(q, words);
+    if (rec == NULL) {
+      break;
+    }
+    record_write(rec, cmd, header, refs);
+    ++q->next_seq;
+  }
+  return submit_finish(q, owner, accepted, count, out_last_seq);
+}
+
+accel_status_t accel_host_queue_host_call(accel_drv_queue_t *q,
+                                          accel_host_fn_t fn, void *user_data,
+                                          uint64_t *out_last_seq) {
+  ACCEL_RETURN_IF_ERROR(submit_check_failed(q));
+  bool owner = submit_begin(q);
+  uint64_t header = short_host_call_header(q, fn);
+  record_word_t *rec = tail_reserve(q, header != 0 ? 2 : 3);
+  if (rec != NULL) {
+    if (header != 0) {
+      rec[1].p = user_data;
+    } else {
+      rec[1].host_fn = fn;
+      rec[2].p = user_data;
+      header = header_make(ACCEL_CMD_HOST_CALL, 3, 0, 0);
+    }
+    header_publish(rec, header);
+    ++q->next_seq;
+  }
+  return submit_finish(q, owner, rec != NULL, 1, out_last_seq);
 }
