@@ -39,8 +39,9 @@ typedef struct accel_drv_options {
 } accel_drv_options_t;
 
 // ---------------------------------------------------------------------------
-// Commands: what a queue executes. One cache line each so that a ring of them
-// streams through the consumer's cache.
+// Commands: what a queue executes, as the generic layers hand them over (one
+// cache line each). A backend stores them as it likes: the host queue keeps
+// compact records of the words each kind uses.
 // ---------------------------------------------------------------------------
 
 typedef enum accel_cmd_kind {

@@ -58,15 +58,20 @@ done:
   return st;
 }
 
-// The workload succeeds with no fault armed.
+// The workload succeeds with no fault armed, whether host calls take the
+// driver's queue_host_call op or the generic submit.
 static void test_workload_passes_without_faults(void **state) {
-  fault_driver_reset();
-  assert_accel_ok(workload());
-  assert_true(fault_driver_calls(FAULT_OP_QUEUE_SUBMIT) >= 7);
+  for (int offer = 1; offer >= 0; --offer) {
+    fault_driver_offer_host_call_op(offer);
+    fault_driver_reset();
+    assert_accel_ok(workload());
+    assert_true(fault_driver_calls(FAULT_OP_QUEUE_SUBMIT) >= 7);
+  }
+  fault_driver_offer_host_call_op(true);
 }
 
 // Failing each call of each kind in turn fails the workload with that code.
-static void test_every_backend_failure_surfaces(void **state) {
+static void every_backend_failure_surfaces(void) {
   uint32_t reached = 0;
   for (int op = 0; op < FAULT_OP_COUNT; ++op) {
     for (uint32_t nth = 1;; ++nth) {
@@ -98,10 +103,24 @@ static void test_every_backend_failure_surfaces(void **state) {
   assert_int_equal(reached, 25);
 }
 
+static void test_every_backend_failure_surfaces(void **state) {
+  every_backend_failure_surfaces();
+}
+
+// The same with host calls on the generic path (a backend without the
+// optional queue_host_call op).
+static void test_every_backend_failure_surfaces_without_host_call_op(
+    void **state) {
+  fault_driver_offer_host_call_op(false);
+  every_backend_failure_surfaces();
+  fault_driver_offer_host_call_op(true);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_workload_passes_without_faults),
       cmocka_unit_test(test_every_backend_failure_surfaces),
+      cmocka_unit_test(test_every_backend_failure_surfaces_without_host_call_op),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -96,6 +96,10 @@ static accel_status_t f_queue_submit(accel_drv_queue_t *q,
   return accel_host_driver.queue_submit(q, cmds, count, out_last_seq);
 }
 
+static bool g_offer_host_call = true;
+
+void fault_driver_offer_host_call_op(bool offer) { g_offer_host_call = offer; }
+
 // Host calls count as submits: the Nth submit fails whichever path it took.
 static accel_status_t f_queue_host_call(accel_drv_queue_t *q,
                                         accel_host_fn_t fn, void *user_data,
@@ -125,7 +129,7 @@ accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,
   g_fault_driver.semaphore_create = f_semaphore_create;
   g_fault_driver.queue_create = f_queue_create;
   g_fault_driver.queue_submit = f_queue_submit;
-  g_fault_driver.queue_host_call = f_queue_host_call;
+  g_fault_driver.queue_host_call = g_offer_host_call ? f_queue_host_call : NULL;
   g_fault_driver.dma_ring_create = f_dma_ring_create;
   const accel_driver_t *drivers[] = {&g_fault_driver};
   return accel_runtime_create_with_drivers(opts, drivers, 1, out_runtime);

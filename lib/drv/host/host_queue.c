@@ -1,14 +1,15 @@
 // Host queues: an unbounded ring of commands (a list of fixed-size chunks)
-// written by any thread under a short lock and consumed by one worker thread
-// that spins for a bounded time, then parks on a futex.
+// written by any thread (without a lock by the thread that submits to the
+// queue alone, else under a short lock: see submit_begin) and consumed by
+// one worker thread that spins for a bounded time, then parks on a futex.
 //
 // Commands are stored as compact records of 8-byte words, not as the 64-byte
 // accel_cmd_t of the driver interface: a header word, then only the words
-// the command's kind uses, then its references if it holds any. An empty
-// host call takes 3 words, so a cache line carries 2-3 of them and the
-// producer and the worker trade a line every few commands instead of every
-// command (measured with a burst of empty host calls: 29-33 ns per command
-// with 64-byte slots; see docs/execution-model.md for the figures now).
+// the command's kind uses, then its references if it holds any. A host call
+// takes 2 words (its function named by a place in a per-queue table), so a
+// cache line carries 4 of them and the producer and the worker trade a line
+// every 4 commands instead of every command. docs/execution-model.md ("Host
+// queues") gives the design and what each step measured.
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +20,12 @@
 #include "drv/host/host_internal.h"
 #include "trace/trace_hooks.h"
 
-// Small chunks (1 KiB of records) and a few spares: a queue that keeps up
-// cycles through about 9 KiB, which stays in both cores' L1 caches, where
-// larger chunks cycled through hundreds of KiB and each record line came
-// from L2 or the other core's cache (measured with 1024-slot chunks: empty-
-// command round trip 186-190 ns -> 138-154 ns). A backlog still grows
-// without bound, one malloc per chunk.
+// Small chunks (1 KiB of records, then the jump word and the link) and a
+// few spares: a queue that keeps up cycles through about 9 KiB, which stays
+// in both cores' L1 caches, where larger chunks cycled through hundreds of
+// KiB and each record line came from L2 or the other core's cache (measured
+// with 64 KiB chunks: empty-command round trip 186-190 ns -> 138-154 ns). A
+// backlog still grows without bound, one malloc per chunk.
 #define CHUNK_WORDS 128u
 #define SPARE_CHUNKS 8
 
@@ -55,7 +56,6 @@ typedef struct chunk {
 // are zeroed before they are used again, so a word not yet written reads 0.
 // The seq is not stored: the worker counts records.
 #define RECORD_JUMP 0xffu
-#define RECORD_MAX_WORDS 9u  // header, 6 body words (fill: 4), 2 refs
 
 // A host call without references or flags whose function has a place in the
 // queue's function table takes 2 words, 4 to a cache line: the header's bits
