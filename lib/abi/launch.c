@@ -238,13 +238,10 @@ accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
         check_binding(stream, k, i, &desc->bindings[i], &lengths[i]));
   }
 
-  accel_cmd_t cmd = {.kind = ACCEL_CMD_LAUNCH};
   if (desc->binding_count == 0 && desc->constants_size == 0 && n[0] == 1 &&
       n[1] == 1 && n[2] == 1) {
-    cmd.launch.exec = launch_exec_single;
-    cmd.launch.payload = kernel;
-    cmd.refs[1] = accel_launch_owner_take(k->owner);
-    return accel_stream_submit(stream, &cmd);
+    return accel_stream_submit_launch(stream, launch_exec_single, kernel, NULL,
+                                      accel_launch_owner_take(k->owner));
   }
 
   // One allocation: record, binding table, buffer references, constants.
@@ -306,9 +303,6 @@ accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
       .workspace = k->workspace,
       .workspace_size = k->workspace_size,
   };
-  cmd.launch.exec = launch_exec;
-  cmd.launch.payload = l;
-  cmd.refs[0] = &l->object;
-  cmd.refs[1] = accel_launch_owner_take(k->owner);
-  return accel_stream_submit(stream, &cmd);
+  return accel_stream_submit_launch(stream, launch_exec, l, &l->object,
+                                    accel_launch_owner_take(k->owner));
 }

@@ -404,7 +404,7 @@ struct accel_driver {
                                          const accel_dma_hw_desc_t *desc);
 
   // --- Appended for the enqueue path (issue 2). Optional (NULL: the stream
-  // layer builds an ACCEL_CMD_HOST_CALL command and calls queue_submit). ---
+  // layer builds the command and calls queue_submit). ---
   // Submits one host call fn(user_data): the same as queue_submit of an
   // ACCEL_CMD_HOST_CALL command without references or flags, without the
   // caller building the command (the commonest command, on the path whose
@@ -412,6 +412,13 @@ struct accel_driver {
   accel_status_t (*queue_host_call)(accel_drv_queue_t *queue,
                                     accel_host_fn_t fn, void *user_data,
                                     uint64_t *out_last_seq);
+  // Submits one launch: the same as queue_submit of an ACCEL_CMD_LAUNCH
+  // command of |exec| and |payload| holding |refs| (either may be NULL),
+  // without flags. On failure the references stay the caller's.
+  accel_status_t (*queue_launch)(accel_drv_queue_t *queue,
+                                 accel_launch_exec_fn_t exec, void *payload,
+                                 accel_object_t *const refs[2],
+                                 uint64_t *out_last_seq);
 };
 
 // Access modes for va_set_access.

@@ -38,4 +38,13 @@ struct accel_stream {
 // sticky error, submits, and on failure drops the command's references.
 accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd);
 
+// Submits a launch of |exec| on |payload| holding |ref0| and |ref1| (either
+// may be NULL; both are the stream's from here, dropped on failure):
+// through the driver's queue_launch when it has one, else as an
+// accel_cmd_t through accel_stream_submit.
+accel_status_t accel_stream_submit_launch(accel_stream_t *stream,
+                                          accel_launch_exec_fn_t exec,
+                                          void *payload, accel_object_t *ref0,
+                                          accel_object_t *ref1);
+
 #endif  // ACCEL_STREAM_SEMAPHORE_IMPL_H_

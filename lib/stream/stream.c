@@ -97,15 +97,58 @@ accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd) {
   // The queue reports the stream's stored error itself when it has failed
   // (driver.h), so the fast path reads no line the worker writes.
   uint64_t seq = 0;
-  accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time();
+  bool traced = accel_trace_cmd_enqueue_wanted();
+  accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time_if(traced);
   accel_status_t st =
       stream->device->driver->queue_submit(stream->queue, cmd, 1, &seq);
   if (st == ACCEL_OK) {
-    accel_trace_cmd_enqueue(stream->queue, cmd, seq, enqueued_at);
+    if (ACCEL_TRACE_UNLIKELY(traced)) {
+      accel_trace_cmd_enqueue(stream->queue, cmd, seq, enqueued_at);
+    }
     return ACCEL_OK;  // the queue updated stream->last_seq
   }
   release_cmd_refs(cmd);
   return st;
+}
+
+// The launch command of accel_stream_submit_launch, for the generic path and
+// for traces.
+static accel_cmd_t launch_cmd(accel_launch_exec_fn_t exec, void *payload,
+                              accel_object_t *ref0, accel_object_t *ref1) {
+  accel_cmd_t cmd = {.kind = ACCEL_CMD_LAUNCH};
+  cmd.launch.exec = exec;
+  cmd.launch.payload = payload;
+  cmd.refs[0] = ref0;
+  cmd.refs[1] = ref1;
+  return cmd;
+}
+
+accel_status_t accel_stream_submit_launch(accel_stream_t *stream,
+                                          accel_launch_exec_fn_t exec,
+                                          void *payload, accel_object_t *ref0,
+                                          accel_object_t *ref1) {
+  const accel_driver_t *drv = stream->device->driver;
+  if (drv->queue_launch == NULL) {
+    accel_cmd_t cmd = launch_cmd(exec, payload, ref0, ref1);
+    return accel_stream_submit(stream, &cmd);
+  }
+  // The direct path: no command built unless a trace records the enqueue.
+  uint64_t seq = 0;
+  bool traced = accel_trace_cmd_enqueue_wanted();
+  accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time_if(traced);
+  accel_object_t *const refs[2] = {ref0, ref1};
+  accel_status_t st =
+      drv->queue_launch(stream->queue, exec, payload, refs, &seq);
+  if (st != ACCEL_OK) {
+    accel_object_release(ref0);
+    accel_object_release(ref1);
+    return st;
+  }
+  if (ACCEL_TRACE_UNLIKELY(traced)) {
+    accel_cmd_t cmd = launch_cmd(exec, payload, ref0, ref1);
+    accel_trace_cmd_enqueue(stream->queue, &cmd, seq, enqueued_at);
+  }
+  return ACCEL_OK;
 }
 
 static accel_status_t check_buffer(const accel_stream_t *stream,
@@ -123,30 +166,30 @@ static accel_status_t check_buffer(const accel_stream_t *stream,
   return ACCEL_OK;
 }
 
+static accel_cmd_t host_call_cmd(accel_host_fn_t fn, void *user_data) {
+  accel_cmd_t cmd = {.kind = ACCEL_CMD_HOST_CALL};
+  cmd.host_call.fn = fn;
+  cmd.host_call.user_data = user_data;
+  return cmd;
+}
+
 accel_status_t accel_stream_host_call(accel_stream_t *stream,
                                       accel_host_fn_t fn, void *user_data) {
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
   ACCEL_CHECK_ARG(fn != NULL, "fn (NULL)");
   const accel_driver_t *drv = stream->device->driver;
   if (drv->queue_host_call == NULL) {
-    accel_cmd_t cmd = {.kind = ACCEL_CMD_HOST_CALL};
-    cmd.host_call.fn = fn;
-    cmd.host_call.user_data = user_data;
+    accel_cmd_t cmd = host_call_cmd(fn, user_data);
     return accel_stream_submit(stream, &cmd);
   }
   // The direct path: no command built unless a trace records the enqueue.
   uint64_t seq = 0;
   bool traced = accel_trace_cmd_enqueue_wanted();
-  accel_trace_stamp_t enqueued_at = {0, 0};
-  if (ACCEL_TRACE_UNLIKELY(traced)) {
-    enqueued_at = accel_trace_cmd_enqueue_time();
-  }
+  accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time_if(traced);
   ACCEL_RETURN_IF_ERROR(
       drv->queue_host_call(stream->queue, fn, user_data, &seq));
   if (ACCEL_TRACE_UNLIKELY(traced)) {
-    accel_cmd_t cmd = {.kind = ACCEL_CMD_HOST_CALL};
-    cmd.host_call.fn = fn;
-    cmd.host_call.user_data = user_data;
+    accel_cmd_t cmd = host_call_cmd(fn, user_data);
     accel_trace_cmd_enqueue(stream->queue, &cmd, seq, enqueued_at);
   }
   return ACCEL_OK;

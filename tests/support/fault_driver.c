@@ -96,16 +96,27 @@ static accel_status_t f_queue_submit(accel_drv_queue_t *q,
   return accel_host_driver.queue_submit(q, cmds, count, out_last_seq);
 }
 
-static bool g_offer_host_call = true;
+static bool g_offer_direct = true;
 
-void fault_driver_offer_host_call_op(bool offer) { g_offer_host_call = offer; }
+void fault_driver_offer_direct_submit_ops(bool offer) {
+  g_offer_direct = offer;
+}
 
-// Host calls count as submits: the Nth submit fails whichever path it took.
+// Host calls and launches count as submits: the Nth submit fails whichever
+// path it took.
 static accel_status_t f_queue_host_call(accel_drv_queue_t *q,
                                         accel_host_fn_t fn, void *user_data,
                                         uint64_t *out_last_seq) {
   ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_QUEUE_SUBMIT));
   return accel_host_driver.queue_host_call(q, fn, user_data, out_last_seq);
+}
+static accel_status_t f_queue_launch(accel_drv_queue_t *q,
+                                     accel_launch_exec_fn_t exec,
+                                     void *payload,
+                                     accel_object_t *const refs[2],
+                                     uint64_t *out_last_seq) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_QUEUE_SUBMIT));
+  return accel_host_driver.queue_launch(q, exec, payload, refs, out_last_seq);
 }
 
 static accel_status_t f_dma_ring_create(
@@ -129,7 +140,8 @@ accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,
   g_fault_driver.semaphore_create = f_semaphore_create;
   g_fault_driver.queue_create = f_queue_create;
   g_fault_driver.queue_submit = f_queue_submit;
-  g_fault_driver.queue_host_call = g_offer_host_call ? f_queue_host_call : NULL;
+  g_fault_driver.queue_host_call = g_offer_direct ? f_queue_host_call : NULL;
+  g_fault_driver.queue_launch = g_offer_direct ? f_queue_launch : NULL;
   g_fault_driver.dma_ring_create = f_dma_ring_create;
   const accel_driver_t *drivers[] = {&g_fault_driver};
   return accel_runtime_create_with_drivers(opts, drivers, 1, out_runtime);

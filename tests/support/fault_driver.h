@@ -33,10 +33,11 @@ void fault_driver_reset(void);
 // Calls of |op| since it was last armed or reset.
 uint32_t fault_driver_calls(fault_op_t op);
 
-// Whether runtimes created from now on get the optional queue_host_call op
-// (default: yes). Without it, host calls take the stream layer's generic
-// path: a command built and handed to queue_submit.
-void fault_driver_offer_host_call_op(bool offer);
+// Whether runtimes created from now on get the optional queue_host_call and
+// queue_launch ops (default: yes). Without them, host calls and launches
+// take the stream layer's generic path: a command built and handed to
+// queue_submit.
+void fault_driver_offer_direct_submit_ops(bool offer);
 
 // Creates a runtime whose only backend is the fault wrapper ("fault:0").
 accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,

@@ -367,6 +367,7 @@ const accel_driver_t accel_host_driver = {
     .queue_destroy = accel_host_queue_destroy,
     .queue_submit = accel_host_queue_submit,
     .queue_host_call = accel_host_queue_host_call,
+    .queue_launch = accel_host_queue_launch,
     .device_set_affinity = host_device_set_affinity,
     .host_dispatch = accel_host_dispatch,
     .va_set_access = host_va_set_access,

@@ -254,6 +254,11 @@ void accel_host_queue_destroy(accel_drv_queue_t *queue);
 accel_status_t accel_host_queue_host_call(accel_drv_queue_t *queue,
                                           accel_host_fn_t fn, void *user_data,
                                           uint64_t *out_last_seq);
+accel_status_t accel_host_queue_launch(accel_drv_queue_t *queue,
+                                       accel_launch_exec_fn_t exec,
+                                       void *payload,
+                                       accel_object_t *const refs[2],
+                                       uint64_t *out_last_seq);
 accel_status_t accel_host_queue_submit(accel_drv_queue_t *queue,
                                        const accel_cmd_t *commands,
                                        uint32_t count, uint64_t *out_last_seq);

@@ -940,16 +940,17 @@ accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
   uint32_t accepted = 0;
   for (; accepted < count; ++accepted) {
     const accel_cmd_t *cmd = &commands[accepted];
+    uint32_t kind = cmd->kind;
     uint32_t refs = 0;
     uint32_t words = 2;
     uint64_t header = 0;
-    if (cmd->kind == ACCEL_CMD_HOST_CALL && cmd->flags == 0 &&
+    if (kind == ACCEL_CMD_HOST_CALL && cmd->flags == 0 &&
         cmd->refs[0] == NULL && cmd->refs[1] == NULL) {
       header = short_host_call_header(q, cmd->host_call.fn);
     }
     if (header == 0) {
       words = record_words(cmd, &refs);
-      header = header_make(cmd->kind, words, refs, cmd->flags);
+      header = header_make(kind, words, refs, cmd->flags);
     }
     record_word_t *rec = tail_reserve(q, words);
     if (rec == NULL) {
@@ -977,6 +978,34 @@ accel_status_t accel_host_queue_host_call(accel_drv_queue_t *q,
       header = header_make(ACCEL_CMD_HOST_CALL, 3, 0, 0);
     }
     header_publish(rec, header);
+    ++q->next_seq;
+  }
+  return submit_finish(q, owner, rec != NULL, 1, out_last_seq);
+}
+
+accel_status_t accel_host_queue_launch(accel_drv_queue_t *q,
+                                       accel_launch_exec_fn_t exec,
+                                       void *payload,
+                                       accel_object_t *const refs[2],
+                                       uint64_t *out_last_seq) {
+  ACCEL_RETURN_IF_ERROR(submit_check_failed(q));
+  bool owner = submit_begin(q);
+  uint32_t ref_mask =
+      (refs[0] != NULL ? 1u : 0u) | (refs[1] != NULL ? 2u : 0u);
+  uint32_t words = 1u + body_words[ACCEL_CMD_LAUNCH] + (ref_mask & 1u) +
+                   (ref_mask >> 1);
+  record_word_t *rec = tail_reserve(q, words);
+  if (rec != NULL) {
+    rec[1].exec = exec;
+    rec[2].p = payload;
+    record_word_t *w = rec + 3;
+    if (ref_mask & 1u) {
+      (w++)->ref = refs[0];
+    }
+    if (ref_mask & 2u) {
+      w->ref = refs[1];
+    }
+    header_publish(rec, header_make(ACCEL_CMD_LAUNCH, words, ref_mask, 0));
     ++q->next_seq;
   }
   return submit_finish(q, owner, rec != NULL, 1, out_last_seq);
