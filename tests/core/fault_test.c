@@ -2,6 +2,7 @@
 // made by the runtime, streams, events, semaphores and buffers is failed in
 // turn, and each failure must surface as the injected code with a message
 // and leave nothing behind (ASan's leak checker runs this test too).
+#include <stdatomic.h>
 #include <string.h>
 
 #include "fault_driver.h"
@@ -12,11 +13,12 @@ static accel_status_t noop_fn(void *user_data) {
   return ACCEL_OK;
 }
 
-static int g_kernel_runs;
+// Work-groups of one launch run on several threads at once.
+static _Atomic int g_kernel_runs;
 
 static int32_t count_kernel(const accel_kernel_dispatch_t *dispatch,
                             const accel_kernel_workgroup_t *workgroup) {
-  g_kernel_runs++;
+  atomic_fetch_add(&g_kernel_runs, 1);
   return 0;
 }
 
@@ -34,7 +36,7 @@ static accel_status_t workload(void) {
   accel_device_t *dev = NULL;
   accel_kernel_t *kernel = NULL;
   int calls = 0;
-  g_kernel_runs = 0;
+  atomic_store(&g_kernel_runs, 0);
   uint8_t host[64] = {0};
   accel_status_t st = fault_runtime_create(&opts, &rt);
   if (st != ACCEL_OK) {
@@ -73,7 +75,7 @@ static accel_status_t workload(void) {
   if ((st = accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE)) != ACCEL_OK)
     goto done;
   if (host[0] != 0xab || host[63] != 0xab || calls != 1 ||
-      g_kernel_runs != 4) {
+      atomic_load(&g_kernel_runs) != 4) {
     st = ACCEL_ERROR_INTERNAL;
   }
 done:
