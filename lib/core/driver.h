@@ -408,7 +408,8 @@ struct accel_driver {
   // Submits one host call fn(user_data): the same as queue_submit of an
   // ACCEL_CMD_HOST_CALL command without references or flags, without the
   // caller building the command (the commonest command, on the path whose
-  // per-command cost accel-bench launch measures).
+  // per-command cost accel-bench launch measures). |out_last_seq| may be
+  // NULL (for this op and queue_launch) when the caller has no use for it.
   accel_status_t (*queue_host_call)(accel_drv_queue_t *queue,
                                     accel_host_fn_t fn, void *user_data,
                                     uint64_t *out_last_seq);

@@ -132,13 +132,14 @@ accel_status_t accel_stream_submit_launch(accel_stream_t *stream,
     accel_cmd_t cmd = launch_cmd(exec, payload, ref0, ref1);
     return accel_stream_submit(stream, &cmd);
   }
-  // The direct path: no command built unless a trace records the enqueue.
-  uint64_t seq = 0;
+  // The direct path: no command built unless a trace records the enqueue,
+  // and no number asked for unless it does.
   bool traced = accel_trace_cmd_enqueue_wanted();
   accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time_if(traced);
+  uint64_t seq = 0;
   accel_object_t *const refs[2] = {ref0, ref1};
-  accel_status_t st =
-      drv->queue_launch(stream->queue, exec, payload, refs, &seq);
+  accel_status_t st = drv->queue_launch(stream->queue, exec, payload, refs,
+                                        traced ? &seq : NULL);
   if (st != ACCEL_OK) {
     accel_object_release(ref0);
     accel_object_release(ref1);
@@ -173,26 +174,35 @@ static accel_cmd_t host_call_cmd(accel_host_fn_t fn, void *user_data) {
   return cmd;
 }
 
+// accel_stream_host_call without the driver's op, or while a trace records
+// the enqueue (which needs the command and its number).
+static __attribute__((noinline)) accel_status_t host_call_slow(
+    accel_stream_t *stream, accel_host_fn_t fn, void *user_data) {
+  const accel_driver_t *drv = stream->device->driver;
+  accel_cmd_t cmd = host_call_cmd(fn, user_data);
+  if (drv->queue_host_call == NULL) {
+    return accel_stream_submit(stream, &cmd);
+  }
+  uint64_t seq = 0;
+  accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time();
+  ACCEL_RETURN_IF_ERROR(
+      drv->queue_host_call(stream->queue, fn, user_data, &seq));
+  accel_trace_cmd_enqueue(stream->queue, &cmd, seq, enqueued_at);
+  return ACCEL_OK;
+}
+
 accel_status_t accel_stream_host_call(accel_stream_t *stream,
                                       accel_host_fn_t fn, void *user_data) {
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
   ACCEL_CHECK_ARG(fn != NULL, "fn (NULL)");
   const accel_driver_t *drv = stream->device->driver;
-  if (drv->queue_host_call == NULL) {
-    accel_cmd_t cmd = host_call_cmd(fn, user_data);
-    return accel_stream_submit(stream, &cmd);
+  if (drv->queue_host_call == NULL ||
+      ACCEL_TRACE_UNLIKELY(accel_trace_cmd_enqueue_wanted())) {
+    return host_call_slow(stream, fn, user_data);
   }
-  // The direct path: no command built unless a trace records the enqueue.
-  uint64_t seq = 0;
-  bool traced = accel_trace_cmd_enqueue_wanted();
-  accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time_if(traced);
-  ACCEL_RETURN_IF_ERROR(
-      drv->queue_host_call(stream->queue, fn, user_data, &seq));
-  if (ACCEL_TRACE_UNLIKELY(traced)) {
-    accel_cmd_t cmd = host_call_cmd(fn, user_data);
-    accel_trace_cmd_enqueue(stream->queue, &cmd, seq, enqueued_at);
-  }
-  return ACCEL_OK;
+  // The direct path: no command built, and no number asked for (a tail
+  // call: this frame stores nothing).
+  return drv->queue_host_call(stream->queue, fn, user_data, NULL);
 }
 
 accel_status_t accel_stream_fill(accel_stream_t *stream,
