@@ -178,6 +178,10 @@ static accel_status_t check_binding(const accel_stream_t *stream,
   return ACCEL_OK;
 }
 
+static accel_status_t launch_checked(accel_stream_t *stream,
+                                     accel_kernel_t *kernel,
+                                     const accel_launch_desc_t *desc);
+
 accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
                             const accel_launch_desc_t *desc) {
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
@@ -200,6 +204,24 @@ accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
                        "launch of \"%s\": %s does not run host kernels",
                        k->name, stream->device->info.id);
   }
+  const uint32_t *n = desc->workgroup_count;
+  // The commonest shape first: one work-group and no arguments, as the
+  // kernel declares (every check of launch_checked passes for it).
+  if (n[0] == 1 && n[1] == 1 && n[2] == 1 && desc->binding_count == 0 &&
+      desc->constants_size == 0 && k->binding_count == 0 &&
+      k->constants_size == 0) {
+    return accel_stream_submit_launch(stream, launch_exec_single, kernel, NULL,
+                                      accel_launch_owner_take(k->owner));
+  }
+  return launch_checked(stream, kernel, desc);
+}
+
+// accel_launch past the checks of the stream, kernel and device: validates
+// the grid and the arguments, then submits.
+static __attribute__((noinline)) accel_status_t launch_checked(
+    accel_stream_t *stream, accel_kernel_t *kernel,
+    const accel_launch_desc_t *desc) {
+  const accel_kernel_t *k = kernel;
   const uint32_t *n = desc->workgroup_count;
   if (n[0] == 0 || n[1] == 0 || n[2] == 0) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,

@@ -414,11 +414,13 @@ struct accel_driver {
                                     accel_host_fn_t fn, void *user_data,
                                     uint64_t *out_last_seq);
   // Submits one launch: the same as queue_submit of an ACCEL_CMD_LAUNCH
-  // command of |exec| and |payload| holding |refs| (either may be NULL),
-  // without flags. On failure the references stay the caller's.
+  // command of |exec| and |payload| holding |ref0| and |ref1| (refs[0] and
+  // refs[1]; either may be NULL), without flags. Unlike queue_submit, the
+  // queue owns the references from the call on: it drops them itself when
+  // it fails (so that the caller can hand over and return at once).
   accel_status_t (*queue_launch)(accel_drv_queue_t *queue,
                                  accel_launch_exec_fn_t exec, void *payload,
-                                 accel_object_t *const refs[2],
+                                 accel_object_t *ref0, accel_object_t *ref1,
                                  uint64_t *out_last_seq);
 };
 

@@ -123,33 +123,37 @@ static accel_cmd_t launch_cmd(accel_launch_exec_fn_t exec, void *payload,
   return cmd;
 }
 
+// accel_stream_submit_launch without the driver's op, or while a trace
+// records the enqueue (which needs the command and its number).
+static __attribute__((noinline)) accel_status_t submit_launch_slow(
+    accel_stream_t *stream, accel_launch_exec_fn_t exec, void *payload,
+    accel_object_t *ref0, accel_object_t *ref1) {
+  const accel_driver_t *drv = stream->device->driver;
+  accel_cmd_t cmd = launch_cmd(exec, payload, ref0, ref1);
+  if (drv->queue_launch == NULL) {
+    return accel_stream_submit(stream, &cmd);
+  }
+  uint64_t seq = 0;
+  accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time();
+  // The queue owns the references from here, also on failure.
+  ACCEL_RETURN_IF_ERROR(
+      drv->queue_launch(stream->queue, exec, payload, ref0, ref1, &seq));
+  accel_trace_cmd_enqueue(stream->queue, &cmd, seq, enqueued_at);
+  return ACCEL_OK;
+}
+
 accel_status_t accel_stream_submit_launch(accel_stream_t *stream,
                                           accel_launch_exec_fn_t exec,
                                           void *payload, accel_object_t *ref0,
                                           accel_object_t *ref1) {
   const accel_driver_t *drv = stream->device->driver;
-  if (drv->queue_launch == NULL) {
-    accel_cmd_t cmd = launch_cmd(exec, payload, ref0, ref1);
-    return accel_stream_submit(stream, &cmd);
+  if (drv->queue_launch == NULL ||
+      ACCEL_TRACE_UNLIKELY(accel_trace_cmd_enqueue_wanted())) {
+    return submit_launch_slow(stream, exec, payload, ref0, ref1);
   }
-  // The direct path: no command built unless a trace records the enqueue,
-  // and no number asked for unless it does.
-  bool traced = accel_trace_cmd_enqueue_wanted();
-  accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time_if(traced);
-  uint64_t seq = 0;
-  accel_object_t *const refs[2] = {ref0, ref1};
-  accel_status_t st = drv->queue_launch(stream->queue, exec, payload, refs,
-                                        traced ? &seq : NULL);
-  if (st != ACCEL_OK) {
-    accel_object_release(ref0);
-    accel_object_release(ref1);
-    return st;
-  }
-  if (ACCEL_TRACE_UNLIKELY(traced)) {
-    accel_cmd_t cmd = launch_cmd(exec, payload, ref0, ref1);
-    accel_trace_cmd_enqueue(stream->queue, &cmd, seq, enqueued_at);
-  }
-  return ACCEL_OK;
+  // The direct path: no command built, no number asked for, and the
+  // references handed over (a tail call).
+  return drv->queue_launch(stream->queue, exec, payload, ref0, ref1, NULL);
 }
 
 static accel_status_t check_buffer(const accel_stream_t *stream,

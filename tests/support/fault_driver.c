@@ -112,11 +112,18 @@ static accel_status_t f_queue_host_call(accel_drv_queue_t *q,
 }
 static accel_status_t f_queue_launch(accel_drv_queue_t *q,
                                      accel_launch_exec_fn_t exec,
-                                     void *payload,
-                                     accel_object_t *const refs[2],
+                                     void *payload, accel_object_t *ref0,
+                                     accel_object_t *ref1,
                                      uint64_t *out_last_seq) {
-  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_QUEUE_SUBMIT));
-  return accel_host_driver.queue_launch(q, exec, payload, refs, out_last_seq);
+  accel_status_t st = hit(FAULT_OP_QUEUE_SUBMIT);
+  if (st != ACCEL_OK) {
+    // The op owns the references, also when it fails (driver.h).
+    accel_object_release(ref0);
+    accel_object_release(ref1);
+    return st;
+  }
+  return accel_host_driver.queue_launch(q, exec, payload, ref0, ref1,
+                                        out_last_seq);
 }
 
 static accel_status_t f_dma_ring_create(

@@ -256,8 +256,8 @@ accel_status_t accel_host_queue_host_call(accel_drv_queue_t *queue,
                                           uint64_t *out_last_seq);
 accel_status_t accel_host_queue_launch(accel_drv_queue_t *queue,
                                        accel_launch_exec_fn_t exec,
-                                       void *payload,
-                                       accel_object_t *const refs[2],
+                                       void *payload, accel_object_t *ref0,
+                                       accel_object_t *ref1,
                                        uint64_t *out_last_seq);
 accel_status_t accel_host_queue_submit(accel_drv_queue_t *queue,
                                        const accel_cmd_t *commands,

@@ -1066,57 +1066,67 @@ accel_status_t accel_host_queue_host_call(accel_drv_queue_t *q,
   return host_call_general(q, fn, user_data, out_last_seq);
 }
 
-// The words of a launch record holding |refs|; |*mask| says which.
-static inline uint32_t launch_words(accel_object_t *const refs[2],
+// The words of a launch record holding |ref0| and |ref1|; |*mask| says
+// which.
+static inline uint32_t launch_words(const accel_object_t *ref0,
+                                    const accel_object_t *ref1,
                                     uint32_t *mask) {
-  *mask = (refs[0] != NULL ? 1u : 0u) | (refs[1] != NULL ? 2u : 0u);
+  *mask = (ref0 != NULL ? 1u : 0u) | (ref1 != NULL ? 2u : 0u);
   return 1u + body_words[ACCEL_CMD_LAUNCH] + (*mask & 1u) + (*mask >> 1);
 }
 
 // Writes a launch's body and references after |rec|'s header word.
 static inline void launch_write(record_word_t *rec,
                                 accel_launch_exec_fn_t exec, void *payload,
-                                accel_object_t *const refs[2], uint32_t mask) {
+                                accel_object_t *ref0, accel_object_t *ref1,
+                                uint32_t mask) {
   rec[1].exec = exec;
   rec[2].p = payload;
   record_word_t *w = rec + 3;
   if (mask & 1u) {
-    (w++)->ref = refs[0];
+    (w++)->ref = ref0;
   }
   if (mask & 2u) {
-    w->ref = refs[1];
+    w->ref = ref1;
   }
 }
 
 // accel_host_queue_launch for every case but the owner's fast one.
 static __attribute__((noinline)) accel_status_t launch_general(
     accel_drv_queue_t *q, accel_launch_exec_fn_t exec, void *payload,
-    accel_object_t *const refs[2], uint64_t *out_last_seq) {
-  ACCEL_RETURN_IF_ERROR(submit_check_failed(q));
-  bool owner = submit_begin(q);
-  uint32_t ref_mask;
-  uint32_t words = launch_words(refs, &ref_mask);
-  record_word_t *rec = tail_reserve(q, words);
-  if (rec != NULL) {
-    launch_write(rec, exec, payload, refs, ref_mask);
-    header_publish(rec, header_make(ACCEL_CMD_LAUNCH, words, ref_mask, 0));
-    ++q->next_seq;
+    accel_object_t *ref0, accel_object_t *ref1, uint64_t *out_last_seq) {
+  accel_status_t st = submit_check_failed(q);
+  if (st == ACCEL_OK) {
+    bool owner = submit_begin(q);
+    uint32_t ref_mask;
+    uint32_t words = launch_words(ref0, ref1, &ref_mask);
+    record_word_t *rec = tail_reserve(q, words);
+    if (rec != NULL) {
+      launch_write(rec, exec, payload, ref0, ref1, ref_mask);
+      header_publish(rec, header_make(ACCEL_CMD_LAUNCH, words, ref_mask, 0));
+      ++q->next_seq;
+    }
+    st = submit_finish(q, owner, rec != NULL, 1, out_last_seq);
   }
-  return submit_finish(q, owner, rec != NULL, 1, out_last_seq);
+  if (st != ACCEL_OK) {
+    accel_object_release(ref0);  // ours from the call on (driver.h)
+    accel_object_release(ref1);
+  }
+  return st;
 }
 
 accel_status_t accel_host_queue_launch(accel_drv_queue_t *q,
                                        accel_launch_exec_fn_t exec,
-                                       void *payload,
-                                       accel_object_t *const refs[2],
+                                       void *payload, accel_object_t *ref0,
+                                       accel_object_t *ref1,
                                        uint64_t *out_last_seq) {
   uint32_t ref_mask;
-  uint32_t words = launch_words(refs, &ref_mask);
+  uint32_t words = launch_words(ref0, ref1, &ref_mask);
   record_word_t *rec = owner_fast_begin(q, words);
   if (rec == NULL) {
-    return launch_general(q, exec, payload, refs, out_last_seq);
+    return launch_general(q, exec, payload, ref0, ref1, out_last_seq);
   }
-  launch_write(rec, exec, payload, refs, ref_mask);
+  launch_write(rec, exec, payload, ref0, ref1, ref_mask);
   return owner_fast_end(q, rec,
                         header_make(ACCEL_CMD_LAUNCH, words, ref_mask, 0),
                         out_last_seq);
