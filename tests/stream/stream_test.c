@@ -247,6 +247,61 @@ static void test_stream_failure_poisons_later_work(void **state) {
   assert_int_equal(g_ran_after_failure, 0);
 }
 
+typedef struct burst_call {
+  uint32_t index;
+  uint32_t fail_at;
+  uint32_t *ran;  // how many ran, in order
+} burst_call_t;
+
+static accel_status_t burst_fn(void *user_data) {
+  burst_call_t *c = user_data;
+  if (*c->ran != c->index) {
+    return ACCEL_ERROR_INTERNAL;  // out of order: fails the test below
+  }
+  (*c->ran)++;
+  if (c->index == c->fail_at) {
+    return fail_fn(NULL);
+  }
+  return ACCEL_OK;
+}
+
+// A host call failing in the middle of a burst (the worker runs a burst's
+// calls back to back): the calls before it ran once each and in order, none
+// after it ran, and the error names the failed call's number.
+static void test_stream_failure_mid_burst_stops_the_burst(void **state) {
+  test_env_t *env = *state;
+  enum { N = 2000, ROUNDS = 10 };
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  burst_call_t *calls = calloc(N, sizeof(*calls));
+  for (int round = 0; round < ROUNDS; ++round) {
+    accel_stream_t *s = NULL;
+    assert_accel_ok(accel_stream_create(env->device, NULL, &s));
+    accel_semaphore_t *gate = NULL;
+    assert_accel_ok(accel_semaphore_create(env->device, 0, &gate));
+    // Everything is queued before the worker starts on it: one burst.
+    assert_accel_ok(accel_stream_wait(s, gate, 1));
+    uint32_t ran = 0;
+    uint32_t fail_at = (uint32_t)test_rng_range(&rng, 1, N - 2);
+    for (uint32_t i = 0; i < N; ++i) {
+      calls[i] = (burst_call_t){.index = i, .fail_at = fail_at, .ran = &ran};
+      assert_accel_ok(accel_stream_host_call(s, burst_fn, &calls[i]));
+    }
+    assert_accel_ok(accel_semaphore_signal(gate, 1));
+    assert_accel_status(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
+                        ACCEL_ERROR_IO);
+    char expected[32];
+    snprintf(expected, sizeof(expected), "#%u (host_call)", fail_at + 2);
+    if (strstr(accel_last_error(), expected) == NULL) {
+      fail_msg("expected %s in: %s", expected, accel_last_error());
+    }
+    assert_int_equal(ran, fail_at + 1);
+    accel_semaphore_release(gate);
+    accel_stream_destroy(s);
+  }
+  free(calls);
+}
+
 typedef struct counter {
   _Atomic uint32_t value;
 } counter_t;
@@ -820,6 +875,7 @@ int main(void) {
       cmocka_unit_test(test_stream_rejects_bad_ranges),
       cmocka_unit_test(test_stream_rejects_objects_of_other_devices),
       cmocka_unit_test(test_stream_failure_poisons_later_work),
+      cmocka_unit_test(test_stream_failure_mid_burst_stops_the_burst),
       cmocka_unit_test(test_stream_destroy_drains_pending_work),
       cmocka_unit_test(test_stream_destroy_with_abort_cancels_pending_work),
       cmocka_unit_test(test_stream_concurrent_enqueue_keeps_per_thread_order),
