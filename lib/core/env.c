@@ -37,6 +37,10 @@ static const accel_env_var_t k_env_vars[] = {
      "between pools before returning them; default 67108864"},
     {"ACCEL_TOPOLOGY_XML",
      "hwloc XML file used instead of the live machine's topology"},
+    {"ACCEL_MEMBARRIER",
+     "0 makes the host device use full fences on both sides of its wait and "
+     "submit handshakes, with no lock-free queue owners, as where membarrier "
+     "is missing; read once per process"},
     {"ACCEL_AFFINITY",
      "0 leaves device worker threads unbound; default: bound to the cores of "
      "their device's NUMA node"},
