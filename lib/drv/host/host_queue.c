@@ -86,6 +86,12 @@ static inline uint32_t header_fn_slot(uint64_t h) {
   return (uint32_t)((h >> 24) & 0xff);
 }
 
+// The place of |fn| in a queue's function table (RECORD_HOST_CALL_SHORT).
+static inline uint32_t fn_place(accel_host_fn_t fn) {
+  uintptr_t a = (uintptr_t)fn;
+  return (uint32_t)((a >> 4) ^ (a >> 12)) & (FN_TABLE_SIZE - 1);
+}
+
 // Words each kind's body takes (the fields of its accel_cmd_t union member).
 static const uint8_t body_words[ACCEL_CMD_KIND_COUNT] = {
     [ACCEL_CMD_HOST_CALL] = 2, [ACCEL_CMD_FILL] = 4, [ACCEL_CMD_COPY] = 3,
@@ -728,7 +734,8 @@ static void *worker_main(void *arg) {
   // True while the worker found the queue empty before its current command:
   // such a command is most likely waited for on its own (a submit then a
   // synchronize), so its completion is posted at once instead of after a
-  // poll of the next slot, whose line is usually not in this core's cache.
+  // poll of the next record's header, whose line is usually not in this
+  // core's cache.
   bool was_idle = true;
   for (;;) {
     uint64_t header;
@@ -898,8 +905,7 @@ void accel_host_queue_destroy(accel_drv_queue_t *q) {
 // a place in the function table; else 0. Producer side only.
 static inline uint64_t short_host_call_header(accel_drv_queue_t *q,
                                               accel_host_fn_t fn) {
-  uintptr_t a = (uintptr_t)fn;
-  uint32_t slot = (uint32_t)((a >> 4) ^ (a >> 12)) & (FN_TABLE_SIZE - 1);
+  uint32_t slot = fn_place(fn);
   if (q->fn_table[slot] != fn) {
     if (q->fn_table[slot] != NULL) {
       return 0;
@@ -1108,8 +1114,7 @@ accel_status_t accel_host_queue_host_call(accel_drv_queue_t *q,
                                           uint64_t *out_last_seq) {
   record_word_t *rec = owner_fast_begin(q, 2);
   if (rec != NULL) {
-    uintptr_t a = (uintptr_t)fn;
-    uint32_t slot = (uint32_t)((a >> 4) ^ (a >> 12)) & (FN_TABLE_SIZE - 1);
+    uint32_t slot = fn_place(fn);
     if (q->fn_table[slot] == fn) {
       rec[1].p = user_data;
       return owner_fast_end(
