@@ -97,14 +97,11 @@ accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd) {
   // The queue reports the stream's stored error itself when it has failed
   // (driver.h), so the fast path reads no line the worker writes.
   uint64_t seq = 0;
-  bool traced = accel_trace_cmd_enqueue_wanted();
-  accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time_if(traced);
+  accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time();
   accel_status_t st =
       stream->device->driver->queue_submit(stream->queue, cmd, 1, &seq);
   if (st == ACCEL_OK) {
-    if (ACCEL_TRACE_UNLIKELY(traced)) {
-      accel_trace_cmd_enqueue(stream->queue, cmd, seq, enqueued_at);
-    }
+    accel_trace_cmd_enqueue(stream->queue, cmd, seq, enqueued_at);
     return ACCEL_OK;  // the queue updated stream->last_seq
   }
   release_cmd_refs(cmd);

@@ -198,17 +198,6 @@ static inline accel_trace_stamp_t accel_trace_cmd_enqueue_time(void) {
   return s;
 }
 
-// accel_trace_cmd_enqueue_time() when |traced| (what the caller read from
-// accel_trace_cmd_enqueue_wanted(), once for the enqueue), else zeros.
-static inline accel_trace_stamp_t accel_trace_cmd_enqueue_time_if(
-    bool traced) {
-  accel_trace_stamp_t s = {0, 0};
-  if (ACCEL_TRACE_UNLIKELY(traced)) {
-    s = accel_trace_cmd_enqueue_time();
-  }
-  return s;
-}
-
 // True when accel_trace_cmd_enqueue records something (a caller that has no
 // accel_cmd_t at hand builds one only then).
 static inline bool accel_trace_cmd_enqueue_wanted(void) {

@@ -92,11 +92,24 @@ static inline uint32_t fn_place(accel_host_fn_t fn) {
   return (uint32_t)((a >> 4) ^ (a >> 12)) & (FN_TABLE_SIZE - 1);
 }
 
-// Words each kind's body takes (the fields of its accel_cmd_t union member).
+// Words each kind's body takes: the first words of accel_cmd_t's union,
+// which hold its member's fields in order (copied as they are; a fill's
+// pattern_size is the low half of its fourth word).
 static const uint8_t body_words[ACCEL_CMD_KIND_COUNT] = {
     [ACCEL_CMD_HOST_CALL] = 2, [ACCEL_CMD_FILL] = 4, [ACCEL_CMD_COPY] = 3,
     [ACCEL_CMD_SIGNAL] = 3,    [ACCEL_CMD_WAIT] = 2, [ACCEL_CMD_LAUNCH] = 2,
 };
+#define CMD_MEMBER_FITS(member, words) \
+  _Static_assert(sizeof(((accel_cmd_t *)0)->member) <= (words) * 8, #member)
+CMD_MEMBER_FITS(host_call, 2);
+CMD_MEMBER_FITS(fill, 4);
+CMD_MEMBER_FITS(copy, 3);
+CMD_MEMBER_FITS(signal, 3);
+CMD_MEMBER_FITS(wait, 2);
+CMD_MEMBER_FITS(launch, 2);
+_Static_assert(offsetof(accel_cmd_t, host_call) == 16 &&
+                   offsetof(accel_cmd_t, refs) == 16 + 4 * 8,
+               "header, seq, a union of 4 words, refs");
 
 struct accel_drv_queue {
   accel_drv_device_t *device;
@@ -179,37 +192,9 @@ static inline uint32_t record_words(const accel_cmd_t *cmd, uint32_t *refs) {
 static inline void record_write_body(record_word_t *rec,
                                      const accel_cmd_t *cmd, uint32_t refs) {
   record_word_t *w = rec + 1;
-  switch (cmd->kind) {
-    case ACCEL_CMD_HOST_CALL:
-      w[0].host_fn = cmd->host_call.fn;
-      w[1].p = cmd->host_call.user_data;
-      break;
-    case ACCEL_CMD_FILL:
-      w[0].u = cmd->fill.dst;
-      w[1].u = cmd->fill.size_bytes;
-      w[2].u = cmd->fill.pattern;
-      w[3].u = cmd->fill.pattern_size;
-      break;
-    case ACCEL_CMD_COPY:
-      w[0].u = cmd->copy.dst;
-      w[1].u = cmd->copy.src;
-      w[2].u = cmd->copy.size_bytes;
-      break;
-    case ACCEL_CMD_SIGNAL:
-      w[0].semaphore = cmd->signal.semaphore;
-      w[1].u = cmd->signal.value;
-      w[2].timestamp = cmd->signal.timestamp_out;
-      break;
-    case ACCEL_CMD_WAIT:
-      w[0].semaphore = cmd->wait.semaphore;
-      w[1].u = cmd->wait.value;
-      break;
-    case ACCEL_CMD_LAUNCH:
-      w[0].exec = cmd->launch.exec;
-      w[1].p = cmd->launch.payload;
-      break;
-    default:
-      break;  // refused by accel_host_queue_submit
+  const unsigned char *body = (const unsigned char *)&cmd->host_call;
+  for (uint32_t i = 0; i < body_words[cmd->kind]; ++i) {
+    memcpy(&w[i].u, body + 8 * i, 8);
   }
   w += body_words[cmd->kind];
   if (refs & 1u) {
@@ -245,37 +230,9 @@ static void record_read(const accel_drv_queue_t *q, const record_word_t *rec,
   *cmd = (accel_cmd_t){.kind = (uint8_t)kind, .flags = header_flags(h),
                        .seq = seq};
   const record_word_t *w = rec + 1;
-  switch (kind) {
-    case ACCEL_CMD_HOST_CALL:
-      cmd->host_call.fn = w[0].host_fn;
-      cmd->host_call.user_data = w[1].p;
-      break;
-    case ACCEL_CMD_FILL:
-      cmd->fill.dst = w[0].u;
-      cmd->fill.size_bytes = w[1].u;
-      cmd->fill.pattern = w[2].u;
-      cmd->fill.pattern_size = (uint32_t)w[3].u;
-      break;
-    case ACCEL_CMD_COPY:
-      cmd->copy.dst = w[0].u;
-      cmd->copy.src = w[1].u;
-      cmd->copy.size_bytes = w[2].u;
-      break;
-    case ACCEL_CMD_SIGNAL:
-      cmd->signal.semaphore = w[0].semaphore;
-      cmd->signal.value = w[1].u;
-      cmd->signal.timestamp_out = w[2].timestamp;
-      break;
-    case ACCEL_CMD_WAIT:
-      cmd->wait.semaphore = w[0].semaphore;
-      cmd->wait.value = w[1].u;
-      break;
-    case ACCEL_CMD_LAUNCH:
-      cmd->launch.exec = w[0].exec;
-      cmd->launch.payload = w[1].p;
-      break;
-    default:
-      break;
+  unsigned char *body = (unsigned char *)&cmd->host_call;
+  for (uint32_t i = 0; i < body_words[kind]; ++i) {
+    memcpy(body + 8 * i, &w[i].u, 8);
   }
   w += body_words[kind];
   uint32_t refs = header_refs(h);
@@ -640,22 +597,19 @@ static void run_quiet_burst(accel_drv_queue_t *q) {
   uint64_t consumed = q->consumed;
   uint64_t calls = 0;
   uint64_t end = q->completion_posted + COMPLETION_BATCH;
-  char *error_buffer = q->error_buffer;
   while (consumed < end) {
     uint64_t h = header_acquire(&words[pos]);
     if ((h & 0xffffffu) != header_make(RECORD_HOST_CALL_SHORT, 2, 0, 0) ||
         atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
       break;
     }
-    accel_host_fn_t fn = q->fn_table[header_fn_slot(h)];
-    void *user_data = words[pos + 1].p;
-    error_buffer[0] = '\0';  // attribute a message to this call only
-    accel_status_t st = fn(user_data);
+    accel_status_t st =
+        run_host_fn(q, q->fn_table[header_fn_slot(h)], words[pos + 1].p);
     if (__builtin_expect(st != ACCEL_OK, 0)) {
       q->head_pos = pos + 2;
       q->consumed = consumed;
       q->quiet_host_calls += calls;
-      quiet_failed(q, &words[pos], h, run_host_fn_status(st));
+      quiet_failed(q, &words[pos], h, st);
       q->consumed++;
       return;
     }
@@ -1051,10 +1005,6 @@ static __attribute__((noinline)) accel_status_t host_call_general(
   return submit_finish(q, owner, rec != NULL, 1, out_last_seq);
 }
 
-static __attribute__((noinline)) void wake_worker(accel_drv_queue_t *q) {
-  accel_host_waiter_wake(&q->waiter);
-}
-
 // The commonest submissions (a host call, a launch) by the biased owner of a
 // healthy queue, whose record fits in the tail chunk: the same steps as
 // submit_begin, tail_reserve and submit_finish, written out so that the path
@@ -1091,22 +1041,8 @@ static inline accel_status_t owner_fast_end(accel_drv_queue_t *q,
                                             uint64_t header,
                                             uint64_t *out_last_seq) {
   header_publish(rec, header);
-  uint64_t seq = ++q->next_seq;
-  if (out_last_seq != NULL) {
-    *out_last_seq = seq;
-  }
-  if (q->submitted_seq != NULL) {
-    atomic_store_explicit(q->submitted_seq, seq, memory_order_relaxed);
-  }
-  // The owner's side of the parking protocol (see worker_main).
-  accel_host_light_fence();
-  bool wake = atomic_load_explicit(&q->parked, memory_order_relaxed) != 0;
-  // Release: see submit_begin's wait.
-  atomic_store_explicit(&q->owner_busy, 0, memory_order_release);
-  if (wake) {
-    wake_worker(q);
-  }
-  return ACCEL_OK;
+  ++q->next_seq;
+  return submit_finish(q, true, 1, 1, out_last_seq);
 }
 
 accel_status_t accel_host_queue_host_call(accel_drv_queue_t *q,
