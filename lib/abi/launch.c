@@ -12,7 +12,7 @@
 #include "abi/executable_impl.h"
 #include "core/error.h"
 #include "mem/buffer_impl.h"
-#include "stream/semaphore_impl.h"
+#include "stream/stream_impl.h"
 #include "trace/trace_hooks.h"
 
 #define MAX_GROUPS (1ull << 48)

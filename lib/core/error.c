@@ -1,5 +1,4 @@
 #include "core/error.h"
-#include "trace/trace_hooks.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -38,12 +37,26 @@ uint32_t accel_api_version(void) {
   return ((uint32_t)ACCEL_API_VERSION_MAJOR << 16) | ACCEL_API_VERSION_MINOR;
 }
 
+// The one observer of failures (lib/trace's), installed once at load.
+static _Atomic(accel_error_observer_fn) g_error_observer;
+
+void accel_error_set_observer(accel_error_observer_fn fn) {
+  // Release: pairs with the acquire in accel_error, so that an observer's
+  // own state, set up before it is installed, is seen by its calls.
+  atomic_store_explicit(&g_error_observer, fn, memory_order_release);
+}
+
 accel_status_t accel_error(accel_status_t status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(g_message, sizeof(g_message), fmt, ap);
   va_end(ap);
-  accel_trace_error(status, g_message);
+  // Acquire: pairs with the release in accel_error_set_observer.
+  accel_error_observer_fn fn =
+      atomic_load_explicit(&g_error_observer, memory_order_acquire);
+  if (fn != NULL) {
+    fn(status, g_message);
+  }
   return status;
 }
 

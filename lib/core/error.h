@@ -30,6 +30,16 @@ void accel_error_clear(void);
 // caches it to clear the message without a TLS lookup per command.
 char *accel_error_buffer(void);
 
+// Called with every failure reported through accel_error() (status and this
+// thread's message), on the failing thread. lib/trace installs one (the
+// layer above core that records errors); core itself calls nothing above it.
+typedef void (*accel_error_observer_fn)(accel_status_t status,
+                                        const char *message);
+
+// Installs |fn| as the error observer (NULL removes it). The observer must
+// not call accel_error(). Thread-safe.
+void accel_error_set_observer(accel_error_observer_fn fn);
+
 // Rejects a NULL argument with a message naming it.
 #define ACCEL_CHECK_ARG(cond, name)                                           \
   do {                                                                        \

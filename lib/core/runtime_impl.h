@@ -44,12 +44,6 @@ struct accel_runtime {
   accel_device_t **devices;
 };
 
-// Creates a runtime over an explicit list of backends (tests use this to
-// insert the fault-injection wrapper). Same contract as accel_runtime_create.
-accel_status_t accel_runtime_create_with_drivers(
-    const accel_runtime_options_t *opts, const accel_driver_t *const *drivers,
-    uint32_t driver_count, accel_runtime_t **out_runtime);
-
 // Reads an unsigned integer environment variable; returns false when unset.
 // Sets |*out_invalid| when set but malformed.
 bool accel_env_u64(const char *name, uint64_t *out_value, bool *out_invalid);

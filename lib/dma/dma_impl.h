@@ -1,5 +1,5 @@
 // Internal layout of DMA queues (lib/dma), shared by its files and by the
-// stream layer's copy path (dma_stream.h).
+// stream layer's copy path (lib/stream/stream_copy.h).
 #ifndef ACCEL_DMA_DMA_IMPL_H_
 #define ACCEL_DMA_DMA_IMPL_H_
 
@@ -10,7 +10,7 @@
 #include "accel/dma.h"
 #include "core/driver.h"
 #include "core/runtime_impl.h"
-#include "stream/semaphore_impl.h"
+#include "sync/semaphore_impl.h"
 
 // Bounce buffers: each ring owns ACCEL_DMA_STAGING_SLOTS slots of this
 // size, used alternately; small enough that a chunk staged by an engine is
@@ -122,6 +122,15 @@ void accel_dma_queue_retire_locked(accel_dma_queue_t *queue, uint64_t head);
 // holding the lock do it as it unlocks. Never blocks (stream workers and
 // other completion paths call it). Thread-safe.
 void accel_dma_queue_retire_soon(accel_dma_queue_t *queue);
+// The home ring's tail after the last submit (a position to retire through).
+// Call it under the caller's own serialization of its submits.
+uint64_t accel_dma_queue_submitted_tail(accel_dma_queue_t *queue);
+// Waits until the home ring's engine has moved its head to |tail| (the
+// engine signals a descriptor's semaphore before it retires it, so a caller
+// that saw the signal waits only for that step) and drops the references
+// held for the work before it. Never needs another thread's progress but the
+// engine's. Thread-safe.
+void accel_dma_queue_retire_through(accel_dma_queue_t *queue, uint64_t tail);
 // Unlocks the submit lock, retiring first if accel_dma_queue_retire_soon
 // asked for it meanwhile.
 void accel_dma_queue_unlock(accel_dma_queue_t *queue);

@@ -238,6 +238,16 @@ void accel_dma_queue_retire_soon(accel_dma_queue_t *q) {
   retire_if_wanted(q);
 }
 
+uint64_t accel_dma_queue_submitted_tail(accel_dma_queue_t *q) {
+  return atomic_load_explicit(&q->last_tail, memory_order_relaxed);
+}
+
+void accel_dma_queue_retire_through(accel_dma_queue_t *q, uint64_t tail) {
+  (void)q->device->driver->dma_ring_wait(q->rings[0].drv, tail,
+                                         ACCEL_TIMEOUT_INFINITE);
+  accel_dma_queue_retire_soon(q);
+}
+
 void accel_dma_queue_unlock(accel_dma_queue_t *q) {
   pthread_mutex_unlock(&q->submit_lock);
   retire_if_wanted(q);

@@ -198,7 +198,7 @@ accel_status_t accel_buffer_alloc(accel_device_t *device,
 }
 
 accel_status_t accel_mem_alloc_async_checked(accel_device_t *device,
-                                             accel_stream_t *stream,
+                                             accel_semaphore_t *timeline,
                                              const accel_buffer_desc_t *desc,
                                              accel_buffer_t **out_buffer) {
   accel_buffer_desc_t copy;
@@ -227,7 +227,7 @@ accel_status_t accel_mem_alloc_async_checked(accel_device_t *device,
   uint32_t tag = d->tag != NULL ? accel_mem_tag_intern(mem, d->tag) : 0;
   accel_buffer_t *buf = NULL;
   accel_status_t st =
-      accel_mem_async_alloc(a, stream, d, alignment, tag, &buf);
+      accel_mem_async_alloc(a, timeline, d, alignment, tag, &buf);
   if (st != ACCEL_OK) {
     accel_trace_buffer_alloc_failed(device, d->size_bytes, st);
     return accel_error_context(st, "alloc async on %s", device->info.id);

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/runtime_impl.h"
 #include "mem/buffer_impl.h"
+#include "sync/semaphore_impl.h"
 #include "trace/trace_impl.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -231,7 +232,7 @@ accel_status_t accel_mem_paged_alloc(accel_mem_allocator_t *a, uint64_t size,
                                      uint64_t alignment, uint64_t max_size,
                                      uint32_t tag, accel_buffer_t **out);
 accel_status_t accel_mem_async_alloc(accel_mem_allocator_t *a,
-                                     accel_stream_t *stream,
+                                     accel_semaphore_t *timeline,
                                      const accel_buffer_desc_t *desc,
                                      uint64_t alignment, uint32_t tag,
                                      accel_buffer_t **out);
@@ -259,9 +260,12 @@ accel_status_t accel_mem_alloc_backing(accel_mem_device_t *mem, uint64_t size,
                                        uint64_t alignment,
                                        accel_buffer_t **out);
 
-// accel_buffer_alloc_async after the stream checks.
+// Stream-ordered allocation after the caller's checks (lib/stream's
+// accel_buffer_alloc_async): a block is reused at once when it was freed on
+// |timeline| (stream order protects it), otherwise only once its free point
+// on its own timeline has passed.
 accel_status_t accel_mem_alloc_async_checked(accel_device_t *device,
-                                             accel_stream_t *stream,
+                                             accel_semaphore_t *timeline,
                                              const accel_buffer_desc_t *desc,
                                              accel_buffer_t **out_buffer);
 // Moves the memory of stream-ordered |buf| (still referenced by pending
@@ -269,6 +273,12 @@ accel_status_t accel_mem_alloc_async_checked(accel_device_t *device,
 // then frees only itself when its last reference goes.
 accel_status_t accel_mem_async_detach(accel_buffer_t *buf,
                                       accel_buffer_t **out_carrier);
+// Frees stream-ordered |buffer| (the owner's reference, already claimed by
+// accel_mem_owner_free) at the timepoint (|timeline|, |value|): the pool
+// hands the block to |timeline|'s own later allocations at once and to
+// others once |timeline| reaches |value|.
+void accel_mem_async_free_at(accel_buffer_t *buffer,
+                             accel_semaphore_t *timeline, uint64_t value);
 // Backing bytes of the blocks a stream-ordered pool caches (counted as in
 // use by the allocators behind it).
 uint64_t accel_mem_async_cached_backing(accel_mem_allocator_t *a);

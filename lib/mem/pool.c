@@ -15,7 +15,7 @@
 #include <stdlib.h>
 
 #include "mem/mem_internal.h"
-#include "stream/semaphore_impl.h"
+#include "sync/semaphore_impl.h"
 
 #define ASYNC_BINS 29  // 28 slab classes + one list of large blocks
 #define ASYNC_SCAN 8   // cached entries examined per allocation
@@ -98,14 +98,14 @@ static int bin_of(uint64_t size, uint64_t alignment) {
 }
 
 accel_status_t accel_mem_async_alloc(accel_mem_allocator_t *a,
-                                     accel_stream_t *stream,
+                                     accel_semaphore_t *timeline,
                                      const accel_buffer_desc_t *desc,
                                      uint64_t alignment, uint32_t tag,
                                      accel_buffer_t **out) {
   async_pool_t *p = (async_pool_t *)a;
   uint64_t size = desc->size_bytes;
   int b = bin_of(size, alignment);
-  accel_object_t *mine = &stream->completion->object;
+  accel_object_t *mine = &timeline->object;
   accel_buffer_t *hit = NULL;
   accel_mem_spin_lock(&p->lock);
   accel_buffer_t **link = &p->bins[b];
@@ -305,4 +305,24 @@ accel_status_t accel_mem_async_create(accel_mem_device_t *mem,
   accel_mem_register(mem, a);
   *out = a;
   return ACCEL_OK;
+}
+
+void accel_mem_async_free_at(accel_buffer_t *buffer,
+                             accel_semaphore_t *timeline, uint64_t value) {
+  buffer->free_seq = value;
+  accel_object_t *mine = &timeline->object;
+  if (buffer->free_timeline != mine) {
+    accel_object_retain(mine);
+    accel_object_release(buffer->free_timeline);
+    buffer->free_timeline = mine;
+  }
+  // Sole holder: drop without a locked instruction (nobody can retain).
+  // Acquire: pairs with the release of the last other holder's drop.
+  if (atomic_load_explicit(&buffer->object.ref_count, memory_order_acquire) ==
+      1) {
+    atomic_store_explicit(&buffer->object.ref_count, 0, memory_order_relaxed);
+    buffer->object.destroy(&buffer->object);
+    return;
+  }
+  accel_object_release(&buffer->object);
 }

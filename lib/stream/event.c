@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "stream/semaphore_impl.h"
+#include "stream/stream_impl.h"
 #include "trace/trace_hooks.h"
 
 struct accel_event {

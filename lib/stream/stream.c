@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dma/dma_stream.h"
+#include "stream/stream_copy.h"
 #include "mem/buffer_impl.h"
-#include "stream/semaphore_impl.h"
+#include "stream/stream_impl.h"
 #include "trace/trace_hooks.h"
 
 accel_status_t accel_stream_create(accel_device_t *device,
@@ -78,7 +78,7 @@ void accel_stream_destroy(accel_stream_t *stream) {
   stream->device->driver->queue_destroy(stream->queue);
   accel_trace_stream_destroy(stream->queue);
   // After the queue: its commands wait on the link's DMA work.
-  accel_dma_stream_link_destroy(
+  accel_stream_copy_link_destroy(
       atomic_load_explicit(&stream->dma_link, memory_order_acquire));
   accel_semaphore_release(stream->completion);
   free(stream);
@@ -291,7 +291,7 @@ static accel_status_t submit_dma_copy(accel_stream_t *stream,
       .src = src,
       .width_bytes = size,
   };
-  return accel_dma_stream_copy(stream, &stream->dma_link, &d);
+  return accel_stream_copy_submit(stream, &stream->dma_link, &d);
 }
 
 accel_status_t accel_stream_copy(accel_stream_t *stream, accel_buffer_t *dst,

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "trace/trace_hooks.h"
 
 #if ACCEL_HAVE_LTTNG
@@ -373,4 +374,15 @@ void accel_trace_error_slow(accel_status_t status, const char *message) {
 
 bool accel_trace_lttng_listening(void) {
   return ACCEL_TP_ON(cmd_enqueue) != 0;
+}
+
+// lib/core reports failures through one observer; this is lib/trace's,
+// installed when the library loads so that failures before the first runtime
+// (bad options) reach an LTTng session too.
+static void trace_error_observer(accel_status_t status, const char *message) {
+  accel_trace_error(status, message);
+}
+
+__attribute__((constructor)) static void trace_install_error_observer(void) {
+  accel_error_set_observer(trace_error_observer);
 }

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/runtime_impl.h"
+#include "runtime/runtime_impl.h"
 
 // Test-only global state: one armed fault per op.
 static struct {

@@ -14,6 +14,7 @@
 #include "test_support.h"
 #include "core/driver.h"
 #include "core/runtime_impl.h"
+#include "runtime/runtime_impl.h"
 #include "topo/topology_impl.h"
 
 #ifndef ACCEL_HAVE_JSON_C

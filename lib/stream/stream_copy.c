@@ -1,13 +1,15 @@
-// Stream copies through DMA queues (see dma_stream.h).
+// Stream copies through DMA queues (see stream_copy.h): a plain downward
+// use of accel_dma_submit, ordered with the stream by one semaphore.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/error.h"
 #include "dma/dma_impl.h"
-#include "dma/dma_stream.h"
+#include "stream/stream_copy.h"
+#include "stream/stream_impl.h"
 
-struct accel_dma_stream_link {
+struct accel_stream_copy_link {
   accel_dma_queue_t *queue;
   accel_semaphore_t *semaphore;
   pthread_mutex_t lock;  // serializes the signal/submit/wait triple
@@ -24,7 +26,7 @@ struct accel_dma_stream_link {
   uint32_t done_front, done_count, done_capacity;  // capacity: power of two
 };
 
-void accel_dma_stream_link_destroy(accel_dma_stream_link_t *link) {
+void accel_stream_copy_link_destroy(accel_stream_copy_link_t *link) {
   if (link == NULL) {
     return;
   }
@@ -36,12 +38,12 @@ void accel_dma_stream_link_destroy(accel_dma_stream_link_t *link) {
   free(link);
 }
 
-accel_dma_queue_t *accel_dma_stream_link_queue(accel_dma_stream_link_t *link) {
+accel_dma_queue_t *accel_stream_copy_link_queue(accel_stream_copy_link_t *link) {
   return link->queue;
 }
 
 // Makes room for one more FIFO entry (under |done_lock|).
-static accel_status_t done_reserve_locked(accel_dma_stream_link_t *link) {
+static accel_status_t done_reserve_locked(accel_stream_copy_link_t *link) {
   if (link->done_count < link->done_capacity) {
     return ACCEL_OK;
   }
@@ -67,10 +69,9 @@ static accel_status_t done_reserve_locked(accel_dma_stream_link_t *link) {
 // else, and drops what the DMA queue held for them, so that a buffer freed
 // meanwhile goes back to its pool without a later call on the queue.
 static accel_status_t retire_fn(void *user_data) {
-  accel_dma_stream_link_t *link = user_data;
-  accel_dma_queue_t *q = link->queue;
+  accel_stream_copy_link_t *link = user_data;
   uint64_t reached = 0;
-  (void)q->device->driver->semaphore_query(link->semaphore->drv, &reached);
+  (void)accel_semaphore_query(link->semaphore, &reached);
   uint64_t tail = 0;
   pthread_mutex_lock(&link->done_lock);
   while (link->done_count > 0) {
@@ -85,17 +86,15 @@ static accel_status_t retire_fn(void *user_data) {
   }
   pthread_mutex_unlock(&link->done_lock);
   if (tail != 0) {
-    (void)q->device->driver->dma_ring_wait(q->rings[0].drv, tail,
-                                           ACCEL_TIMEOUT_INFINITE);
-    accel_dma_queue_retire_soon(q);
+    accel_dma_queue_retire_through(link->queue, tail);
   }
   return ACCEL_OK;
 }
 
 static accel_status_t link_create(accel_stream_t *stream,
-                                  accel_dma_stream_link_t **out) {
+                                  accel_stream_copy_link_t **out) {
   accel_device_t *device = stream->device;
-  accel_dma_stream_link_t *link = calloc(1, sizeof(*link));
+  accel_stream_copy_link_t *link = calloc(1, sizeof(*link));
   if (link == NULL) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "stream dma link: cannot allocate %zu bytes",
@@ -128,14 +127,14 @@ err_free_link:
   return st;
 }
 
-accel_status_t accel_dma_stream_copy(accel_stream_t *stream,
-                                     accel_dma_stream_link_t *_Atomic *slot,
+accel_status_t accel_stream_copy_submit(accel_stream_t *stream,
+                                     accel_stream_copy_link_t *_Atomic *slot,
                                      const accel_dma_desc_t *desc) {
   // Acquire: pairs with the CAS below so that the link's fields are set.
-  accel_dma_stream_link_t *link =
+  accel_stream_copy_link_t *link =
       atomic_load_explicit(slot, memory_order_acquire);
   if (link == NULL) {
-    accel_dma_stream_link_t *fresh = NULL;
+    accel_stream_copy_link_t *fresh = NULL;
     ACCEL_RETURN_IF_ERROR(link_create(stream, &fresh));
     // Acq_rel: publishes |fresh|, or acquires the winner's link.
     if (atomic_compare_exchange_strong_explicit(slot, &link, fresh,
@@ -143,7 +142,7 @@ accel_status_t accel_dma_stream_copy(accel_stream_t *stream,
                                                 memory_order_acquire)) {
       link = fresh;
     } else {
-      accel_dma_stream_link_destroy(fresh);
+      accel_stream_copy_link_destroy(fresh);
     }
   }
   pthread_mutex_lock(&link->lock);
@@ -166,8 +165,7 @@ accel_status_t accel_dma_stream_copy(accel_stream_t *stream,
     goto out_unlock;
   }
   // Only this link submits to its queue, under |lock|.
-  uint64_t tail =
-      atomic_load_explicit(&link->queue->last_tail, memory_order_relaxed);
+  uint64_t tail = accel_dma_queue_submitted_tail(link->queue);
   pthread_mutex_lock(&link->done_lock);
   link->done[(link->done_front + link->done_count++) &
              (link->done_capacity - 1)] =

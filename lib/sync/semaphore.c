@@ -1,7 +1,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "stream/semaphore_impl.h"
+#include "sync/semaphore_impl.h"
 #include "trace/trace_hooks.h"
 
 static void semaphore_destroy(accel_object_t *object) {

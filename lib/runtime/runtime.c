@@ -5,6 +5,7 @@
 #include "accel/runtime.h"
 #include "core/error.h"
 #include "core/runtime_impl.h"
+#include "runtime/runtime_impl.h"
 #include "topo/placement.h"
 #include "trace/trace_hooks.h"
 

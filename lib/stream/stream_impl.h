@@ -1,24 +1,14 @@
-// Internal layout of semaphores, events and streams (lib/stream).
-#ifndef ACCEL_STREAM_SEMAPHORE_IMPL_H_
-#define ACCEL_STREAM_SEMAPHORE_IMPL_H_
+// Internal layout of streams (lib/stream): what the layers above (lib/abi's
+// launches) reach through this header.
+#ifndef ACCEL_STREAM_STREAM_IMPL_H_
+#define ACCEL_STREAM_STREAM_IMPL_H_
 
 #include "accel/event.h"
-#include "accel/semaphore.h"
 #include "accel/stream.h"
 #include "core/driver.h"
 #include "core/object.h"
 #include "core/runtime_impl.h"
-
-struct accel_semaphore {
-  accel_object_t object;  // first
-  accel_device_t *device;
-  accel_drv_semaphore_t *drv;
-};
-
-// Creates a semaphore without argument checks (streams and events use it).
-accel_status_t accel_semaphore_create_internal(accel_device_t *device,
-                                               uint64_t initial_value,
-                                               accel_semaphore_t **out);
+#include "sync/semaphore_impl.h"
 
 struct accel_stream {
   accel_device_t *device;
@@ -30,8 +20,8 @@ struct accel_stream {
   _Atomic uint64_t last_seq;
   char name[64];
   // The path of this stream's copies to the DMA queues (lib/dma), created by
-  // the first copy; destroyed after the queue (dma_stream.h).
-  struct accel_dma_stream_link *_Atomic dma_link;
+  // the first copy; destroyed after the queue (stream_copy.h).
+  struct accel_stream_copy_link *_Atomic dma_link;
 };
 
 // Submits one command built by a public entry point: checks the stream's
@@ -47,4 +37,4 @@ accel_status_t accel_stream_submit_launch(accel_stream_t *stream,
                                           void *payload, accel_object_t *ref0,
                                           accel_object_t *ref1);
 
-#endif  // ACCEL_STREAM_SEMAPHORE_IMPL_H_
+#endif  // ACCEL_STREAM_STREAM_IMPL_H_

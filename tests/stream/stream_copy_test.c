@@ -1,11 +1,12 @@
 // DMA work ordered with stream work through timeline semaphores, and the
-// stream copy path through a DMA queue (dma_stream.h).
+// stream copy path through a DMA queue (stream_copy.h).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dma/dma_impl.h"
-#include "dma/dma_stream.h"
+#include "stream/stream_copy.h"
+#include "stream/stream_impl.h"
 #include "test_support.h"
 
 #define SECOND 1000000000ull
@@ -95,7 +96,7 @@ static void test_dma_stream_copy_runs_in_stream_order(void **state) {
   uint8_t *host = malloc(size);
   accel_stream_t *s = NULL;
   assert_accel_ok(accel_stream_create(env->device, NULL, &s));
-  accel_dma_stream_link_t *_Atomic link = NULL;
+  accel_stream_copy_link_t *_Atomic link = NULL;
   enum { ROUNDS = 10 };
   check_t checks[ROUNDS];
   for (int r = 0; r < ROUNDS; ++r) {
@@ -107,10 +108,10 @@ static void test_dma_stream_copy_runs_in_stream_order(void **state) {
                           .dst = {.buffer = b},
                           .src = {.buffer = a},
                           .width_bytes = n};
-    assert_accel_ok(accel_dma_stream_copy(s, &link, &d));
+    assert_accel_ok(accel_stream_copy_submit(s, &link, &d));
     d.dst = (accel_dma_ref_t){.host = host};
     d.src = (accel_dma_ref_t){.buffer = b};
-    assert_accel_ok(accel_dma_stream_copy(s, &link, &d));
+    assert_accel_ok(accel_stream_copy_submit(s, &link, &d));
     checks[r] = (check_t){.data = host, .size = n, .expect = v};
     assert_accel_ok(accel_stream_host_call(s, check_bytes, &checks[r]));
   }
@@ -124,11 +125,11 @@ static void test_dma_stream_copy_runs_in_stream_order(void **state) {
                           .dst = {.buffer = b},
                           .src = {.buffer = a},
                           .width_bytes = size + 1};
-  assert_accel_status(accel_dma_stream_copy(s, &link, &bad),
+  assert_accel_status(accel_stream_copy_submit(s, &link, &bad),
                       ACCEL_ERROR_INVALID_ARGUMENT);
   assert_accel_ok(accel_stream_synchronize(s, 10 * SECOND));
   accel_stream_destroy(s);
-  accel_dma_stream_link_destroy(link);
+  accel_stream_copy_link_destroy(link);
   free(host);
   accel_buffer_release(a);
   accel_buffer_release(b);
@@ -143,26 +144,26 @@ static void test_dma_stream_copy_engine_error_fails_stream(void **state) {
   accel_buffer_t *b = alloc(env, 4096, &bp);
   accel_stream_t *s = NULL;
   assert_accel_ok(accel_stream_create(env->device, NULL, &s));
-  accel_dma_stream_link_t *_Atomic link = NULL;
+  accel_stream_copy_link_t *_Atomic link = NULL;
   accel_dma_desc_t d = {.struct_size = sizeof(d),
                         .op = ACCEL_DMA_OP_COPY_1D,
                         .dst = {.buffer = b},
                         .src = {.buffer = a},
                         .width_bytes = 4096};
-  assert_accel_ok(accel_dma_stream_copy(s, &link, &d));  // creates the link
+  assert_accel_ok(accel_stream_copy_submit(s, &link, &d));  // creates the link
   assert_accel_ok(accel_stream_synchronize(s, 10 * SECOND));
-  assert_accel_ok(accel_dma_queue_inject_fault(accel_dma_stream_link_queue(link), 0,
+  assert_accel_ok(accel_dma_queue_inject_fault(accel_stream_copy_link_queue(link), 0,
                                                ACCEL_ERROR_DEVICE_LOST));
   // The engine may fail the copy, and so the stream, before the call's last
   // step (the stream's release of the queue's references) is enqueued: the
   // call then reports the stream's error.
-  accel_status_t st = accel_dma_stream_copy(s, &link, &d);
+  accel_status_t st = accel_stream_copy_submit(s, &link, &d);
   assert_true(st == ACCEL_OK || st == ACCEL_ERROR_DEVICE_LOST);
   assert_accel_status(accel_stream_synchronize(s, 10 * SECOND),
                       ACCEL_ERROR_DEVICE_LOST);
   assert_non_null(strstr(accel_last_error(), "descriptor 0 (copy)"));
   accel_stream_destroy(s);
-  accel_dma_stream_link_destroy(link);
+  accel_stream_copy_link_destroy(link);
   accel_buffer_release(a);
   accel_buffer_release(b);
 }
@@ -199,7 +200,7 @@ static void test_stream_copies_run_on_dma_queue(void **state) {
   assert_accel_ok(accel_stream_copy_from_host(s, a, 0, host, size));
   assert_accel_ok(accel_stream_synchronize(s, 10 * SECOND));
   assert_non_null(atomic_load(&s->dma_link));
-  accel_dma_queue_t *q = accel_dma_stream_link_queue(atomic_load(&s->dma_link));
+  accel_dma_queue_t *q = accel_stream_copy_link_queue(atomic_load(&s->dma_link));
   memcpy(ref, host, size);
   uint64_t h2d = size, d2h = 0, d2d = 0;
   for (int i = 0; i < 40; ++i) {

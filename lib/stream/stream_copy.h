@@ -2,15 +2,15 @@
 // submit ordered with the stream's other commands by one timeline semaphore.
 // lib/stream calls this from its copy commands; the link is created on the
 // first copy and destroyed with the stream.
-#ifndef ACCEL_DMA_DMA_STREAM_H_
-#define ACCEL_DMA_DMA_STREAM_H_
+#ifndef ACCEL_STREAM_STREAM_COPY_H_
+#define ACCEL_STREAM_STREAM_COPY_H_
 
 #include <stdatomic.h>
 
 #include "accel/dma.h"
 #include "accel/stream.h"
 
-typedef struct accel_dma_stream_link accel_dma_stream_link_t;
+typedef struct accel_stream_copy_link accel_stream_copy_link_t;
 
 // Runs |desc| (validated here) on |*link|'s DMA queue in |stream|'s order:
 // the stream signals the link's semaphore to v, the DMA submit waits for v
@@ -25,15 +25,15 @@ typedef struct accel_dma_stream_link accel_dma_stream_link_t;
 // its destroy (if the stream failed by then, possibly through this copy,
 // that is the error returned).
 // Thread-safe (copies on one stream from several threads are serialized).
-accel_status_t accel_dma_stream_copy(accel_stream_t *stream,
-                                     accel_dma_stream_link_t *_Atomic *link,
+accel_status_t accel_stream_copy_submit(accel_stream_t *stream,
+                                     accel_stream_copy_link_t *_Atomic *link,
                                      const accel_dma_desc_t *desc);
 
 // Destroys |link| (NULL is ignored) after the stream's queue was destroyed:
 // waits for its DMA work.
-void accel_dma_stream_link_destroy(accel_dma_stream_link_t *link);
+void accel_stream_copy_link_destroy(accel_stream_copy_link_t *link);
 
 // The DMA queue behind |link| (tests inject faults through it).
-accel_dma_queue_t *accel_dma_stream_link_queue(accel_dma_stream_link_t *link);
+accel_dma_queue_t *accel_stream_copy_link_queue(accel_stream_copy_link_t *link);
 
-#endif  // ACCEL_DMA_DMA_STREAM_H_
+#endif  // ACCEL_STREAM_STREAM_COPY_H_
