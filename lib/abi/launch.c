@@ -3,13 +3,14 @@
 // constants) owned by a ref-counted launch record, and submits an
 // ACCEL_CMD_LAUNCH command. The queue worker runs launch_exec, which runs a
 // single work-group inline and spreads larger grids through the driver's
-// host_dispatch (a device thread pool) when the backend has one.
+// the dispatch table's host_grid (a device thread pool) when the backend has one.
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "abi/executable_impl.h"
+#include "core/driver_dispatch.h"
 #include "core/error.h"
 #include "mem/buffer_impl.h"
 #include "stream/stream_impl.h"
@@ -106,8 +107,8 @@ static accel_status_t launch_exec(void *payload, accel_drv_device_t *device) {
     static const uint32_t zero[3] = {0, 0, 0};
     return run_group(l, zero);
   }
-  if (l->driver->host_dispatch != NULL) {
-    return l->driver->host_dispatch(device, n, run_group, l);
+  if (l->driver->dispatch != NULL && l->driver->dispatch->host_grid != NULL) {
+    return l->driver->dispatch->host_grid(device, n, run_group, l);
   }
   // A host-visible backend without a thread pool runs the grid on the queue
   // worker, in order.

@@ -1,4 +1,5 @@
 #include "core/error.h"
+#include "core/driver_queue.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -2,6 +2,8 @@
 #ifndef ACCEL_CORE_RUNTIME_IMPL_H_
 #define ACCEL_CORE_RUNTIME_IMPL_H_
 
+#include <stdbool.h>
+
 #include "accel/device.h"
 #include "accel/runtime.h"
 #include "core/driver.h"

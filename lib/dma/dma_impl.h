@@ -9,6 +9,7 @@
 
 #include "accel/dma.h"
 #include "core/driver.h"
+#include "core/driver_copy.h"
 #include "core/runtime_impl.h"
 #include "sync/semaphore_impl.h"
 
@@ -139,10 +140,5 @@ void accel_dma_queue_unlock(accel_dma_queue_t *queue);
 accel_status_t accel_dma_staging_ensure_locked(accel_dma_queue_t *queue);
 void accel_dma_staging_free(accel_dma_staging_t *staging);
 
-// Test hook (fault injection through the driver's ring hook): the next copy
-// or fill that ring |ring_index| of |queue| executes fails with |status|.
-accel_status_t accel_dma_queue_inject_fault(accel_dma_queue_t *queue,
-                                            uint32_t ring_index,
-                                            accel_status_t status);
 
 #endif  // ACCEL_DMA_DMA_IMPL_H_

@@ -20,10 +20,10 @@ static void destroy_rings(accel_dma_queue_t *q, uint32_t count) {
   // goes: rings wait on each other's fences, which must outlive the waits.
   for (uint32_t i = 0; i < count; ++i) {
     accel_dma_ring_state_t *r = &q->rings[i];
-    (void)drv->dma_ring_wait(r->drv, r->tail, ACCEL_TIMEOUT_INFINITE);
+    (void)drv->copy->ring_wait(r->drv, r->tail, ACCEL_TIMEOUT_INFINITE);
   }
   for (uint32_t i = 0; i < count; ++i) {
-    drv->dma_ring_destroy(q->rings[i].drv);
+    drv->copy->ring_destroy(q->rings[i].drv);
     accel_trace_stream_destroy(q->rings[i].drv);
   }
   for (uint32_t i = 0; i < count; ++i) {
@@ -61,10 +61,11 @@ accel_status_t accel_dma_queue_create(accel_device_t *device,
                        d.ring_size, MIN_RING_SIZE, MAX_RING_SIZE);
   }
   const accel_driver_t *drv = device->driver;
-  uint32_t engines = drv->copy_engine_count != NULL
-                         ? drv->copy_engine_count(device->drv)
-                         : 0;
-  if (engines == 0 || drv->dma_ring_create == NULL) {
+  // The copy table is optional as a whole: a backend without copy engines
+  // leaves it NULL.
+  uint32_t engines =
+      drv->copy != NULL ? drv->copy->engine_count(device->drv) : 0;
+  if (engines == 0) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "dma queue: device %s has no copy engines",
                        device->info.id);
@@ -95,7 +96,7 @@ accel_status_t accel_dma_queue_create(accel_device_t *device,
   q->slot_count = ring_size;
   q->inline_max_bytes =
       (d.flags & ACCEL_DMA_QUEUE_FLAG_NO_INLINE) != 0 ||
-              drv->dma_ring_execute_now == NULL
+              drv->copy->ring_execute_now == NULL
           ? 0
           : device->runtime->dma_inline_max_bytes;
   if (d.name != NULL && d.name[0] != '\0') {
@@ -120,7 +121,7 @@ accel_status_t accel_dma_queue_create(accel_device_t *device,
         .fence = r->fence->drv,
         .name = ring_name,
     };
-    st = drv->dma_ring_create(device->drv, &params, &r->drv, &r->mem);
+    st = drv->copy->ring_create(device->drv, &params, &r->drv, &r->mem);
     if (st != ACCEL_OK) {
       accel_semaphore_release(r->fence);
       goto err_destroy_rings;
@@ -148,9 +149,9 @@ void accel_dma_queue_destroy(accel_dma_queue_t *queue) {
   }
   const accel_driver_t *drv = queue->device->driver;
   if ((queue->flags & ACCEL_DMA_QUEUE_FLAG_ABORT_ON_DESTROY) != 0 &&
-      drv->dma_ring_abort != NULL) {
+      drv->copy->ring_abort != NULL) {
     for (uint32_t i = 0; i < queue->ring_count; ++i) {
-      drv->dma_ring_abort(queue->rings[i].drv);
+      drv->copy->ring_abort(queue->rings[i].drv);
     }
   }
   destroy_rings(queue, queue->ring_count);
@@ -243,7 +244,7 @@ uint64_t accel_dma_queue_submitted_tail(accel_dma_queue_t *q) {
 }
 
 void accel_dma_queue_retire_through(accel_dma_queue_t *q, uint64_t tail) {
-  (void)q->device->driver->dma_ring_wait(q->rings[0].drv, tail,
+  (void)q->device->driver->copy->ring_wait(q->rings[0].drv, tail,
                                          ACCEL_TIMEOUT_INFINITE);
   accel_dma_queue_retire_soon(q);
 }
@@ -266,7 +267,7 @@ accel_status_t accel_dma_queue_check_failed(accel_dma_queue_t *queue) {
     if (atomic_load_explicit(r->mem.failed, memory_order_acquire) != 0) {
       uint64_t value = 0;
       accel_status_t st =
-          queue->device->driver->semaphore_query(r->fence->drv, &value);
+          queue->device->driver->sync->query(r->fence->drv, &value);
       if (st != ACCEL_OK) {
         return st;
       }
@@ -281,7 +282,7 @@ accel_status_t accel_dma_queue_synchronize(accel_dma_queue_t *queue,
   // Acquire: pairs with the submit's release (the descriptors are written).
   uint64_t target =
       atomic_load_explicit(&queue->last_tail, memory_order_acquire);
-  accel_status_t st = queue->device->driver->dma_ring_wait(
+  accel_status_t st = queue->device->driver->copy->ring_wait(
       queue->rings[0].drv, target, timeout_ns);
   if (st == ACCEL_ERROR_TIMEOUT) {
     return accel_error(ACCEL_ERROR_TIMEOUT,
@@ -392,28 +393,4 @@ accel_status_t accel_dma_copy_2d(accel_dma_queue_t *queue, accel_buffer_t *dst,
       .src_pitch = src_pitch,
   };
   return accel_dma_submit(queue, &d, 1, 0, NULL, NULL, 0, NULL, NULL);
-}
-
-accel_status_t accel_dma_queue_inject_fault(accel_dma_queue_t *queue,
-                                            uint32_t ring_index,
-                                            accel_status_t status) {
-  ACCEL_CHECK_ARG(queue != NULL, "queue (NULL)");
-  if (ring_index >= queue->ring_count) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "dma queue \"%s\": ring %u of %u", queue->name,
-                       ring_index, queue->ring_count);
-  }
-  const accel_driver_t *drv = queue->device->driver;
-  if (drv->dma_ring_inject_fault == NULL) {
-    return accel_error(ACCEL_ERROR_UNSUPPORTED,
-                       "dma queue: backend %s has no fault-injection hook",
-                       drv->name);
-  }
-  pthread_mutex_lock(&queue->submit_lock);
-  // The fault is for an engine to hit: copies of this queue stay on the
-  // engines from now on (a test hook; see accel_dma_submit's inline path).
-  queue->inline_max_bytes = 0;
-  drv->dma_ring_inject_fault(queue->rings[ring_index].drv, status);
-  accel_dma_queue_unlock(queue);
-  return ACCEL_OK;
 }

@@ -363,7 +363,7 @@ static void doorbell_all(plan_t *p) {
     accel_dma_ring_state_t *r = &q->rings[i];
     if (r->tail != r->published) {
       r->published = r->tail;
-      q->device->driver->dma_ring_doorbell(r->drv, r->tail);
+      q->device->driver->copy->ring_doorbell(r->drv, r->tail);
     }
   }
 }
@@ -398,7 +398,7 @@ static void emit_now(plan_t *p, uint32_t ring,
     counter_add(&q->stalls, 1);
     doorbell_all(p);
     uint64_t want = r->tail - slots + slots / 4;
-    while (q->device->driver->dma_ring_wait(r->drv, want,
+    while (q->device->driver->copy->ring_wait(r->drv, want,
                                             ACCEL_TIMEOUT_INFINITE) !=
            ACCEL_OK) {
     }
@@ -918,7 +918,7 @@ static accel_status_t execute_now_locked(accel_dma_queue_t *q,
     accel_trace_dma_enqueue(r->drv, &d, d.trace_seq, enqueued_at);
   }
   accel_status_t st =
-      q->device->driver->dma_ring_execute_now(r->drv, &d);
+      q->device->driver->copy->ring_execute_now(r->drv, &d);
   if (st != ACCEL_OK) {
     // The ring path reuses the trace number (the enqueue is then reported
     // twice for it, on this path that only an engine fault injected

@@ -330,7 +330,7 @@ accel_status_t accel_buffer_host_pointer(const accel_buffer_t *buffer,
     *out_ptr = buffer->u.host.host_ptr;
     return ACCEL_OK;
   }
-  void *p = buffer->device->driver->host_pointer(buffer->device->drv,
+  void *p = buffer->device->driver->memory->host_pointer(buffer->device->drv,
                                                  buffer->address);
   if (p == NULL) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,

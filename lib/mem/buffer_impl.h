@@ -15,6 +15,7 @@
 
 #include "accel/memory.h"
 #include "core/driver.h"
+#include "core/driver_memory.h"
 #include "core/object.h"
 
 typedef struct accel_mem_allocator accel_mem_allocator_t;

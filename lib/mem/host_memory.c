@@ -62,7 +62,7 @@ accel_status_t accel_mem_host_alloc(accel_mem_allocator_t *a, uint64_t size,
                                     accel_buffer_t **out) {
   host_alloc_t *h = (host_alloc_t *)a;
   accel_device_t *dev = a->device;
-  if (dev->driver->host_register == NULL) {
+  if (dev->driver->memory->host_register == NULL) {
     accel_mem_counters_fail(&a->counters);
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "pinned host memory: backend \"%s\" cannot register "
@@ -87,7 +87,7 @@ accel_status_t accel_mem_host_alloc(accel_mem_allocator_t *a, uint64_t size,
   }
   uint64_t address = 0;
   // Registration pins (and so faults in) the pages: after placement.
-  st = dev->driver->host_register(dev->drv, p, mapped, &address);
+  st = dev->driver->memory->host_register(dev->drv, p, mapped, &address);
   if (st != ACCEL_OK) {
     goto err_unmap;
   }
@@ -115,7 +115,7 @@ err_free_record:
 accel_status_t accel_mem_host_register(accel_mem_allocator_t *a, void *ptr,
                                        uint64_t size, accel_buffer_t **out) {
   accel_device_t *dev = a->device;
-  if (dev->driver->host_register == NULL) {
+  if (dev->driver->memory->host_register == NULL) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "host register: backend \"%s\" cannot register host "
                        "memory",
@@ -124,7 +124,7 @@ accel_status_t accel_mem_host_register(accel_mem_allocator_t *a, void *ptr,
   accel_buffer_t *buf = NULL;
   ACCEL_RETURN_IF_ERROR(accel_mem_record_alloc(a->mem, &buf));
   uint64_t address = 0;
-  accel_status_t st = dev->driver->host_register(dev->drv, ptr, size, &address);
+  accel_status_t st = dev->driver->memory->host_register(dev->drv, ptr, size, &address);
   if (st != ACCEL_OK) {
     accel_mem_record_free(a->mem, buf);
     accel_mem_counters_fail(&a->counters);
@@ -144,7 +144,7 @@ accel_status_t accel_mem_host_register(accel_mem_allocator_t *a, void *ptr,
 
 static void host_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
   accel_device_t *dev = a->device;
-  dev->driver->host_unregister(dev->drv, buf->u.host.host_ptr,
+  dev->driver->memory->host_unregister(dev->drv, buf->u.host.host_ptr,
                                buf->u.host.mapped_bytes);
   if (!buf->u.host.user_owned) {
     // Anonymous pages go back to the kernel, which zeroes them for the next

@@ -24,17 +24,17 @@ static accel_status_t map_dedicated(accel_mem_allocator_t *a,
                                     uint64_t *out_address) {
   accel_device_t *dev = a->device;
   const accel_driver_t *drv = dev->driver;
-  accel_status_t st = drv->va_reserve(dev->drv, mapped, alignment, out_address);
+  accel_status_t st = drv->memory->va_reserve(dev->drv, mapped, alignment, out_address);
   if (st != ACCEL_OK) {
     return st;
   }
-  st = drv->phys_map(dev->drv, *out_address, phys, 0, mapped);
+  st = drv->memory->phys_map(dev->drv, *out_address, phys, 0, mapped);
   if (st != ACCEL_OK) {
     goto err_release_va;
   }
   if (access != ACCEL_DRV_ACCESS_READ_WRITE) {
-    st = drv->va_set_access != NULL
-             ? drv->va_set_access(dev->drv, *out_address, mapped, access)
+    st = drv->memory->va_set_access != NULL
+             ? drv->memory->va_set_access(dev->drv, *out_address, mapped, access)
              : accel_error(ACCEL_ERROR_UNSUPPORTED,
                            "backend \"%s\" cannot set access modes",
                            drv->name);
@@ -45,9 +45,9 @@ static accel_status_t map_dedicated(accel_mem_allocator_t *a,
   return ACCEL_OK;
 
 err_unmap:
-  drv->phys_unmap(dev->drv, *out_address, mapped);
+  drv->memory->phys_unmap(dev->drv, *out_address, mapped);
 err_release_va:
-  drv->va_release(dev->drv, *out_address, mapped);
+  drv->memory->va_release(dev->drv, *out_address, mapped);
   return st;
 }
 
@@ -84,7 +84,7 @@ accel_status_t accel_mem_dedicated_alloc(accel_mem_allocator_t *a,
                                          bool exportable, uint32_t tag,
                                          accel_buffer_t **out) {
   accel_device_t *dev = a->device;
-  if (exportable && dev->driver->phys_export_fd == NULL) {
+  if (exportable && dev->driver->memory->phys_export_fd == NULL) {
     accel_mem_counters_fail(&a->counters);
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "exportable buffer: backend \"%s\" has no IPC",
@@ -94,7 +94,7 @@ accel_status_t accel_mem_dedicated_alloc(accel_mem_allocator_t *a,
   accel_buffer_t *buf = NULL;
   ACCEL_RETURN_IF_ERROR(accel_mem_record_alloc(a->mem, &buf));
   accel_drv_phys_t *phys = NULL;
-  accel_status_t st = dev->driver->phys_create(dev->drv, mapped, 0, &phys);
+  accel_status_t st = dev->driver->memory->phys_create(dev->drv, mapped, 0, &phys);
   if (st != ACCEL_OK) {
     goto err_free_record;
   }
@@ -109,7 +109,7 @@ accel_status_t accel_mem_dedicated_alloc(accel_mem_allocator_t *a,
   return ACCEL_OK;
 
 err_release_phys:
-  dev->driver->phys_release(phys);
+  dev->driver->memory->phys_release(phys);
 err_free_record:
   accel_mem_record_free(a->mem, buf);
   accel_mem_counters_fail(&a->counters);
@@ -120,7 +120,7 @@ accel_status_t accel_mem_dedicated_import(accel_mem_allocator_t *a, int fd,
                                           uint64_t size, uint32_t flags,
                                           accel_buffer_t **out) {
   accel_device_t *dev = a->device;
-  if (dev->driver->phys_import_fd == NULL) {
+  if (dev->driver->memory->phys_import_fd == NULL) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "buffer import: backend \"%s\" has no IPC",
                        dev->driver->name);
@@ -129,7 +129,7 @@ accel_status_t accel_mem_dedicated_import(accel_mem_allocator_t *a, int fd,
   accel_buffer_t *buf = NULL;
   ACCEL_RETURN_IF_ERROR(accel_mem_record_alloc(a->mem, &buf));
   accel_drv_phys_t *phys = NULL;
-  accel_status_t st = dev->driver->phys_import_fd(dev->drv, fd, mapped, &phys);
+  accel_status_t st = dev->driver->memory->phys_import_fd(dev->drv, fd, mapped, &phys);
   if (st != ACCEL_OK) {
     goto err_free_record;
   }
@@ -146,7 +146,7 @@ accel_status_t accel_mem_dedicated_import(accel_mem_allocator_t *a, int fd,
   return ACCEL_OK;
 
 err_release_phys:
-  dev->driver->phys_release(phys);
+  dev->driver->memory->phys_release(phys);
 err_free_record:
   accel_mem_record_free(a->mem, buf);
   return st;
@@ -169,9 +169,9 @@ static void dedicated_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
   // The physical memory goes back to the driver (never to a pool); the
   // driver hands out only zeroed memory, and shared memory stays alive for
   // the other process until it releases its mapping.
-  dev->driver->phys_unmap(dev->drv, buf->address, mapped);
-  dev->driver->va_release(dev->drv, buf->address, mapped);
-  dev->driver->phys_release(buf->u.dedicated.phys);
+  dev->driver->memory->phys_unmap(dev->drv, buf->address, mapped);
+  dev->driver->memory->va_release(dev->drv, buf->address, mapped);
+  dev->driver->memory->phys_release(buf->u.dedicated.phys);
   accel_mem_counters_reserve(&a->counters, -(int64_t)mapped);
   uint64_t size = buf->size_bytes;
   accel_mem_record_free(a->mem, buf);
@@ -273,7 +273,7 @@ accel_status_t accel_buffer_export(const accel_buffer_t *buffer, int *out_fd) {
                        "ACCEL_BUFFER_FLAG_EXPORTABLE",
                        (unsigned long long)buffer->address);
   }
-  return buffer->device->driver->phys_export_fd(buffer->u.dedicated.phys,
+  return buffer->device->driver->memory->phys_export_fd(buffer->u.dedicated.phys,
                                                 out_fd);
 }
 

@@ -43,7 +43,7 @@ accel_status_t accel_mem_pages_take(accel_mem_device_t *mem,
   }
   pthread_mutex_unlock(&src->lock);
   accel_device_t *dev = mem->device;
-  accel_status_t st = dev->driver->phys_create(dev->drv, ACCEL_MEM_CHUNK_BYTES,
+  accel_status_t st = dev->driver->memory->phys_create(dev->drv, ACCEL_MEM_CHUNK_BYTES,
                                                0, out_phys);
   if (st != ACCEL_OK) {
     accel_mem_counters_fail(&src->counters);
@@ -56,12 +56,12 @@ void accel_mem_pages_give(accel_mem_device_t *mem, accel_drv_phys_t *phys,
   accel_mem_page_source_t *src = &mem->pages;
   accel_device_t *dev = mem->device;
   void *host = mapped_at != 0
-                   ? dev->driver->host_pointer(dev->drv, mapped_at)
+                   ? dev->driver->memory->host_pointer(dev->drv, mapped_at)
                    : NULL;
   if (host == NULL) {
     // Cannot clear it here: the driver gets it back (and hands out only
     // zeroed memory).
-    dev->driver->phys_release(phys);
+    dev->driver->memory->phys_release(phys);
     return;
   }
   // Clear before anyone else can take the page: the next owner may be
@@ -89,7 +89,7 @@ void accel_mem_pages_give(accel_mem_device_t *mem, accel_drv_phys_t *phys,
   }
   pthread_mutex_unlock(&src->lock);
   if (!keep) {
-    dev->driver->phys_release(phys);
+    dev->driver->memory->phys_release(phys);
   }
 }
 
@@ -106,6 +106,6 @@ void accel_mem_pages_trim(accel_mem_device_t *mem, uint64_t keep) {
     accel_mem_counters_reserve(&src->counters,
                                -(int64_t)ACCEL_MEM_CHUNK_BYTES);
     pthread_mutex_unlock(&src->lock);
-    mem->device->driver->phys_release(phys);
+    mem->device->driver->memory->phys_release(phys);
   }
 }

@@ -88,7 +88,7 @@ static accel_status_t page_take_locked(paged_t *p, accel_mem_page_t **out) {
   if (p->page_bytes == ACCEL_MEM_CHUNK_BYTES) {
     st = accel_mem_pages_take(a->mem, &pg->phys);
   } else {
-    st = a->device->driver->phys_create(a->device->drv, p->page_bytes, 0,
+    st = a->device->driver->memory->phys_create(a->device->drv, p->page_bytes, 0,
                                         &pg->phys);
   }
   if (st != ACCEL_OK) {
@@ -110,12 +110,12 @@ static void page_return_locked(paged_t *p, accel_mem_page_t *pg,
   if (p->page_bytes == ACCEL_MEM_CHUNK_BYTES) {
     accel_mem_pages_give(a->mem, pg->phys, mapped_at);
   } else {
-    void *host = dev->driver->host_pointer(dev->drv, mapped_at);
+    void *host = dev->driver->memory->host_pointer(dev->drv, mapped_at);
     if (host != NULL) {
       ACCEL_MEM_UNPOISON(host, p->page_bytes);
       memset(host, 0, p->page_bytes);
     }
-    dev->driver->phys_release(pg->phys);
+    dev->driver->memory->phys_release(pg->phys);
   }
   p->pages_held--;
   accel_mem_counters_reserve(&a->counters, -(int64_t)p->page_bytes);
@@ -135,10 +135,10 @@ static void trim_locked(paged_t *p, uint64_t keep) {
     // The last page of the range is never handed out; it is the scratch
     // mapping for clearing.
     uint64_t scratch = p->base + p->va_bytes;
-    if (dev->driver->phys_map(dev->drv, scratch, pg->phys, 0, p->page_bytes) ==
+    if (dev->driver->memory->phys_map(dev->drv, scratch, pg->phys, 0, p->page_bytes) ==
         ACCEL_OK) {
       page_return_locked(p, pg, scratch);
-      dev->driver->phys_unmap(dev->drv, scratch, p->page_bytes);
+      dev->driver->memory->phys_unmap(dev->drv, scratch, p->page_bytes);
     } else {
       page_return_locked(p, pg, 0);
     }
@@ -320,7 +320,7 @@ static accel_status_t map_pages_locked(paged_t *p, accel_buffer_t *buf,
     accel_status_t st = page_take_locked(p, &pg);
     uint64_t at = buf->address + (uint64_t)i * p->page_bytes;
     if (st == ACCEL_OK) {
-      st = dev->driver->phys_map(dev->drv, at, pg->phys, 0, p->page_bytes);
+      st = dev->driver->memory->phys_map(dev->drv, at, pg->phys, 0, p->page_bytes);
       if (st != ACCEL_OK) {
         pg->next = p->free_pages;
         p->free_pages = pg;
@@ -330,7 +330,7 @@ static accel_status_t map_pages_locked(paged_t *p, accel_buffer_t *buf,
     if (st != ACCEL_OK) {
       for (uint32_t k = i; k > from; --k) {
         accel_mem_page_t *undo = buf->u.paged.pages[k - 1];
-        dev->driver->phys_unmap(dev->drv,
+        dev->driver->memory->phys_unmap(dev->drv,
                                 buf->address + (uint64_t)(k - 1) * p->page_bytes,
                                 p->page_bytes);
         undo->next = p->free_pages;
@@ -348,13 +348,13 @@ static accel_status_t map_pages_locked(paged_t *p, accel_buffer_t *buf,
 
 static void unmap_all_locked(paged_t *p, accel_buffer_t *buf) {
   accel_device_t *dev = p->pool.base.device;
-  void *host = dev->driver->host_pointer(dev->drv, buf->address);
+  void *host = dev->driver->memory->host_pointer(dev->drv, buf->address);
   if (host != NULL) {
     ACCEL_MEM_UNPOISON(host, (uint64_t)buf->u.paged.page_count * p->page_bytes);
   }
   for (uint32_t i = buf->u.paged.page_count; i > 0; --i) {
     accel_mem_page_t *pg = buf->u.paged.pages[i - 1];
-    dev->driver->phys_unmap(dev->drv,
+    dev->driver->memory->phys_unmap(dev->drv,
                             buf->address + (uint64_t)(i - 1) * p->page_bytes,
                             p->page_bytes);
     pg->next = p->free_pages;
@@ -554,7 +554,7 @@ static accel_status_t block_page_add_locked(paged_t *p) {
       goto err_free_va;
     }
   }
-  st = dev->driver->phys_map(dev->drv, at, pg->phys, 0, p->page_bytes);
+  st = dev->driver->memory->phys_map(dev->drv, at, pg->phys, 0, p->page_bytes);
   if (st != ACCEL_OK) {
     goto err_free_va;
   }
@@ -625,7 +625,7 @@ static accel_status_t block_alloc(paged_t *p, uint64_t size, uint32_t tag,
   buf->reserved_bytes = p->block_bytes;
   buf->tag_index = tag;
   buf->size_class = block;
-  void *host = a->device->driver->host_pointer(a->device->drv, address);
+  void *host = a->device->driver->memory->host_pointer(a->device->drv, address);
   if (host != NULL) {
     ACCEL_MEM_UNPOISON(host, size);
   }
@@ -636,7 +636,7 @@ static accel_status_t block_alloc(paged_t *p, uint64_t size, uint32_t tag,
 static void block_free(paged_t *p, accel_buffer_t *buf) {
   accel_mem_allocator_t *a = &p->pool.base;
   accel_device_t *dev = a->device;
-  void *host = dev->driver->host_pointer(dev->drv, buf->address);
+  void *host = dev->driver->memory->host_pointer(dev->drv, buf->address);
   if (host != NULL) {
     ACCEL_MEM_POISON(host, p->block_bytes);
   }
@@ -669,9 +669,9 @@ static void block_free(paged_t *p, accel_buffer_t *buf) {
       p->page_by_slot[(pg->address - p->base) / p->page_bytes] = NULL;
       if (host != NULL) {
         ACCEL_MEM_UNPOISON(
-            dev->driver->host_pointer(dev->drv, pg->address), p->page_bytes);
+            dev->driver->memory->host_pointer(dev->drv, pg->address), p->page_bytes);
       }
-      dev->driver->phys_unmap(dev->drv, pg->address, p->page_bytes);
+      dev->driver->memory->phys_unmap(dev->drv, pg->address, p->page_bytes);
       va_free_locked(p, pg->address, p->page_bytes);
       pg->next = p->free_pages;
       p->free_pages = pg;
@@ -696,13 +696,13 @@ static void paged_trim(accel_mem_allocator_t *a, uint64_t keep) {
       if (pg->live_blocks == 0 && p->pages_held * p->page_bytes > keep) {
         block_list_remove(p, pg);
         p->page_by_slot[(pg->address - p->base) / p->page_bytes] = NULL;
-        void *host = dev->driver->host_pointer(dev->drv, pg->address);
+        void *host = dev->driver->memory->host_pointer(dev->drv, pg->address);
         if (host != NULL) {
           ACCEL_MEM_UNPOISON(host, p->page_bytes);
         }
         uint64_t at = pg->address;
         page_return_locked(p, pg, at);  // frees |pg|
-        dev->driver->phys_unmap(dev->drv, at, p->page_bytes);
+        dev->driver->memory->phys_unmap(dev->drv, at, p->page_bytes);
         va_free_locked(p, at, p->page_bytes);
       }
       pg = next;
@@ -805,13 +805,13 @@ static void paged_destroy(accel_mem_allocator_t *a) {
       if (pg != NULL) {
         uint64_t at = pg->address;
         page_return_locked(p, pg, at);  // frees |pg|
-        dev->driver->phys_unmap(dev->drv, at, p->page_bytes);
+        dev->driver->memory->phys_unmap(dev->drv, at, p->page_bytes);
       }
     }
   }
   trim_locked(p, 0);
   pthread_mutex_unlock(&p->lock);
-  dev->driver->va_release(dev->drv, p->base, p->va_bytes + p->page_bytes);
+  dev->driver->memory->va_release(dev->drv, p->base, p->va_bytes + p->page_bytes);
   free(p->free_va);
   free(p->live);
   free(p->page_by_slot);
@@ -886,7 +886,7 @@ accel_status_t accel_mem_paged_create(accel_mem_device_t *mem,
     goto err_free_pool;
   }
   // One extra page at the end: scratch mapping for clearing pages.
-  st = dev->driver->va_reserve(dev->drv, va + page, page, &p->base);
+  st = dev->driver->memory->va_reserve(dev->drv, va + page, page, &p->base);
   if (st != ACCEL_OK) {
     goto err_free_pool;
   }

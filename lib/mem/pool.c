@@ -38,7 +38,7 @@ static bool point_done(const accel_buffer_t *rec) {
   }
   const accel_semaphore_t *sem = (const accel_semaphore_t *)rec->free_timeline;
   uint64_t value = 0;
-  if (sem->device->driver->semaphore_query(sem->drv, &value) != ACCEL_OK) {
+  if (sem->device->driver->sync->query(sem->drv, &value) != ACCEL_OK) {
     return false;  // failed stream: keep it until a trim or destroy
   }
   return value >= rec->free_seq;

@@ -167,7 +167,7 @@ static void chunk_release_locked(slab_t *s, accel_mem_slab_chunk_t *c) {
   accel_mem_device_t *mem = s->pool.base.mem;
   const accel_driver_t *drv = mem->device->driver;
   accel_mem_pages_give(mem, c->phys, c->address);
-  drv->phys_unmap(mem->device->drv, c->address, ACCEL_MEM_CHUNK_BYTES);
+  drv->memory->phys_unmap(mem->device->drv, c->address, ACCEL_MEM_CHUNK_BYTES);
   s->chunks[c->slot] = NULL;
   s->free_slots[s->free_slot_count++] = c->slot;
   s->chunk_count--;
@@ -231,7 +231,7 @@ static accel_status_t chunk_create_locked(slab_t *s, int size_class,
   }
   c->slot = s->free_slots[s->free_slot_count - 1];
   c->address = s->base + (uint64_t)c->slot * ACCEL_MEM_CHUNK_BYTES;
-  st = dev->driver->phys_map(dev->drv, c->address, c->phys, 0,
+  st = dev->driver->memory->phys_map(dev->drv, c->address, c->phys, 0,
                              ACCEL_MEM_CHUNK_BYTES);
   if (st != ACCEL_OK) {
     goto err_give_page;
@@ -245,7 +245,7 @@ static accel_status_t chunk_create_locked(slab_t *s, int size_class,
   for (uint32_t i = 0; i < capacity; ++i) {
     c->free_stack[i] = capacity - 1 - i;
   }
-  void *host = dev->driver->host_pointer(dev->drv, c->address);
+  void *host = dev->driver->memory->host_pointer(dev->drv, c->address);
   if (host != NULL) {
     ACCEL_MEM_POISON(host, ACCEL_MEM_CHUNK_BYTES);
   }
@@ -522,7 +522,7 @@ accel_status_t accel_mem_slab_alloc(accel_mem_allocator_t *a, uint64_t size,
   atomic_store_explicit(&rec->state, ACCEL_BUFFER_STATE_LIVE,
                         memory_order_relaxed);
 #if defined(__SANITIZE_ADDRESS__)
-  void *host = a->device->driver->host_pointer(a->device->drv, rec->address);
+  void *host = a->device->driver->memory->host_pointer(a->device->drv, rec->address);
   if (host != NULL) {
     ACCEL_MEM_UNPOISON(host, size);
   }
@@ -535,7 +535,7 @@ static void slab_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
   slab_t *s = (slab_t *)a;
 #if defined(__SANITIZE_ADDRESS__)
   // Freed device memory is poisoned so that a use after free is caught.
-  void *host = a->device->driver->host_pointer(a->device->drv, buf->address);
+  void *host = a->device->driver->memory->host_pointer(a->device->drv, buf->address);
   if (host != NULL) {
     ACCEL_MEM_POISON(host, buf->reserved_bytes);
   }
@@ -726,7 +726,7 @@ static void slab_destroy(accel_mem_allocator_t *a) {
     s->spare_records = r->next;
     accel_mem_record_free(mem, r);
   }
-  mem->device->driver->va_release(mem->device->drv, s->base, s->va_bytes);
+  mem->device->driver->memory->va_release(mem->device->drv, s->base, s->va_bytes);
   free(s->chunks);
   free(s->free_slots);
   pthread_mutex_destroy(&s->depot_lock);
@@ -769,7 +769,7 @@ accel_status_t accel_mem_slab_create(accel_mem_device_t *mem,
                      s->slot_count);
     goto err_free_slab;
   }
-  st = dev->driver->va_reserve(dev->drv, limit, ACCEL_MEM_CHUNK_BYTES,
+  st = dev->driver->memory->va_reserve(dev->drv, limit, ACCEL_MEM_CHUNK_BYTES,
                                &s->base);
   if (st != ACCEL_OK) {
     goto err_free_slab;

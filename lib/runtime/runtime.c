@@ -5,6 +5,7 @@
 #include "accel/runtime.h"
 #include "core/error.h"
 #include "core/runtime_impl.h"
+#include "core/driver_device.h"
 #include "runtime/runtime_impl.h"
 #include "topo/placement.h"
 #include "trace/trace_hooks.h"
@@ -168,20 +169,20 @@ static void close_devices(accel_runtime_t *rt) {
       dev->mem_fini(dev);
     }
     accel_trace_device_close(dev);
-    dev->driver->device_close(dev->drv);
+    dev->driver->device->close(dev->drv);
     free(dev);
   }
   free(rt->all_devices);
   free(rt->devices);
   for (uint32_t i = rt->backend_count; i > 0; --i) {
-    rt->backends[i - 1].driver->close(rt->backends[i - 1].backend);
+    rt->backends[i - 1].driver->device->backend_close(rt->backends[i - 1].backend);
   }
 }
 
 static accel_status_t open_backend_devices(accel_runtime_t *rt,
                                            const accel_driver_t *driver,
                                            accel_drv_backend_t *backend) {
-  uint32_t n = driver->device_count(backend);
+  uint32_t n = driver->device->count(backend);
   if (n == 0) {
     return ACCEL_OK;
   }
@@ -200,7 +201,7 @@ static accel_status_t open_backend_devices(accel_runtime_t *rt,
                          "runtime: cannot allocate device %s:%u", driver->name,
                          ordinal);
     }
-    accel_status_t st = driver->device_open(backend, ordinal, &dev->drv);
+    accel_status_t st = driver->device->open(backend, ordinal, &dev->drv);
     if (st != ACCEL_OK) {
       free(dev);
       return accel_error_context(st, "opening device %s:%u", driver->name,
@@ -210,11 +211,11 @@ static accel_status_t open_backend_devices(accel_runtime_t *rt,
     dev->driver = driver;
     dev->ordinal = ordinal;
     dev->info.struct_size = sizeof(dev->info);
-    driver->device_info(dev->drv, &dev->info);
+    driver->device->info(dev->drv, &dev->info);
     snprintf(dev->info.id, sizeof(dev->info.id), "%s:%u", driver->name,
              ordinal);
     uint64_t host_ns = 0, device_ns = 0;
-    driver->clock_pair(dev->drv, &host_ns, &device_ns);
+    driver->device->clock_pair(dev->drv, &host_ns, &device_ns);
     accel_trace_device_open(dev, dev->info.id, host_ns, device_ns);
     rt->all_devices[rt->all_device_count++] = dev;
   }
@@ -275,7 +276,7 @@ accel_status_t accel_runtime_create_with_drivers(
   accel_status_t st = ACCEL_OK;
   for (uint32_t i = 0; i < driver_count; ++i) {
     accel_drv_backend_t *backend = NULL;
-    st = drivers[i]->open(drivers[i], &rt->options, &backend);
+    st = drivers[i]->device->backend_open(drivers[i], &rt->options, &backend);
     if (st == ACCEL_ERROR_UNAVAILABLE) {
       continue;  // absent backend: skipped by design, not an error
     }

@@ -83,7 +83,7 @@ accel_status_t accel_event_record(accel_event_t *event,
   const accel_driver_t *driver = event->device->driver;
   pthread_mutex_lock(&event->lock);
   uint64_t value = 0;
-  if (driver->semaphore_query(event->semaphore->drv, &value) != ACCEL_OK) {
+  if (driver->sync->query(event->semaphore->drv, &value) != ACCEL_OK) {
     accel_semaphore_t *fresh = NULL;
     accel_status_t st =
         accel_semaphore_create_internal(event->device, 0, &fresh);
@@ -133,7 +133,7 @@ accel_status_t accel_event_query(accel_event_t *event) {
   snapshot(event, &sem, &target);
   uint64_t value = 0;
   accel_status_t st =
-      event->device->driver->semaphore_query(sem->drv, &value);
+      event->device->driver->sync->query(sem->drv, &value);
   if (st == ACCEL_OK && value < target) {
     st = accel_error(ACCEL_ERROR_NOT_READY,
                      "event record %llu not reached yet",
@@ -151,7 +151,7 @@ accel_status_t accel_event_synchronize(accel_event_t *event,
   accel_semaphore_t *sem;
   uint64_t target;
   snapshot(event, &sem, &target);
-  accel_status_t st = event->device->driver->semaphore_wait(
+  accel_status_t st = event->device->driver->sync->wait(
       1, &sem->drv, &target, ACCEL_WAIT_ALL, timeout_ns, NULL);
   accel_semaphore_release(sem);
   return st;
@@ -206,7 +206,7 @@ accel_status_t accel_event_elapsed_ns(accel_event_t *start, accel_event_t *end,
     snapshot(events[i], &sem, &target);
     uint64_t value = 0;
     accel_status_t st =
-        events[i]->device->driver->semaphore_query(sem->drv, &value);
+        events[i]->device->driver->sync->query(sem->drv, &value);
     accel_semaphore_release(sem);
     if (target == 0) {
       return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,

@@ -56,7 +56,8 @@ accel_status_t accel_stream_create(accel_device_t *device,
       .submitted_seq = &s->last_seq,
       .name = s->name,
   };
-  st = device->driver->queue_create(device->drv, &params, &s->queue);
+  s->qops = device->driver->queue;
+  st = s->qops->create(device->drv, &params, &s->queue);
   if (st != ACCEL_OK) {
     goto err_release_completion;
   }
@@ -75,7 +76,7 @@ void accel_stream_destroy(accel_stream_t *stream) {
   if (stream == NULL) {
     return;
   }
-  stream->device->driver->queue_destroy(stream->queue);
+  stream->qops->destroy(stream->queue);
   accel_trace_stream_destroy(stream->queue);
   // After the queue: its commands wait on the link's DMA work.
   accel_stream_copy_link_destroy(
@@ -88,23 +89,18 @@ accel_device_t *accel_stream_device(const accel_stream_t *stream) {
   return stream != NULL ? stream->device : NULL;
 }
 
-static void release_cmd_refs(accel_cmd_t *cmd) {
-  accel_object_release(cmd->refs[0]);
-  accel_object_release(cmd->refs[1]);
-}
-
 accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd) {
   // The queue reports the stream's stored error itself when it has failed
   // (driver.h), so the fast path reads no line the worker writes.
   uint64_t seq = 0;
   accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time();
   accel_status_t st =
-      stream->device->driver->queue_submit(stream->queue, cmd, 1, &seq);
+      stream->qops->submit(stream->queue, cmd, 1, &seq);
   if (st == ACCEL_OK) {
     accel_trace_cmd_enqueue(stream->queue, cmd, seq, enqueued_at);
-    return ACCEL_OK;  // the queue updated stream->last_seq
   }
-  release_cmd_refs(cmd);
+  // The queue owns the command's references either way (driver_queue.h) and
+  // updated stream->last_seq when it accepted it.
   return st;
 }
 
@@ -125,16 +121,16 @@ static accel_cmd_t launch_cmd(accel_launch_exec_fn_t exec, void *payload,
 static __attribute__((noinline)) accel_status_t submit_launch_slow(
     accel_stream_t *stream, accel_launch_exec_fn_t exec, void *payload,
     accel_object_t *ref0, accel_object_t *ref1) {
-  const accel_driver_t *drv = stream->device->driver;
+  const accel_drv_queue_ops_t *ops = stream->qops;
   accel_cmd_t cmd = launch_cmd(exec, payload, ref0, ref1);
-  if (drv->queue_launch == NULL) {
+  if (ops->launch == NULL) {
     return accel_stream_submit(stream, &cmd);
   }
   uint64_t seq = 0;
   accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time();
   // The queue owns the references from here, also on failure.
   ACCEL_RETURN_IF_ERROR(
-      drv->queue_launch(stream->queue, exec, payload, ref0, ref1, &seq));
+      ops->launch(stream->queue, exec, payload, ref0, ref1, &seq));
   accel_trace_cmd_enqueue(stream->queue, &cmd, seq, enqueued_at);
   return ACCEL_OK;
 }
@@ -143,14 +139,14 @@ accel_status_t accel_stream_submit_launch(accel_stream_t *stream,
                                           accel_launch_exec_fn_t exec,
                                           void *payload, accel_object_t *ref0,
                                           accel_object_t *ref1) {
-  const accel_driver_t *drv = stream->device->driver;
-  if (drv->queue_launch == NULL ||
+  const accel_drv_queue_ops_t *ops = stream->qops;
+  if (ops->launch == NULL ||
       ACCEL_TRACE_UNLIKELY(accel_trace_cmd_enqueue_wanted())) {
     return submit_launch_slow(stream, exec, payload, ref0, ref1);
   }
   // The direct path: no command built, no number asked for, and the
   // references handed over (a tail call).
-  return drv->queue_launch(stream->queue, exec, payload, ref0, ref1, NULL);
+  return ops->launch(stream->queue, exec, payload, ref0, ref1, NULL);
 }
 
 static accel_status_t check_buffer(const accel_stream_t *stream,
@@ -179,15 +175,15 @@ static accel_cmd_t host_call_cmd(accel_host_fn_t fn, void *user_data) {
 // the enqueue (which needs the command and its number).
 static __attribute__((noinline)) accel_status_t host_call_slow(
     accel_stream_t *stream, accel_host_fn_t fn, void *user_data) {
-  const accel_driver_t *drv = stream->device->driver;
+  const accel_drv_queue_ops_t *ops = stream->qops;
   accel_cmd_t cmd = host_call_cmd(fn, user_data);
-  if (drv->queue_host_call == NULL) {
+  if (ops->host_call == NULL) {
     return accel_stream_submit(stream, &cmd);
   }
   uint64_t seq = 0;
   accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time();
   ACCEL_RETURN_IF_ERROR(
-      drv->queue_host_call(stream->queue, fn, user_data, &seq));
+      ops->host_call(stream->queue, fn, user_data, &seq));
   accel_trace_cmd_enqueue(stream->queue, &cmd, seq, enqueued_at);
   return ACCEL_OK;
 }
@@ -196,14 +192,14 @@ accel_status_t accel_stream_host_call(accel_stream_t *stream,
                                       accel_host_fn_t fn, void *user_data) {
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
   ACCEL_CHECK_ARG(fn != NULL, "fn (NULL)");
-  const accel_driver_t *drv = stream->device->driver;
-  if (drv->queue_host_call == NULL ||
+  const accel_drv_queue_ops_t *ops = stream->qops;
+  if (ops->host_call == NULL ||
       ACCEL_TRACE_UNLIKELY(accel_trace_cmd_enqueue_wanted())) {
     return host_call_slow(stream, fn, user_data);
   }
   // The direct path: no command built, and no number asked for (a tail
   // call: this frame stores nothing).
-  return drv->queue_host_call(stream->queue, fn, user_data, NULL);
+  return ops->host_call(stream->queue, fn, user_data, NULL);
 }
 
 accel_status_t accel_stream_fill(accel_stream_t *stream,
@@ -280,8 +276,7 @@ static accel_status_t submit_dma_copy(accel_stream_t *stream,
                                       uint64_t size) {
   const accel_driver_t *drv = stream->device->driver;
   if (size < stream->device->runtime->stream_copy_dma_min_bytes ||
-      drv->copy_engine_count == NULL || drv->dma_ring_create == NULL ||
-      drv->copy_engine_count(stream->device->drv) == 0) {
+      drv->copy == NULL || drv->copy->engine_count(stream->device->drv) == 0) {
     return submit_stream_copy(stream, dst, src, size);
   }
   accel_dma_desc_t d = {
@@ -398,7 +393,7 @@ accel_status_t accel_stream_synchronize(accel_stream_t *stream,
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
   uint64_t target = atomic_load_explicit(&stream->last_seq,
                                          memory_order_relaxed);
-  accel_status_t st = stream->device->driver->semaphore_wait(
+  accel_status_t st = stream->device->driver->sync->wait(
       1, &stream->completion->drv, &target, ACCEL_WAIT_ALL, timeout_ns, NULL);
   if (st == ACCEL_ERROR_TIMEOUT) {
     return accel_error(ACCEL_ERROR_TIMEOUT,
@@ -416,7 +411,7 @@ accel_status_t accel_stream_query(accel_stream_t *stream) {
                                          memory_order_relaxed);
   uint64_t value = 0;
   ACCEL_RETURN_IF_ERROR(
-      stream->device->driver->semaphore_query(stream->completion->drv, &value));
+      stream->device->driver->sync->query(stream->completion->drv, &value));
   if (value < target) {
     return accel_error(ACCEL_ERROR_NOT_READY,
                        "stream \"%s\": %llu of %llu commands complete",

@@ -11,7 +11,7 @@ accel_status_t accel_buffer_alloc_async(accel_stream_t *stream,
   ACCEL_CHECK_ARG(desc != NULL, "desc (NULL)");
   ACCEL_CHECK_ARG(out_buffer != NULL, "out_buffer (NULL)");
   uint64_t done = 0;
-  ACCEL_RETURN_IF_ERROR(stream->device->driver->semaphore_query(
+  ACCEL_RETURN_IF_ERROR(stream->device->driver->sync->query(
       stream->completion->drv, &done));
   // Fast path: a plain device buffer from the default pool with a current
   // descriptor (the same checks as the general path for this case).

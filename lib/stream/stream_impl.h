@@ -6,13 +6,16 @@
 #include "accel/event.h"
 #include "accel/stream.h"
 #include "core/driver.h"
+#include "core/driver_queue.h"
 #include "core/object.h"
 #include "core/runtime_impl.h"
 #include "sync/semaphore_impl.h"
 
 struct accel_stream {
-  accel_device_t *device;
+  // The device's queue table (the driver's, cached: every command calls it).
+  const accel_drv_queue_ops_t *qops;
   accel_drv_queue_t *queue;
+  accel_device_t *device;
   // Signalled to each command's seq as it completes; failed when the stream
   // fails (the stream's sticky error lives here).
   accel_semaphore_t *completion;
@@ -24,8 +27,9 @@ struct accel_stream {
   struct accel_stream_copy_link *_Atomic dma_link;
 };
 
-// Submits one command built by a public entry point: checks the stream's
-// sticky error, submits, and on failure drops the command's references.
+// Submits one command built by a public entry point. The queue reports the
+// stream's sticky error, and owns the command's references from the call on
+// (it drops them itself when it refuses the command).
 accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd);
 
 // Submits a launch of |exec| on |payload| holding |ref0| and |ref1| (either

@@ -6,7 +6,7 @@
 
 static void semaphore_destroy(accel_object_t *object) {
   accel_semaphore_t *sem = (accel_semaphore_t *)object;
-  sem->device->driver->semaphore_destroy(sem->drv);
+  sem->device->driver->sync->destroy(sem->drv);
   free(sem);
 }
 
@@ -19,7 +19,7 @@ accel_status_t accel_semaphore_create_internal(accel_device_t *device,
                        "semaphore: cannot allocate %zu bytes", sizeof(*sem));
   }
   accel_status_t st =
-      device->driver->semaphore_create(device->drv, initial_value, &sem->drv);
+      device->driver->sync->create(device->drv, initial_value, &sem->drv);
   if (st != ACCEL_OK) {
     free(sem);
     return st;
@@ -54,14 +54,14 @@ accel_status_t accel_semaphore_query(accel_semaphore_t *semaphore,
                                      uint64_t *out_value) {
   ACCEL_CHECK_ARG(semaphore != NULL, "semaphore (NULL)");
   ACCEL_CHECK_ARG(out_value != NULL, "out_value (NULL)");
-  return semaphore->device->driver->semaphore_query(semaphore->drv, out_value);
+  return semaphore->device->driver->sync->query(semaphore->drv, out_value);
 }
 
 accel_status_t accel_semaphore_signal(accel_semaphore_t *semaphore,
                                       uint64_t value) {
   ACCEL_CHECK_ARG(semaphore != NULL, "semaphore (NULL)");
   accel_trace_semaphore_signal(semaphore->device, semaphore, value);
-  return semaphore->device->driver->semaphore_signal(semaphore->drv, value);
+  return semaphore->device->driver->sync->signal(semaphore->drv, value);
 }
 
 accel_status_t accel_semaphore_fail(accel_semaphore_t *semaphore,
@@ -73,7 +73,7 @@ accel_status_t accel_semaphore_fail(accel_semaphore_t *semaphore,
                        "semaphore fail: status %d is not a failure code",
                        (int)status);
   }
-  semaphore->device->driver->semaphore_fail(semaphore->drv, status, message);
+  semaphore->device->driver->sync->fail(semaphore->drv, status, message);
   return ACCEL_OK;
 }
 
@@ -83,13 +83,13 @@ accel_status_t accel_semaphore_wait(accel_semaphore_t *semaphore,
   // Already reached (a failure does not undo a reached value): no wait, and
   // unless events are recorded, no clock read to time it.
   uint64_t current = 0;
-  (void)semaphore->device->driver->semaphore_query(semaphore->drv, &current);
+  (void)semaphore->device->driver->sync->query(semaphore->drv, &current);
   if (current >= value &&
       accel_trace_semaphore_wait_satisfied(semaphore->device)) {
     return ACCEL_OK;
   }
   uint64_t t0 = accel_trace_semaphore_wait(semaphore->device, semaphore, value);
-  accel_status_t st = semaphore->device->driver->semaphore_wait(
+  accel_status_t st = semaphore->device->driver->sync->wait(
       1, &semaphore->drv, &value, ACCEL_WAIT_ALL, timeout_ns, NULL);
   accel_trace_semaphore_wake(semaphore->device, semaphore, value, st, t0);
   return st;
@@ -130,7 +130,7 @@ accel_status_t accel_semaphore_wait_many(uint32_t count,
     drv[i] = semaphores[i]->drv;
   }
   const accel_driver_t *driver = semaphores[0]->device->driver;
-  return driver->semaphore_wait(count, drv, values, mode, timeout_ns,
+  return driver->sync->wait(count, drv, values, mode, timeout_ns,
                                 out_index);
 }
 
@@ -139,10 +139,10 @@ accel_status_t accel_semaphore_fd(accel_semaphore_t *semaphore, uint64_t value,
   ACCEL_CHECK_ARG(semaphore != NULL, "semaphore (NULL)");
   ACCEL_CHECK_ARG(out_fd != NULL, "out_fd (NULL)");
   const accel_driver_t *driver = semaphore->device->driver;
-  if (driver->semaphore_fd == NULL) {
+  if (driver->sync->export_fd == NULL) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "semaphore fd: backend %s has no pollable semaphores",
                        driver->name);
   }
-  return driver->semaphore_fd(semaphore->drv, value, out_fd);
+  return driver->sync->export_fd(semaphore->drv, value, out_fd);
 }

@@ -6,6 +6,7 @@
 
 #include "accel/semaphore.h"
 #include "core/driver.h"
+#include "core/driver_sync.h"
 #include "core/object.h"
 #include "core/runtime_impl.h"
 

@@ -8,6 +8,7 @@
 
 #include "accel_config.h"
 #include "core/runtime_impl.h"
+#include "core/driver_device.h"
 #include "topo/placement.h"
 #include "topo/topology_impl.h"
 
@@ -51,7 +52,7 @@ void accel_topo_place_devices(accel_runtime_t *rt) {
   }
   bool any_op = false, any_pci = false;
   for (uint32_t i = 0; i < rt->all_device_count; ++i) {
-    any_op = any_op || rt->all_devices[i]->driver->device_set_affinity != NULL;
+    any_op = any_op || rt->all_devices[i]->driver->device->set_affinity != NULL;
     any_pci = any_pci || rt->all_devices[i]->info.pci_bus_id[0] != '\0';
   }
   if (!any_op && !any_pci) {
@@ -87,7 +88,7 @@ void accel_topo_place_devices(accel_runtime_t *rt) {
       }
     }
     cpu_set_t cpus;
-    if (node < 0 || dev->driver->device_set_affinity == NULL) {
+    if (node < 0 || dev->driver->device->set_affinity == NULL) {
       continue;
     }
     bool known = topo != NULL ? accel_topo_numa_cpuset(topo, node, &cpus) ==
@@ -111,7 +112,7 @@ void accel_topo_place_devices(accel_runtime_t *rt) {
     // some of the node's CPUs, and an empty set cannot be applied.
     CPU_AND(&cpus, &cpus, &allowed);
     if (CPU_COUNT(&cpus) > 0) {
-      dev->driver->device_set_affinity(dev->drv, &cpus);
+      dev->driver->device->set_affinity(dev->drv, &cpus);
     }
   }
   accel_topology_destroy(topo);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/driver.h"
+#include "core/driver_queue.h"
 
 // Field numbers (Perfetto's public protos).
 enum {

@@ -11,6 +11,8 @@
 
 #include "accel_config.h"
 #include "core/driver.h"
+#include "core/driver_copy.h"
+#include "core/driver_queue.h"
 #include "trace/trace_impl.h"
 
 #if ACCEL_HAVE_LTTNG

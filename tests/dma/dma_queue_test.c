@@ -391,7 +391,7 @@ static void test_dma_engine_fault_fails_semaphore_and_aborts(void **state) {
         accel_dma_submit(q, d, 2, 1, &gate, &one, 1, &s1, &one));
     accel_dma_desc_t d2 = copy_desc(dst, size - 4096, src, 0, 4096);
     assert_accel_ok(accel_dma_submit(q, &d2, 1, 0, NULL, NULL, 1, &s2, &one));
-    assert_accel_ok(accel_dma_queue_inject_fault(
+    assert_accel_ok(fault_dma_queue_inject(
         q, ring, ACCEL_ERROR_DEVICE_LOST));
     assert_accel_ok(accel_semaphore_signal(gate, 1));
     assert_accel_status(accel_semaphore_wait(s1, 1, 10 * SECOND),

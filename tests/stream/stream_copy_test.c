@@ -7,6 +7,7 @@
 #include "dma/dma_impl.h"
 #include "stream/stream_copy.h"
 #include "stream/stream_impl.h"
+#include "fault_driver.h"
 #include "test_support.h"
 
 #define SECOND 1000000000ull
@@ -152,7 +153,7 @@ static void test_dma_stream_copy_engine_error_fails_stream(void **state) {
                         .width_bytes = 4096};
   assert_accel_ok(accel_stream_copy_submit(s, &link, &d));  // creates the link
   assert_accel_ok(accel_stream_synchronize(s, 10 * SECOND));
-  assert_accel_ok(accel_dma_queue_inject_fault(accel_stream_copy_link_queue(link), 0,
+  assert_accel_ok(fault_dma_queue_inject(accel_stream_copy_link_queue(link), 0,
                                                ACCEL_ERROR_DEVICE_LOST));
   // The engine may fail the copy, and so the stream, before the call's last
   // step (the stream's release of the queue's references) is enqueued: the

@@ -6,6 +6,8 @@
 
 #include "accel/accel.h"
 #include "core/driver.h"
+#include "core/driver_queue.h"
+#include "dma/dma_impl.h"
 
 typedef enum fault_op {
   FAULT_OP_OPEN = 0,
@@ -42,5 +44,14 @@ void fault_driver_offer_direct_submit_ops(bool offer);
 // Creates a runtime whose only backend is the fault wrapper ("fault:0").
 accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,
                                     accel_runtime_t **out_runtime);
+
+// Makes the next copy or fill that ring |ring_index| of |queue| executes fail
+// with |status| (an engine error, which poisons the ring), through the host
+// backend's own test hook: fault injection is a test-support matter, not an
+// entry of the driver interface. |queue| must run on host copy engines.
+// From then on the queue's copies stay on the engines.
+accel_status_t fault_dma_queue_inject(accel_dma_queue_t *queue,
+                                      uint32_t ring_index,
+                                      accel_status_t status);
 
 #endif  // ACCEL_TESTS_FAULT_DRIVER_H_

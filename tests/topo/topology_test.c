@@ -14,6 +14,7 @@
 #include "test_support.h"
 #include "core/driver.h"
 #include "core/runtime_impl.h"
+#include "core/driver_device.h"
 #include "runtime/runtime_impl.h"
 #include "topo/topology_impl.h"
 
@@ -980,7 +981,7 @@ static void worker_affinity(const cpu_set_t *at_create,
 }
 
 static void test_host_workers_are_bound_to_their_numa_node(void **state) {
-  assert_non_null(accel_host_driver.device_set_affinity);
+  assert_non_null(accel_host_driver.device->set_affinity);
   cpu_set_t allowed;
   assert_int_equal(
       pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed), 0);
@@ -1023,14 +1024,14 @@ static void test_host_workers_are_bound_to_their_numa_node(void **state) {
 }
 
 // A backend whose device sits at a PCI bus id of this machine: the host
-// driver with device_info and device_set_affinity replaced.
+// driver with its device table's info and set_affinity replaced.
 static char g_pci_bus_id[32];
 static cpu_set_t g_pci_cpus;
 static int g_pci_affinity_calls;
 
 static void pci_device_info(accel_drv_device_t *device,
                             accel_device_info_t *info) {
-  accel_host_driver.device_info(device, info);
+  accel_host_driver.device->info(device, info);
   snprintf(info->pci_bus_id, sizeof(info->pci_bus_id), "%s", g_pci_bus_id);
   info->numa_node = -1;  // the backend does not know; the topology does
 }
@@ -1071,10 +1072,12 @@ static void test_runtime_places_pci_devices_by_bus_id(void **state) {
   assert_int_equal(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
   CPU_AND(&expected, &expected, &allowed);
 
+  accel_drv_device_ops_t device_ops = *accel_host_driver.device;
+  device_ops.info = pci_device_info;
+  device_ops.set_affinity = pci_device_set_affinity;
   accel_driver_t driver = accel_host_driver;
   driver.name = "pcitest";
-  driver.device_info = pci_device_info;
-  driver.device_set_affinity = pci_device_set_affinity;
+  driver.device = &device_ops;
   const accel_driver_t *drivers[] = {&driver};
   g_pci_affinity_calls = 0;
   accel_runtime_t *rt = NULL;

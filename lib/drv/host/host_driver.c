@@ -144,10 +144,6 @@ static void host_device_info(accel_drv_device_t *device,
                ACCEL_DEVICE_CAP_STREAM_PRIORITY | ACCEL_DEVICE_CAP_TIMESTAMPS;
 }
 
-static uint64_t host_device_time_ns(accel_drv_device_t *device) {
-  return accel_host_now_ns();
-}
-
 static void host_clock_pair(accel_drv_device_t *device, uint64_t *out_host_ns,
                             uint64_t *out_device_ns) {
   // The host device's clock is the host's monotonic clock.
@@ -339,48 +335,70 @@ static accel_status_t host_phys_import_fd(accel_drv_device_t *device, int fd,
   return ACCEL_OK;
 }
 
-const accel_driver_t accel_host_driver = {
-    .name = "host",
-    .open = host_open,
-    .close = host_close,
-    .device_count = host_device_count,
-    .device_open = host_device_open,
-    .device_close = host_device_close,
-    .device_info = host_device_info,
-    .device_time_ns = host_device_time_ns,
+static const accel_drv_device_ops_t k_host_device_ops = {
+    .backend_open = host_open,
+    .backend_close = host_close,
+    .count = host_device_count,
+    .open = host_device_open,
+    .close = host_device_close,
+    .info = host_device_info,
     .clock_pair = host_clock_pair,
+    .set_affinity = host_device_set_affinity,
+};
+
+static const accel_drv_memory_ops_t k_host_memory_ops = {
     .va_reserve = host_va_reserve,
     .va_release = host_va_release,
+    .va_set_access = host_va_set_access,
     .phys_create = host_phys_create,
     .phys_release = host_phys_release,
     .phys_map = host_phys_map,
     .phys_unmap = host_phys_unmap,
-    .host_pointer = host_host_pointer,
-    .semaphore_create = accel_host_semaphore_create,
-    .semaphore_destroy = accel_host_semaphore_destroy,
-    .semaphore_query = accel_host_semaphore_query,
-    .semaphore_signal = accel_host_semaphore_signal,
-    .semaphore_fail = accel_host_semaphore_fail,
-    .semaphore_wait = accel_host_semaphore_wait,
-    .semaphore_fd = accel_host_semaphore_fd,
-    .queue_create = accel_host_queue_create,
-    .queue_destroy = accel_host_queue_destroy,
-    .queue_submit = accel_host_queue_submit,
-    .queue_host_call = accel_host_queue_host_call,
-    .queue_launch = accel_host_queue_launch,
-    .device_set_affinity = host_device_set_affinity,
-    .host_dispatch = accel_host_dispatch,
-    .va_set_access = host_va_set_access,
-    .host_register = host_host_register,
-    .host_unregister = host_host_unregister,
     .phys_export_fd = host_phys_export_fd,
     .phys_import_fd = host_phys_import_fd,
-    .copy_engine_count = accel_host_copy_engine_count,
-    .dma_ring_create = accel_host_dma_ring_create,
-    .dma_ring_destroy = accel_host_dma_ring_destroy,
-    .dma_ring_doorbell = accel_host_dma_ring_doorbell,
-    .dma_ring_wait = accel_host_dma_ring_wait,
-    .dma_ring_abort = accel_host_dma_ring_abort,
-    .dma_ring_inject_fault = accel_host_dma_ring_inject_fault,
-    .dma_ring_execute_now = accel_host_dma_ring_execute_now,
+    .host_pointer = host_host_pointer,
+    .host_register = host_host_register,
+    .host_unregister = host_host_unregister,
+};
+
+static const accel_drv_sync_ops_t k_host_sync_ops = {
+    .create = accel_host_semaphore_create,
+    .destroy = accel_host_semaphore_destroy,
+    .query = accel_host_semaphore_query,
+    .signal = accel_host_semaphore_signal,
+    .fail = accel_host_semaphore_fail,
+    .wait = accel_host_semaphore_wait,
+    .export_fd = accel_host_semaphore_fd,
+};
+
+static const accel_drv_queue_ops_t k_host_queue_ops = {
+    .create = accel_host_queue_create,
+    .destroy = accel_host_queue_destroy,
+    .submit = accel_host_queue_submit,
+    .host_call = accel_host_queue_host_call,
+    .launch = accel_host_queue_launch,
+};
+
+static const accel_drv_copy_ops_t k_host_copy_ops = {
+    .engine_count = accel_host_copy_engine_count,
+    .ring_create = accel_host_dma_ring_create,
+    .ring_destroy = accel_host_dma_ring_destroy,
+    .ring_doorbell = accel_host_dma_ring_doorbell,
+    .ring_wait = accel_host_dma_ring_wait,
+    .ring_abort = accel_host_dma_ring_abort,
+    .ring_execute_now = accel_host_dma_ring_execute_now,
+};
+
+static const accel_drv_dispatch_ops_t k_host_dispatch_ops = {
+    .host_grid = accel_host_dispatch,
+};
+
+const accel_driver_t accel_host_driver = {
+    .name = "host",
+    .device = &k_host_device_ops,
+    .memory = &k_host_memory_ops,
+    .sync = &k_host_sync_ops,
+    .queue = &k_host_queue_ops,
+    .copy = &k_host_copy_ops,
+    .dispatch = &k_host_dispatch_ops,
 };

@@ -14,6 +14,12 @@
 #include <unistd.h>
 
 #include "core/driver.h"
+#include "core/driver_copy.h"
+#include "core/driver_device.h"
+#include "core/driver_dispatch.h"
+#include "core/driver_memory.h"
+#include "core/driver_queue.h"
+#include "core/driver_sync.h"
 #include "core/error.h"
 
 struct accel_drv_backend {

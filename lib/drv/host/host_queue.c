@@ -946,16 +946,30 @@ static inline accel_status_t submit_finish(accel_drv_queue_t *q,
   return ACCEL_OK;
 }
 
+// Drops the references of commands [from, count) that the queue refused
+// (the submit entries own what they are handed: driver_queue.h).
+static void release_refused(const accel_cmd_t *commands, uint32_t from,
+                            uint32_t count) {
+  for (uint32_t i = from; i < count; ++i) {
+    accel_object_release(commands[i].refs[0]);
+    accel_object_release(commands[i].refs[1]);
+  }
+}
+
 accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
                                        const accel_cmd_t *commands,
                                        uint32_t count, uint64_t *out_last_seq) {
-  ACCEL_RETURN_IF_ERROR(submit_check_failed(q));
-  for (uint32_t i = 0; i < count; ++i) {
+  accel_status_t st = submit_check_failed(q);
+  for (uint32_t i = 0; st == ACCEL_OK && i < count; ++i) {
     if (commands[i].kind >= ACCEL_CMD_KIND_COUNT) {
-      return accel_error(ACCEL_ERROR_INTERNAL,
-                         "host queue: unknown command kind %u",
-                         commands[i].kind);
+      st = accel_error(ACCEL_ERROR_INTERNAL,
+                       "host queue: unknown command kind %u",
+                       commands[i].kind);
     }
+  }
+  if (st != ACCEL_OK) {
+    release_refused(commands, 0, count);
+    return st;
   }
   bool owner = submit_begin(q);
   uint32_t accepted = 0;
@@ -980,7 +994,11 @@ accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
     record_write(rec, cmd, header, refs);
     ++q->next_seq;
   }
-  return submit_finish(q, owner, accepted, count, out_last_seq);
+  st = submit_finish(q, owner, accepted, count, out_last_seq);
+  if (st != ACCEL_OK) {
+    release_refused(commands, accepted, count);
+  }
+  return st;
 }
 
 // accel_host_queue_host_call for every case but the fast one below.
