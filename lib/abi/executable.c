@@ -513,10 +513,6 @@ static void weight_buffer_destroy(accel_object_t *object) {
   free(wb);
 }
 
-bool accel_executable_is_weight_buffer(const accel_buffer_t *buffer) {
-  return buffer->object.destroy == weight_buffer_destroy;
-}
-
 accel_status_t accel_executable_weight_buffer(accel_executable_t *exe,
                                               const char *name,
                                               accel_buffer_t **out_buffer) {
@@ -544,6 +540,7 @@ accel_status_t accel_executable_weight_buffer(accel_executable_t *exe,
   wb->buffer.address = (uint64_t)(uintptr_t)weight_data(exe, w);
   wb->buffer.size_bytes = w->size_bytes;
   wb->buffer.kind = ACCEL_MEMORY_KIND_DEVICE;
+  wb->buffer.read_only = true;
   snprintf(wb->buffer.tag, sizeof(wb->buffer.tag), "weight %s", name);
   accel_executable_retain(exe);
   wb->executable = exe;

@@ -81,8 +81,5 @@ void accel_host_code_unload(accel_host_code_t *code);
 const accel_kernel_export_t *accel_host_code_find(const accel_host_code_t *code,
                                                   const char *name);
 
-// True if |buffer| is a read-only weight view created by
-// accel_executable_weight_buffer.
-bool accel_executable_is_weight_buffer(const accel_buffer_t *buffer);
 
 #endif  // ACCEL_ABI_EXECUTABLE_IMPL_H_

@@ -2,8 +2,8 @@
 // enqueue, marshals it into one allocation (binding table, retained buffers,
 // constants) owned by a ref-counted launch record, and submits an
 // ACCEL_CMD_LAUNCH command. The queue worker runs launch_exec, which runs a
-// single work-group inline and spreads larger grids through the driver's
-// the dispatch table's host_grid (a device thread pool) when the backend has one.
+// single work-group inline and spreads larger grids through the dispatch
+// table's host_grid (a device thread pool) when the backend has one.
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,8 +153,11 @@ static accel_status_t check_binding(const accel_stream_t *stream,
   char what[320];
   snprintf(what, sizeof(what), "launch of \"%s\": binding %u (%s)", k->name,
            i, bn);
+  uint32_t use = (d->access & ACCEL_KERNEL_ACCESS_WRITE) != 0
+                     ? ACCEL_BUFFER_USE_WRITE
+                     : ACCEL_BUFFER_USE_READ;
   ACCEL_RETURN_IF_ERROR(
-      accel_buffer_check_range(b->buffer, b->offset, length, what));
+      accel_buffer_check_use(b->buffer, b->offset, length, use, what));
   if (length < d->min_size_bytes) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "%s: %llu bytes bound, the kernel declares at least "
@@ -167,13 +170,6 @@ static accel_status_t check_binding(const accel_stream_t *stream,
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "%s: address 0x%llx is not %u-byte aligned", what,
                        (unsigned long long)address, d->alignment);
-  }
-  if ((d->access & ACCEL_KERNEL_ACCESS_WRITE) != 0 &&
-      accel_executable_is_weight_buffer(b->buffer)) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "%s: the kernel writes it but the buffer is a "
-                       "read-only weight",
-                       what);
   }
   *out_length = length;
   return ACCEL_OK;

@@ -123,6 +123,16 @@ void accel_dma_queue_retire_locked(accel_dma_queue_t *queue, uint64_t head);
 // holding the lock do it as it unlocks. Never blocks (stream workers and
 // other completion paths call it). Thread-safe.
 void accel_dma_queue_retire_soon(accel_dma_queue_t *queue);
+// accel_dma_submit of one 1D copy that its caller validated already, with
+// one wait and one signal (lib/stream's copies: the stream checked both
+// buffers with accel_buffer_check_use, the one check of a buffer's use).
+// Skips the descriptor checks; the semaphores' and the queue's state are
+// still checked. Thread-safe.
+accel_status_t accel_dma_submit_validated(
+    accel_dma_queue_t *queue, const accel_dma_desc_t *desc,
+    accel_semaphore_t *wait_semaphore, uint64_t wait_value,
+    accel_semaphore_t *signal_semaphore, uint64_t signal_value);
+
 // The home ring's tail after the last submit (a position to retire through).
 // Call it under the caller's own serialization of its submits.
 uint64_t accel_dma_queue_submitted_tail(accel_dma_queue_t *queue);

@@ -12,6 +12,7 @@
 #define ACCEL_MEM_BUFFER_IMPL_H_
 
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "accel/memory.h"
 #include "core/driver.h"
@@ -80,12 +81,25 @@ struct accel_buffer {
   // Buffers made outside lib/mem (lib/abi's weight buffers alias an
   // executable's image) have |allocator| NULL, and a label here.
   char tag[32];
+  // Set once before the handle is returned: no command may write the
+  // buffer (an executable's weights, a read-only import).
+  bool read_only;
 };
 
-// Checks that [offset, offset + size) lies in |buffer|, with a message naming
-// |what| ("copy destination").
-accel_status_t accel_buffer_check_range(const accel_buffer_t *buffer,
-                                        uint64_t offset, uint64_t size_bytes,
-                                        const char *what);
+// How a command uses a buffer (accel_buffer_check_use).
+enum {
+  ACCEL_BUFFER_USE_READ = 1u << 0,
+  ACCEL_BUFFER_USE_WRITE = 1u << 1,
+};
+
+// The one check of a buffer named by a command (stream fills and copies,
+// DMA descriptors, launch bindings), owned by lib/mem: the handle is still
+// its owner's (not freed: a freed record stays readable until its device
+// closes, so this reads no freed memory), [offset, offset + size) lies in
+// it, and a write (ACCEL_BUFFER_USE_WRITE) is allowed (not read-only).
+// Messages name |what| ("copy destination") and the buffer.
+accel_status_t accel_buffer_check_use(const accel_buffer_t *buffer,
+                                      uint64_t offset, uint64_t size_bytes,
+                                      uint32_t use, const char *what);
 
 #endif  // ACCEL_MEM_BUFFER_IMPL_H_

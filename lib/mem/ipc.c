@@ -142,6 +142,7 @@ accel_status_t accel_mem_dedicated_import(accel_mem_allocator_t *a, int fd,
     goto err_release_phys;
   }
   finish(a, buf, phys, address, size, mapped, false, 0);
+  buf->read_only = (flags & ACCEL_IMPORT_FLAG_READ_ONLY) != 0;
   *out = buf;
   return ACCEL_OK;
 

@@ -211,9 +211,13 @@ accel_status_t accel_mem_record_alloc(accel_mem_device_t *mem,
       rec->next = mem->free_records;
       mem->free_records = rec;
     }
+    mem->free_records_tail = &arena[RECORDS_PER_ARENA - 1].record;
   }
   accel_buffer_t *rec = mem->free_records;
   mem->free_records = rec->next;
+  if (mem->free_records == NULL) {
+    mem->free_records_tail = NULL;
+  }
   pthread_mutex_unlock(&mem->record_lock);
   rec->next = NULL;
   *out = rec;
@@ -224,9 +228,14 @@ void accel_mem_record_free(accel_mem_device_t *mem, accel_buffer_t *rec) {
   // Relaxed: the record lock below orders the store for the next taker.
   atomic_store_explicit(&rec->state, ACCEL_BUFFER_STATE_FREE,
                         memory_order_relaxed);
+  rec->next = NULL;
   pthread_mutex_lock(&mem->record_lock);
-  rec->next = mem->free_records;
-  mem->free_records = rec;
+  if (mem->free_records_tail != NULL) {
+    mem->free_records_tail->next = rec;
+  } else {
+    mem->free_records = rec;
+  }
+  mem->free_records_tail = rec;
   pthread_mutex_unlock(&mem->record_lock);
 }
 
@@ -250,6 +259,7 @@ void accel_mem_record_init(accel_buffer_t *rec, accel_mem_allocator_t *a,
   rec->size_bytes = size;
   rec->kind = kind;
   rec->allocator = a;
+  rec->read_only = false;
   // Relaxed: the record is published to other threads through the caller's
   // own synchronization (returning the handle).
   atomic_store_explicit(&rec->state, ACCEL_BUFFER_STATE_LIVE,

@@ -161,7 +161,12 @@ struct accel_mem_device {
   accel_mem_allocator_t detached;
   // Record arenas (guarded by record_lock).
   pthread_mutex_t record_lock;
+  // Free records, first out the one freed longest ago (a FIFO, under
+  // |record_lock|): a handle freed by its owner stays refused by every
+  // command (accel_buffer_check_use) until every other free record was
+  // handed out, instead of naming the next buffer at once.
   accel_buffer_t *free_records;
+  accel_buffer_t *free_records_tail;
   void **arenas;
   uint32_t arena_count;
   uint32_t arena_capacity;

@@ -149,9 +149,12 @@ accel_status_t accel_stream_submit_launch(accel_stream_t *stream,
   return ops->launch(stream->queue, exec, payload, ref0, ref1, NULL);
 }
 
+// The checks of a buffer a stream command names: on the stream's device,
+// then lib/mem's one check of a use (live, in range, writable for writes).
 static accel_status_t check_buffer(const accel_stream_t *stream,
                                    const accel_buffer_t *buffer,
-                                   const char *what) {
+                                   uint64_t offset, uint64_t size_bytes,
+                                   uint32_t use, const char *what) {
   if (buffer == NULL) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT, "%s buffer is NULL",
                        what);
@@ -161,7 +164,7 @@ static accel_status_t check_buffer(const accel_stream_t *stream,
                        "%s buffer is on %s but the stream is on %s", what,
                        buffer->device->info.id, stream->device->info.id);
   }
-  return ACCEL_OK;
+  return accel_buffer_check_use(buffer, offset, size_bytes, use, what);
 }
 
 static accel_cmd_t host_call_cmd(accel_host_fn_t fn, void *user_data) {
@@ -207,7 +210,8 @@ accel_status_t accel_stream_fill(accel_stream_t *stream,
                                  uint64_t size_bytes, uint64_t pattern,
                                  uint32_t pattern_size) {
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
-  ACCEL_RETURN_IF_ERROR(check_buffer(stream, buffer, "fill"));
+  ACCEL_RETURN_IF_ERROR(check_buffer(stream, buffer, offset, size_bytes,
+                                     ACCEL_BUFFER_USE_WRITE, "fill"));
   if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 &&
       pattern_size != 8) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
@@ -226,8 +230,6 @@ accel_status_t accel_stream_fill(accel_stream_t *stream,
                        "fill: pattern 0x%llx does not fit in %u byte(s)",
                        (unsigned long long)pattern, pattern_size);
   }
-  ACCEL_RETURN_IF_ERROR(
-      accel_buffer_check_range(buffer, offset, size_bytes, "fill"));
   accel_cmd_t cmd = {.kind = ACCEL_CMD_FILL};
   cmd.fill.dst = buffer->address + offset;
   cmd.fill.size_bytes = size_bytes;
@@ -293,12 +295,11 @@ accel_status_t accel_stream_copy(accel_stream_t *stream, accel_buffer_t *dst,
                                  uint64_t dst_offset, accel_buffer_t *src,
                                  uint64_t src_offset, uint64_t size_bytes) {
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
-  ACCEL_RETURN_IF_ERROR(check_buffer(stream, dst, "copy destination"));
-  ACCEL_RETURN_IF_ERROR(check_buffer(stream, src, "copy source"));
-  ACCEL_RETURN_IF_ERROR(accel_buffer_check_range(dst, dst_offset, size_bytes,
-                                                 "copy destination"));
-  ACCEL_RETURN_IF_ERROR(
-      accel_buffer_check_range(src, src_offset, size_bytes, "copy source"));
+  ACCEL_RETURN_IF_ERROR(check_buffer(stream, dst, dst_offset, size_bytes,
+                                     ACCEL_BUFFER_USE_WRITE,
+                                     "copy destination"));
+  ACCEL_RETURN_IF_ERROR(check_buffer(stream, src, src_offset, size_bytes,
+                                     ACCEL_BUFFER_USE_READ, "copy source"));
   if (size_bytes == 0) {
     return ACCEL_OK;
   }
@@ -321,9 +322,9 @@ accel_status_t accel_stream_copy_from_host(accel_stream_t *stream,
                                            uint64_t size_bytes) {
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
   ACCEL_CHECK_ARG(src != NULL || size_bytes == 0, "src (NULL)");
-  ACCEL_RETURN_IF_ERROR(check_buffer(stream, dst, "copy destination"));
-  ACCEL_RETURN_IF_ERROR(accel_buffer_check_range(dst, dst_offset, size_bytes,
-                                                 "copy destination"));
+  ACCEL_RETURN_IF_ERROR(check_buffer(stream, dst, dst_offset, size_bytes,
+                                     ACCEL_BUFFER_USE_WRITE,
+                                     "copy destination"));
   if (size_bytes == 0) {
     return ACCEL_OK;
   }
@@ -338,9 +339,8 @@ accel_status_t accel_stream_copy_to_host(accel_stream_t *stream, void *dst,
                                          uint64_t size_bytes) {
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
   ACCEL_CHECK_ARG(dst != NULL || size_bytes == 0, "dst (NULL)");
-  ACCEL_RETURN_IF_ERROR(check_buffer(stream, src, "copy source"));
-  ACCEL_RETURN_IF_ERROR(
-      accel_buffer_check_range(src, src_offset, size_bytes, "copy source"));
+  ACCEL_RETURN_IF_ERROR(check_buffer(stream, src, src_offset, size_bytes,
+                                     ACCEL_BUFFER_USE_READ, "copy source"));
   if (size_bytes == 0) {
     return ACCEL_OK;
   }

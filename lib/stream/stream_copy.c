@@ -159,8 +159,8 @@ accel_status_t accel_stream_copy_submit(accel_stream_t *stream,
     goto out_unlock;
   }
   link->value = done;
-  st = accel_dma_submit(link->queue, desc, 1, 1, &link->semaphore, &ready, 1,
-                        &link->semaphore, &done);
+  st = accel_dma_submit_validated(link->queue, desc, link->semaphore, ready,
+                                  link->semaphore, done);
   if (st != ACCEL_OK) {
     goto out_unlock;
   }

@@ -12,7 +12,7 @@
 
 typedef struct accel_stream_copy_link accel_stream_copy_link_t;
 
-// Runs |desc| (validated here) on |*link|'s DMA queue in |stream|'s order:
+// Runs |desc|, a 1D copy the stream validated, on |*link|'s DMA queue in |stream|'s order:
 // the stream signals the link's semaphore to v, the DMA submit waits for v
 // and signals v + 1, and the stream waits for v + 1, so later stream commands
 // see the copy done and a DMA failure fails the stream with the message that

@@ -204,7 +204,34 @@ static void test_launch_rejects_signature_mismatches(void **state) {
   d.bindings = b3;
   assert_accel_status(accel_launch(g.stream, k, &d),
                       ACCEL_ERROR_INVALID_ARGUMENT);
-  assert_non_null(strstr(accel_last_error(), "read-only weight"));
+  assert_non_null(strstr(accel_last_error(), "is read-only"));
+  // Every other write path refuses the weight too, naming it, and reading
+  // it stays allowed (issue 15: a fill of a file-mapped weight killed the
+  // stream's worker; one of an in-memory image overwrote it).
+  assert_accel_status(accel_stream_fill(g.stream, w, 0, 4, 0, 4),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "\"weight ones\""));
+  assert_non_null(strstr(accel_last_error(), "is read-only"));
+  assert_accel_status(accel_stream_copy(g.stream, w, 0, a, 0, 4),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "is read-only"));
+  uint32_t word = 7;
+  assert_accel_status(accel_stream_copy_from_host(g.stream, w, 0, &word, 4),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_accel_ok(accel_stream_copy(g.stream, a, 0, w, 0, 4));
+  assert_accel_ok(accel_stream_synchronize(g.stream, ACCEL_TIMEOUT_INFINITE));
+  // A freed buffer cannot be bound: the launch fails at enqueue, naming it.
+  accel_buffer_desc_t fd = {.struct_size = sizeof(fd), .size_bytes = 4096};
+  accel_buffer_t *freed;
+  assert_accel_ok(accel_buffer_alloc(g.env->device, &fd, &freed));
+  assert_accel_ok(accel_buffer_free(freed));
+  accel_launch_binding_t b4[3] = {{.buffer = freed}, {.buffer = a},
+                                  {.buffer = a}};
+  d = good;
+  d.bindings = b4;
+  assert_accel_status(accel_launch(g.stream, k, &d),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "was freed"));
   assert_accel_status(accel_launch(g.stream, k, NULL),
                       ACCEL_ERROR_INVALID_ARGUMENT);
   assert_accel_status(accel_launch(NULL, k, &good),

@@ -648,9 +648,42 @@ static void test_dma_submit_rejects_bad_descriptors(void **state) {
   accel_buffer_release(c);
 }
 
+// A DMA descriptor naming a freed buffer (either side) fails at submit with
+// a message naming the buffer, and nothing reaches the rings (issue 15).
+static void test_dma_rejects_descriptors_on_freed_buffers(void **state) {
+  fixture_t *f = *state;
+  accel_buffer_desc_t d = {.struct_size = sizeof(d), .size_bytes = 8 << 20};
+  accel_buffer_t *live = NULL, *freed = NULL;
+  assert_accel_ok(accel_buffer_alloc(f->env->device, &d, &live));
+  assert_accel_ok(accel_buffer_alloc(f->env->device, &d, &freed));
+  assert_accel_ok(accel_buffer_free(freed));
+  accel_dma_queue_counters_t before = {.struct_size = sizeof(before)};
+  assert_accel_ok(accel_dma_queue_counters(f->queue, &before));
+  assert_accel_status(accel_dma_copy(f->queue, freed, 0, live, 0, 4096),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "destination buffer"));
+  assert_non_null(strstr(accel_last_error(), "was freed"));
+  assert_accel_status(accel_dma_copy(f->queue, live, 0, freed, 0, 4096),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "source buffer"));
+  accel_dma_desc_t fill = {.struct_size = sizeof(fill),
+                           .op = ACCEL_DMA_OP_FILL,
+                           .dst = {.buffer = freed},
+                           .width_bytes = 4096,
+                           .pattern_size = 4};
+  assert_accel_status(
+      accel_dma_submit(f->queue, &fill, 1, 0, NULL, NULL, 0, NULL, NULL),
+      ACCEL_ERROR_INVALID_ARGUMENT);
+  accel_dma_queue_counters_t after = {.struct_size = sizeof(after)};
+  assert_accel_ok(accel_dma_queue_counters(f->queue, &after));
+  assert_int_equal(after.submits, before.submits);
+  accel_buffer_release(live);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dma_copy_1d_matches_reference),
+      cmocka_unit_test(test_dma_rejects_descriptors_on_freed_buffers),
       cmocka_unit_test(test_dma_copy_2d_3d_match_reference),
       cmocka_unit_test(test_dma_large_2d_3d_copies_split_over_engines),
       cmocka_unit_test(test_dma_copy_sg_matches_reference),
