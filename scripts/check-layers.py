@@ -29,6 +29,14 @@ COMMENT_RE = re.compile(r'//[^\n]*|/\*.*?\*/', re.S)
 STRING_RE = re.compile(r'"(?:\\.|[^"\\\n])*"')
 
 
+# Headers a module may not include although their module is below it: the
+# tracer takes plain numbers (kinds, bytes, ids), never the driver
+# interface's commands or descriptors (docs/architecture.md).
+FORBIDDEN_HEADERS = {
+    'trace': ('core/driver', 'the trace hooks take plain numbers'),
+}
+
+
 def read_layers(root):
     """Parses `accel_layers = [[name, [uses...]], ...]` from lib/meson.build."""
     text = open(os.path.join(root, 'lib', 'meson.build')).read()
@@ -96,6 +104,10 @@ def main():
             if target is not None and target not in allowed:
                 problems.append('%s -> %s: %s may not use %s' %
                                 (rel, inc, mod, target))
+            deny = FORBIDDEN_HEADERS.get(mod)
+            if deny is not None and inc.startswith(deny[0]):
+                problems.append('%s -> %s: %s may not use the driver '
+                                'interface (%s)' % (rel, inc, mod, deny[1]))
         for name in sorted(set(CALL_RE.findall(code))):
             target = defined.get(name)
             if target is not None and target not in allowed:

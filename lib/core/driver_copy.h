@@ -95,6 +95,15 @@ typedef struct accel_dma_hw_desc {
 _Static_assert(sizeof(accel_dma_hw_desc_t) == 128,
                "a DMA descriptor is two cache lines");
 
+// The bytes a COPY or FILL descriptor moves (0 for WAIT and SIGNAL): a plain
+// number for whoever reports the descriptor (the trace hooks).
+static inline uint64_t accel_dma_hw_desc_bytes(const accel_dma_hw_desc_t *d) {
+  return d->op == ACCEL_DMA_HW_COPY
+             ? d->copy.width * d->copy.height * d->copy.depth
+         : d->op == ACCEL_DMA_HW_FILL ? d->fill.size_bytes
+                                      : 0;
+}
+
 // The memory a ring shares between host and engine.
 typedef struct accel_dma_ring_mem {
   accel_dma_hw_desc_t *slots;  // slot_count descriptors

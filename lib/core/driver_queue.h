@@ -81,6 +81,26 @@ typedef struct accel_cmd {
 
 _Static_assert(sizeof(accel_cmd_t) == 64, "a command is one cache line");
 
+// Plain numbers of a command for whoever reports it (the trace hooks take
+// numbers, not commands): the bytes a copy or fill moves (0 otherwise), a
+// copy's direction (0 otherwise), and for a SIGNAL that stores a timestamp
+// (an event record) the id of the object it holds (0 otherwise).
+static inline uint64_t accel_cmd_bytes(const accel_cmd_t *cmd) {
+  return cmd->kind == ACCEL_CMD_COPY   ? cmd->copy.size_bytes
+         : cmd->kind == ACCEL_CMD_FILL ? cmd->fill.size_bytes
+                                       : 0;
+}
+
+static inline uint32_t accel_cmd_direction(const accel_cmd_t *cmd) {
+  return cmd->kind == ACCEL_CMD_COPY ? cmd->flags : 0;
+}
+
+static inline uint64_t accel_cmd_event_id(const accel_cmd_t *cmd) {
+  return cmd->kind == ACCEL_CMD_SIGNAL && cmd->signal.timestamp_out != NULL
+             ? (uint64_t)(uintptr_t)cmd->refs[0]
+             : 0;
+}
+
 // Queue creation parameters.
 typedef struct accel_drv_queue_params {
   uint32_t priority;  // accel_stream_priority_t

@@ -102,6 +102,19 @@ static bool sides_overlap(uint64_t a_off, uint64_t a_pitch, uint64_t a_slice,
   return false;
 }
 
+// Traced descriptor |d| (trace_seq |seq|) was written to |ring|: reported as
+// a COPY or FILL command of that number, in the trace hooks' plain numbers.
+static void trace_desc_enqueue(const void *ring, const accel_dma_hw_desc_t *d,
+                               uint64_t seq, accel_trace_stamp_t when) {
+  bool fill = d->op == ACCEL_DMA_HW_FILL;
+  const accel_trace_cmd_t tc = {
+      .kind = fill ? ACCEL_TRACE_CMD_FILL : ACCEL_TRACE_CMD_COPY,
+      .direction = fill ? 0 : d->direction,
+      .seq = seq,
+      .bytes = accel_dma_hw_desc_bytes(d)};
+  accel_trace_dma_enqueue(ring, &tc, when);
+}
+
 // ---------------------------------------------------------------------------
 // Validation.
 // ---------------------------------------------------------------------------
@@ -432,7 +445,7 @@ static void emit_now(plan_t *p, uint32_t ring,
   p->written++;
   if (traced) {
     atomic_store_explicit(&r->trace_enqueued, trace_seq, memory_order_relaxed);
-    accel_trace_dma_enqueue(r->drv, src, trace_seq, enqueued_at);
+    trace_desc_enqueue(r->drv, src, trace_seq, enqueued_at);
   }
 }
 
@@ -919,7 +932,7 @@ static accel_status_t execute_now_locked(accel_dma_queue_t *q,
     enqueued_at = accel_trace_cmd_enqueue_time();
     d.trace_seq =
         atomic_load_explicit(&r->trace_enqueued, memory_order_relaxed) + 1;
-    accel_trace_dma_enqueue(r->drv, &d, d.trace_seq, enqueued_at);
+    trace_desc_enqueue(r->drv, &d, d.trace_seq, enqueued_at);
   }
   accel_status_t st =
       q->device->driver->copy->ring_execute_now(r->drv, &d);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/driver_copy.h"
 #include "core/error.h"
 #include "stream/stream_copy.h"
 #include "mem/buffer_impl.h"
@@ -89,6 +90,29 @@ accel_device_t *accel_stream_device(const accel_stream_t *stream) {
   return stream != NULL ? stream->device : NULL;
 }
 
+// The trace hooks number command kinds and copy directions as the driver
+// interface does; they take plain numbers, so the two are tied here.
+_Static_assert((int)ACCEL_TRACE_CMD_LAUNCH == (int)ACCEL_CMD_LAUNCH &&
+                   (int)ACCEL_TRACE_CMD_WAIT == (int)ACCEL_CMD_WAIT &&
+                   (int)ACCEL_TRACE_CMD_SIGNAL == (int)ACCEL_CMD_SIGNAL &&
+                   (int)ACCEL_TRACE_CMD_COPY == (int)ACCEL_CMD_COPY &&
+                   (int)ACCEL_TRACE_CMD_FILL == (int)ACCEL_CMD_FILL &&
+                   (int)ACCEL_TRACE_CMD_HOST_CALL == (int)ACCEL_CMD_HOST_CALL,
+               "trace command kinds are the driver's");
+_Static_assert((int)ACCEL_TRACE_DIR_HOST_TO_DEVICE == (int)ACCEL_COPY_HOST_TO_DEVICE &&
+                   (int)ACCEL_TRACE_DIR_DEVICE_TO_HOST == (int)ACCEL_COPY_DEVICE_TO_HOST,
+               "trace copy directions are the driver's");
+
+// Records that |cmd| was accepted as number |seq| (a trace is listening).
+static void trace_enqueue(const accel_stream_t *stream, const accel_cmd_t *cmd,
+                          uint64_t seq, accel_trace_stamp_t enqueued_at) {
+  const accel_trace_cmd_t tc = {.kind = cmd->kind,
+                                .direction = accel_cmd_direction(cmd),
+                                .seq = seq,
+                                .bytes = accel_cmd_bytes(cmd)};
+  accel_trace_cmd_enqueue(stream->queue, &tc, seq, enqueued_at);
+}
+
 accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd) {
   // The queue reports the stream's stored error itself when it has failed
   // (driver.h), so the fast path reads no line the worker writes.
@@ -97,7 +121,7 @@ accel_status_t accel_stream_submit(accel_stream_t *stream, accel_cmd_t *cmd) {
   accel_status_t st =
       stream->qops->submit(stream->queue, cmd, 1, &seq);
   if (st == ACCEL_OK) {
-    accel_trace_cmd_enqueue(stream->queue, cmd, seq, enqueued_at);
+    trace_enqueue(stream, cmd, seq, enqueued_at);
   }
   // The queue owns the command's references either way (driver_queue.h) and
   // updated stream->last_seq when it accepted it.
@@ -131,7 +155,7 @@ static __attribute__((noinline)) accel_status_t submit_launch_slow(
   // The queue owns the references from here, also on failure.
   ACCEL_RETURN_IF_ERROR(
       ops->launch(stream->queue, exec, payload, ref0, ref1, &seq));
-  accel_trace_cmd_enqueue(stream->queue, &cmd, seq, enqueued_at);
+  trace_enqueue(stream, &cmd, seq, enqueued_at);
   return ACCEL_OK;
 }
 
@@ -187,7 +211,7 @@ static __attribute__((noinline)) accel_status_t host_call_slow(
   accel_trace_stamp_t enqueued_at = accel_trace_cmd_enqueue_time();
   ACCEL_RETURN_IF_ERROR(
       ops->host_call(stream->queue, fn, user_data, &seq));
-  accel_trace_cmd_enqueue(stream->queue, &cmd, seq, enqueued_at);
+  trace_enqueue(stream, &cmd, seq, enqueued_at);
   return ACCEL_OK;
 }
 

@@ -22,18 +22,8 @@ static inline void ctr_add(accel_trace_track_t *t, uint32_t k, uint64_t v) {
   atomic_fetch_add_explicit(&t->counters[k], v, memory_order_relaxed);
 }
 
-static inline uint64_t cmd_bytes(const accel_cmd_t *cmd) {
-  if (cmd->kind == ACCEL_CMD_COPY) {
-    return cmd->copy.size_bytes;
-  }
-  if (cmd->kind == ACCEL_CMD_FILL) {
-    return cmd->fill.size_bytes;
-  }
-  return 0;
-}
-
-static inline uint32_t cmd_aux(const accel_cmd_t *cmd) {
-  uint32_t dir = cmd->kind == ACCEL_CMD_COPY ? (cmd->flags & 0xff) : 0;
+static inline uint32_t cmd_aux(const accel_trace_cmd_t *cmd) {
+  uint32_t dir = cmd->kind == ACCEL_TRACE_CMD_COPY ? (cmd->direction & 0xff) : 0;
   return (uint32_t)cmd->kind | (dir << 8);
 }
 
@@ -135,56 +125,56 @@ void accel_trace_queue_destroy_slow(const void *queue) {
 // --- commands ----------------------------------------------------------------
 
 void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
-                                  const accel_cmd_t *cmd, uint64_t seq,
+                                  const accel_trace_cmd_t *cmd, uint64_t seq,
                                   uint64_t enqueue_ticks, uint64_t enqueue_ns) {
   accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t == NULL) {
     return;
   }
-  uint64_t bytes = cmd_bytes(cmd);
+  uint64_t bytes = cmd->bytes;
   if (mask & ACCEL_TRACE_M_EVENTS) {
     // 0: recording began during the submit.
     accel_trace_emit_at(enqueue_ticks != 0 ? enqueue_ticks : accel_trace_ticks(),
                         ACCEL_TEV_CMD_ENQUEUE, cmd_aux(cmd), t->id, seq,
                         bytes);
   }
-  ACCEL_TP(cmd_enqueue, t->id, cmd->kind, cmd->flags, seq, bytes,
+  ACCEL_TP(cmd_enqueue, t->id, cmd->kind, cmd->direction, seq, bytes,
            enqueue_ns != 0 ? enqueue_ns : accel_trace_now_ns());
-  if (cmd->kind == ACCEL_CMD_COPY) {
-    ACCEL_TP(copy_submit, t->id, cmd->flags, bytes, seq);
+  if (cmd->kind == ACCEL_TRACE_CMD_COPY) {
+    ACCEL_TP(copy_submit, t->id, cmd->direction, bytes, seq);
   }
 }
 
 void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
-                                const accel_cmd_t *cmd) {
+                                const accel_trace_cmd_t *cmd) {
   accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t == NULL) {
     return;
   }
-  if ((mask & ACCEL_TRACE_M_COUNTERS) && cmd->kind == ACCEL_CMD_WAIT) {
+  if ((mask & ACCEL_TRACE_M_COUNTERS) && cmd->kind == ACCEL_TRACE_CMD_WAIT) {
     t->wait_start_ns = accel_trace_now_ns();
   }
   if (mask & ACCEL_TRACE_M_EVENTS) {
     accel_trace_emit_at(accel_trace_ticks(), ACCEL_TEV_CMD_START,
-                        cmd_aux(cmd), t->id, cmd->seq, cmd_bytes(cmd));
+                        cmd_aux(cmd), t->id, cmd->seq, cmd->bytes);
   }
-  ACCEL_TP(cmd_start, t->id, cmd->kind, cmd->flags, cmd->seq, cmd_bytes(cmd));
+  ACCEL_TP(cmd_start, t->id, cmd->kind, cmd->direction, cmd->seq, cmd->bytes);
   accel_trace_current_g =
       (accel_trace_current_t){.track = t->id, .seq = cmd->seq};
-  if (cmd->kind == ACCEL_CMD_COPY) {
-    ACCEL_TP(copy_start, t->id, cmd->flags, cmd->copy.size_bytes, cmd->seq);
+  if (cmd->kind == ACCEL_TRACE_CMD_COPY) {
+    ACCEL_TP(copy_start, t->id, cmd->direction, cmd->bytes, cmd->seq);
   }
 }
 
 void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
-                              const accel_cmd_t *cmd, accel_status_t status) {
+                              const accel_trace_cmd_t *cmd, accel_status_t status) {
   accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t == NULL) {
     return;
   }
   uint64_t now = 0;  // ns, for the wait counter
   uint64_t ticks = 0;  // event time
-  if ((mask & ACCEL_TRACE_M_COUNTERS) && cmd->kind == ACCEL_CMD_WAIT) {
+  if ((mask & ACCEL_TRACE_M_COUNTERS) && cmd->kind == ACCEL_TRACE_CMD_WAIT) {
     now = accel_trace_now_ns();
   }
   if (mask & ACCEL_TRACE_M_EVENTS) {
@@ -195,20 +185,20 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
   }
   // An event record: its device timestamp, mapped to host time, lies between
   // the command's start and end, so it is emitted before the end.
-  if (cmd->kind == ACCEL_CMD_SIGNAL && cmd->signal.timestamp_out != NULL &&
+  if (cmd->kind == ACCEL_TRACE_CMD_SIGNAL && cmd->timestamp != NULL &&
       status == ACCEL_OK &&
       ((mask & ACCEL_TRACE_M_EVENTS) || ACCEL_TP_ON(event_complete))) {
     // Acquire: pairs with the worker's release store of the timestamp.
-    uint64_t dev_ns = atomic_load_explicit(cmd->signal.timestamp_out,
+    uint64_t dev_ns = atomic_load_explicit(cmd->timestamp,
                                            memory_order_acquire);
     uint64_t host_ns = accel_trace_device_to_host_ns(t->parent, dev_ns);
     if (mask & ACCEL_TRACE_M_EVENTS) {
       // At the command's end; the device time, mapped to host time, goes
       // along as a value.
       accel_trace_emit_at(ticks, ACCEL_TEV_EVENT_COMPLETE, 0, t->id,
-                          (uint64_t)(uintptr_t)cmd->refs[0], host_ns);
+                          cmd->event, host_ns);
     }
-    ACCEL_TP(event_complete, (uint64_t)(uintptr_t)cmd->refs[0], t->id, dev_ns,
+    ACCEL_TP(event_complete, cmd->event, t->id, dev_ns,
              host_ns);
   }
   accel_trace_current_t *cur = &accel_trace_current_g;
@@ -224,8 +214,8 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
                         cmd->seq, 0);
   }
   ACCEL_TP(cmd_end, t->id, cmd->kind, cmd->seq, (uint32_t)status);
-  if (cmd->kind == ACCEL_CMD_COPY) {
-    ACCEL_TP(copy_end, t->id, cmd->flags, cmd->copy.size_bytes, cmd->seq);
+  if (cmd->kind == ACCEL_TRACE_CMD_COPY) {
+    ACCEL_TP(copy_end, t->id, cmd->direction, cmd->bytes, cmd->seq);
   }
 }
 

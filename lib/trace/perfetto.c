@@ -7,8 +7,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/driver.h"
-#include "core/driver_queue.h"
 
 // Field numbers (Perfetto's public protos).
 enum {
@@ -395,19 +393,19 @@ static const char *status_text(uint32_t status) {
 
 const char *accel_pf_cmd_name(uint32_t kind, uint32_t dir) {
   switch (kind) {
-    case ACCEL_CMD_HOST_CALL:
+    case ACCEL_TRACE_CMD_HOST_CALL:
       return "host_call";
-    case ACCEL_CMD_FILL:
+    case ACCEL_TRACE_CMD_FILL:
       return "fill";
-    case ACCEL_CMD_COPY:
-      return dir == ACCEL_COPY_HOST_TO_DEVICE   ? "copy h2d"
-             : dir == ACCEL_COPY_DEVICE_TO_HOST ? "copy d2h"
+    case ACCEL_TRACE_CMD_COPY:
+      return dir == ACCEL_TRACE_DIR_HOST_TO_DEVICE   ? "copy h2d"
+             : dir == ACCEL_TRACE_DIR_DEVICE_TO_HOST ? "copy d2h"
                                                 : "copy d2d";
-    case ACCEL_CMD_SIGNAL:
+    case ACCEL_TRACE_CMD_SIGNAL:
       return "signal";
-    case ACCEL_CMD_WAIT:
+    case ACCEL_TRACE_CMD_WAIT:
       return "wait";
-    case ACCEL_CMD_LAUNCH:
+    case ACCEL_TRACE_CMD_LAUNCH:
       return "launch";
     default:
       return "command";

@@ -10,9 +10,7 @@
 #include <stdint.h>
 
 #include "accel_config.h"
-#include "core/driver.h"
-#include "core/driver_copy.h"
-#include "core/driver_queue.h"
+#include "accel/base.h"
 #include "trace/trace_impl.h"
 
 #if ACCEL_HAVE_LTTNG
@@ -40,12 +38,12 @@ void accel_trace_queue_create_slow(uint32_t kind, const void *device,
                                    const _Atomic uint64_t *enqueued);
 void accel_trace_queue_destroy_slow(const void *queue);
 void accel_trace_cmd_enqueue_slow(uint32_t mask, const void *queue,
-                                  const accel_cmd_t *cmd, uint64_t seq,
+                                  const accel_trace_cmd_t *cmd, uint64_t seq,
                                   uint64_t enqueue_ticks, uint64_t enqueue_ns);
 void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
-                                const accel_cmd_t *cmd);
+                                const accel_trace_cmd_t *cmd);
 void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
-                              const accel_cmd_t *cmd, accel_status_t status);
+                              const accel_trace_cmd_t *cmd, accel_status_t status);
 void accel_trace_stream_fail_slow(const void *queue, uint64_t seq,
                                   accel_status_t status, const char *message);
 void accel_trace_launch_begin_slow(const char *kernel, uint32_t grid_x,
@@ -83,7 +81,7 @@ static inline void accel_trace_ctr_add_single(accel_trace_track_t *t,
 // Counts a command that ended on |t|'s queue (worker only). |now_ns| is the
 // end time for WAIT commands (their time goes to wait_ns), else unused.
 static inline void accel_trace_count_end(accel_trace_track_t *t,
-                                         const accel_cmd_t *cmd,
+                                         const accel_trace_cmd_t *cmd,
                                          accel_status_t status,
                                          uint64_t now_ns) {
   atomic_store_explicit(
@@ -95,31 +93,31 @@ static inline void accel_trace_count_end(accel_trace_track_t *t,
   }
   accel_trace_ctr_add_single(t, ACCEL_CTR_COMMANDS_COMPLETED, 1);
   switch (cmd->kind) {
-    case ACCEL_CMD_LAUNCH:
+    case ACCEL_TRACE_CMD_LAUNCH:
       accel_trace_ctr_add_single(t, ACCEL_CTR_LAUNCHES, 1);
       break;
-    case ACCEL_CMD_COPY:
+    case ACCEL_TRACE_CMD_COPY:
       accel_trace_ctr_add_single(t, ACCEL_CTR_COPIES, 1);
       accel_trace_ctr_add_single(t,
-                                 cmd->flags == ACCEL_COPY_HOST_TO_DEVICE
+                                 cmd->direction == ACCEL_TRACE_DIR_HOST_TO_DEVICE
                                      ? ACCEL_CTR_COPY_BYTES_H2D
-                                 : cmd->flags == ACCEL_COPY_DEVICE_TO_HOST
+                                 : cmd->direction == ACCEL_TRACE_DIR_DEVICE_TO_HOST
                                      ? ACCEL_CTR_COPY_BYTES_D2H
                                      : ACCEL_CTR_COPY_BYTES_D2D,
-                                 cmd->copy.size_bytes);
+                                 cmd->bytes);
       break;
-    case ACCEL_CMD_FILL:
+    case ACCEL_TRACE_CMD_FILL:
       accel_trace_ctr_add_single(t, ACCEL_CTR_FILLS, 1);
       accel_trace_ctr_add_single(t, ACCEL_CTR_FILL_BYTES,
-                                 cmd->fill.size_bytes);
+                                 cmd->bytes);
       break;
-    case ACCEL_CMD_HOST_CALL:
+    case ACCEL_TRACE_CMD_HOST_CALL:
       accel_trace_ctr_add_single(t, ACCEL_CTR_HOST_CALLS, 1);
       break;
-    case ACCEL_CMD_SIGNAL:
+    case ACCEL_TRACE_CMD_SIGNAL:
       accel_trace_ctr_add_single(t, ACCEL_CTR_SIGNALS, 1);
       break;
-    case ACCEL_CMD_WAIT:
+    case ACCEL_TRACE_CMD_WAIT:
       accel_trace_ctr_add_single(t, ACCEL_CTR_WAITS, 1);
       if (t->wait_start_ns != 0 && now_ns > t->wait_start_ns) {
         accel_trace_ctr_add_single(t, ACCEL_CTR_WAIT_NS,
@@ -201,7 +199,7 @@ static inline accel_trace_stamp_t accel_trace_cmd_enqueue_time(void) {
 }
 
 // True when accel_trace_cmd_enqueue records something (a caller that has no
-// accel_cmd_t at hand builds one only then).
+// command at hand builds one only then).
 static inline bool accel_trace_cmd_enqueue_wanted(void) {
   return (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0 ||
          ACCEL_TP_ON(cmd_enqueue) || ACCEL_TP_ON(copy_submit);
@@ -210,7 +208,7 @@ static inline bool accel_trace_cmd_enqueue_wanted(void) {
 // |cmd| was accepted by |queue| as number |seq|; |when| is what
 // accel_trace_cmd_enqueue_time() returned before the submit.
 static inline void accel_trace_cmd_enqueue(const void *queue,
-                                           const accel_cmd_t *cmd,
+                                           const accel_trace_cmd_t *cmd,
                                            uint64_t seq,
                                            accel_trace_stamp_t when) {
   if (ACCEL_TRACE_UNLIKELY(accel_trace_cmd_enqueue_wanted())) {
@@ -221,11 +219,11 @@ static inline void accel_trace_cmd_enqueue(const void *queue,
 
 // The worker of |queue| starts |cmd|.
 static inline void accel_trace_cmd_start(const void *queue,
-                                         const accel_cmd_t *cmd) {
+                                         const accel_trace_cmd_t *cmd) {
   uint32_t m = accel_trace_mask();
   if (ACCEL_TRACE_UNLIKELY((m & ACCEL_TRACE_M_EVENTS) != 0 ||
                            ((m & ACCEL_TRACE_M_COUNTERS) != 0 &&
-                            cmd->kind == ACCEL_CMD_WAIT) ||
+                            cmd->kind == ACCEL_TRACE_CMD_WAIT) ||
                            ACCEL_TP_ON(cmd_start) ||
                            ACCEL_TP_ON(copy_start) ||
                            ACCEL_TP_ON(launch_begin))) {
@@ -237,12 +235,12 @@ static inline void accel_trace_cmd_start(const void *queue,
 // commands skipped after a failure), before it signals the completion, so
 // that counters are current when a synchronize returns.
 static inline void accel_trace_cmd_end(const void *queue,
-                                       const accel_cmd_t *cmd,
+                                       const accel_trace_cmd_t *cmd,
                                        accel_status_t status) {
   uint32_t m = accel_trace_mask();
   bool tp = ACCEL_TP_ON(cmd_end) || ACCEL_TP_ON(copy_end) ||
             ACCEL_TP_ON(event_complete) || ACCEL_TP_ON(launch_end);
-  if (m == ACCEL_TRACE_M_COUNTERS && !tp && cmd->kind != ACCEL_CMD_WAIT) {
+  if (m == ACCEL_TRACE_M_COUNTERS && !tp && cmd->kind != ACCEL_TRACE_CMD_WAIT) {
     // The common case, counters only: inline, no clock read.
     accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
     if (t != NULL) {
@@ -318,72 +316,48 @@ static inline void accel_trace_launch_begin(const char *kernel,
 // commands had. Staging legs and host-to-host copies are not traced
 // (trace_seq 0).
 
-// The command that stands for descriptor |d| in the trace.
-static inline void accel_trace_dma_cmd(const accel_dma_hw_desc_t *d,
-                                       uint64_t seq, accel_cmd_t *out) {
-  // Copied from a constant rather than zero-initialized: compilers zero a
-  // struct through a pointer with a string store (rep stos), which the loads
-  // of the hooks that read it cannot be forwarded from.
-  static const accel_cmd_t zero;
-  *out = zero;
-  out->seq = seq;
-  if (d->op == ACCEL_DMA_HW_FILL) {
-    out->kind = ACCEL_CMD_FILL;
-    out->fill.dst = d->fill.dst;
-    out->fill.size_bytes = d->fill.size_bytes;
-    out->fill.pattern = d->fill.pattern;
-    out->fill.pattern_size = d->fill.pattern_size;
-    return;
-  }
-  out->kind = ACCEL_CMD_COPY;
-  // ACCEL_DMA_DIR_{DEVICE_TO_DEVICE,HOST_TO_DEVICE,DEVICE_TO_HOST} equal the
-  // ACCEL_COPY_* directions.
-  out->flags = d->direction;
-  out->copy.dst = d->copy.dst;
-  out->copy.src = d->copy.src;
-  out->copy.size_bytes = d->copy.width * d->copy.height * d->copy.depth;
-}
-
-// Descriptor |d| was written to |ring| as traced copy |seq|; |when| as for
-// accel_trace_cmd_enqueue.
+// Descriptor |cmd| (kind COPY or FILL, numbered by its trace_seq) was
+// written to |ring|; |when| as for accel_trace_cmd_enqueue.
 static inline void accel_trace_dma_enqueue(const void *ring,
-                                           const accel_dma_hw_desc_t *d,
-                                           uint64_t seq,
+                                           const accel_trace_cmd_t *cmd,
                                            accel_trace_stamp_t when) {
   uint32_t m = accel_trace_mask();
   if (ACCEL_TRACE_UNLIKELY((m & ACCEL_TRACE_M_EVENTS) != 0 ||
                            ACCEL_TP_ON(cmd_enqueue) ||
                            ACCEL_TP_ON(copy_submit))) {
-    accel_cmd_t cmd;
-    accel_trace_dma_cmd(d, seq, &cmd);
-    accel_trace_cmd_enqueue_slow(m, ring, &cmd, seq, when.ticks, when.ns);
+    accel_trace_cmd_enqueue_slow(m, ring, cmd, cmd->seq, when.ticks, when.ns);
   }
 }
 
-// The engine serving |ring| starts traced descriptor |d| (trace_seq != 0).
+// True when the engine's hooks record something (a backend builds the
+// descriptor's accel_trace_cmd_t only then).
+static inline bool accel_trace_dma_wanted(void) {
+  return accel_trace_mask() != 0 || ACCEL_TP_ON(cmd_start) ||
+         ACCEL_TP_ON(copy_start) || ACCEL_TP_ON(cmd_end) ||
+         ACCEL_TP_ON(copy_end) || ACCEL_TP_ON(cmd_enqueue) ||
+         ACCEL_TP_ON(copy_submit);
+}
+
+// The engine serving |ring| starts traced descriptor |cmd|.
 static inline void accel_trace_dma_start(const void *ring,
-                                         const accel_dma_hw_desc_t *d) {
+                                         const accel_trace_cmd_t *cmd) {
   uint32_t m = accel_trace_mask();
   if (ACCEL_TRACE_UNLIKELY((m & ACCEL_TRACE_M_EVENTS) != 0 ||
                            ACCEL_TP_ON(cmd_start) ||
                            ACCEL_TP_ON(copy_start))) {
-    accel_cmd_t cmd;
-    accel_trace_dma_cmd(d, d->trace_seq, &cmd);
-    accel_trace_cmd_start_slow(m, ring, &cmd);
+    accel_trace_cmd_start_slow(m, ring, cmd);
   }
 }
 
-// The engine finished (or aborted) traced descriptor |d| with |status|,
+// The engine finished (or aborted) traced descriptor |cmd| with |status|,
 // before it signals the descriptor's semaphore.
 static inline void accel_trace_dma_end(const void *ring,
-                                       const accel_dma_hw_desc_t *d,
+                                       const accel_trace_cmd_t *cmd,
                                        accel_status_t status) {
   uint32_t m = accel_trace_mask();
   if (ACCEL_TRACE_UNLIKELY(m != 0 || ACCEL_TP_ON(cmd_end) ||
                            ACCEL_TP_ON(copy_end))) {
-    accel_cmd_t cmd;
-    accel_trace_dma_cmd(d, d->trace_seq, &cmd);
-    accel_trace_cmd_end(ring, &cmd, status);
+    accel_trace_cmd_end(ring, cmd, status);
   }
 }
 

@@ -12,6 +12,36 @@
 
 #include "accel/trace.h"
 
+// A command as the hooks see it: plain numbers, which the module that runs
+// or queues the command fills in (lib/stream for enqueues, a backend's queue
+// worker or copy engine for starts and ends), so that no command layout of
+// the driver interface reaches the tracer.
+enum {
+  ACCEL_TRACE_CMD_HOST_CALL = 0,
+  ACCEL_TRACE_CMD_FILL = 1,
+  ACCEL_TRACE_CMD_COPY = 2,
+  ACCEL_TRACE_CMD_SIGNAL = 3,
+  ACCEL_TRACE_CMD_WAIT = 4,
+  ACCEL_TRACE_CMD_LAUNCH = 5,
+};
+// Copy directions (accel_trace_cmd_t.direction).
+enum {
+  ACCEL_TRACE_DIR_DEVICE_TO_DEVICE = 0,
+  ACCEL_TRACE_DIR_HOST_TO_DEVICE = 1,
+  ACCEL_TRACE_DIR_DEVICE_TO_HOST = 2,
+};
+
+typedef struct accel_trace_cmd {
+  uint32_t kind;       // ACCEL_TRACE_CMD_*
+  uint32_t direction;  // copies: ACCEL_TRACE_DIR_*; 0 otherwise
+  uint64_t seq;        // the command's number in its queue, from 1
+  uint64_t bytes;      // copies and fills; 0 otherwise
+  // A SIGNAL that records an event: the event's id and where the device
+  // time is stored before the signal; 0 and NULL otherwise.
+  uint64_t event;
+  const _Atomic uint64_t *timestamp;
+} accel_trace_cmd_t;
+
 // ---------------------------------------------------------------------------
 // Events: four 64-bit words, written with relaxed atomic stores so that a
 // reader of a ring that is being overwritten (the flight recorder) races with

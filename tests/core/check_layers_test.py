@@ -58,4 +58,11 @@ rc, out = run(tmp)
 shutil.rmtree(tmp)
 expect(rc == 1 and 'drv/host may not use mem' in out,
        'a backend including lib/mem is named')
-print('4 passed, 0 failed')
+# The tracer takes plain numbers, not the driver's commands.
+tmp = planted('trace/hooks.c', '\n#include "core/driver_queue.h"\n')
+rc, out = run(tmp)
+shutil.rmtree(tmp)
+expect(rc == 1 and 'lib/trace/hooks.c -> core/driver_queue.h: trace may not '
+       'use the driver interface' in out,
+       'the tracer including a driver header is named')
+print('5 passed, 0 failed')

@@ -94,6 +94,30 @@ struct accel_host_dma {
 // Descriptor execution.
 // ---------------------------------------------------------------------------
 
+// Traced descriptor |d| in the trace hooks' plain numbers: a COPY or FILL
+// command numbered by its trace_seq on the ring's track.
+static accel_trace_cmd_t trace_desc(const accel_dma_hw_desc_t *d) {
+  bool fill = d->op == ACCEL_DMA_HW_FILL;
+  return (accel_trace_cmd_t){
+      .kind = fill ? ACCEL_TRACE_CMD_FILL : ACCEL_TRACE_CMD_COPY,
+      .direction = fill ? 0 : d->direction,
+      .seq = d->trace_seq,
+      .bytes = accel_dma_hw_desc_bytes(d)};
+}
+
+static void trace_desc_start(const accel_drv_dma_ring_t *r,
+                             const accel_dma_hw_desc_t *d) {
+  const accel_trace_cmd_t tc = trace_desc(d);
+  accel_trace_dma_start(r, &tc);
+}
+
+static void trace_desc_end(const accel_drv_dma_ring_t *r,
+                           const accel_dma_hw_desc_t *d,
+                           accel_status_t status) {
+  const accel_trace_cmd_t tc = trace_desc(d);
+  accel_trace_dma_end(r, &tc, status);
+}
+
 static const char *hw_op_name(const accel_dma_hw_desc_t *d) {
   switch (d->op) {
     case ACCEL_DMA_HW_COPY:
@@ -254,7 +278,7 @@ static void transfer(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d) {
   }
   count_bytes(r, d);
   if (d->trace_seq != 0) {
-    accel_trace_dma_end(r, d, ACCEL_OK);
+    trace_desc_end(r, d, ACCEL_OK);
   }
 }
 
@@ -268,7 +292,7 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
                                 r->poison_message);
     }
     if (d->trace_seq != 0) {
-      accel_trace_dma_end(r, d, r->poison_status);
+      trace_desc_end(r, d, r->poison_status);
     }
     finish_signal(r, d);
     return true;
@@ -277,7 +301,7 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
     case ACCEL_DMA_HW_COPY:
     case ACCEL_DMA_HW_FILL: {
       if (d->trace_seq != 0) {
-        accel_trace_dma_start(r, d);
+        trace_desc_start(r, d);
       }
       int injected = atomic_load_explicit(&r->inject_status,
                                           memory_order_relaxed);
@@ -289,7 +313,7 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
                  r->engine->index, accel_status_name(injected));
         poison(r, d, (accel_status_t)injected, why);
         if (d->trace_seq != 0) {
-          accel_trace_dma_end(r, d, r->poison_status);
+          trace_desc_end(r, d, r->poison_status);
         }
         finish_signal(r, d);
         return true;
@@ -822,7 +846,7 @@ accel_status_t accel_host_dma_ring_execute_now(accel_drv_dma_ring_t *r,
     return ACCEL_ERROR_NOT_READY;
   }
   if (d->trace_seq != 0) {
-    accel_trace_dma_start(r, d);
+    trace_desc_start(r, d);
   }
   transfer(r, d);
   // Not finish_signal: it reads |poisoned|, which the engine thread owns;

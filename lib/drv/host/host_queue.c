@@ -514,8 +514,21 @@ static void fail(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st) {
   skip(q, cmd);
 }
 
+// |cmd| in the plain numbers the trace hooks take.
+static inline accel_trace_cmd_t trace_cmd(const accel_cmd_t *cmd) {
+  return (accel_trace_cmd_t){.kind = cmd->kind,
+                             .direction = accel_cmd_direction(cmd),
+                             .seq = cmd->seq,
+                             .bytes = accel_cmd_bytes(cmd),
+                             .event = accel_cmd_event_id(cmd),
+                             .timestamp = cmd->kind == ACCEL_CMD_SIGNAL
+                                              ? cmd->signal.timestamp_out
+                                              : NULL};
+}
+
 static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
-  accel_trace_cmd_start(q, cmd);
+  const accel_trace_cmd_t tc = trace_cmd(cmd);
+  accel_trace_cmd_start(q, &tc);
   if (!q->poisoned &&
       atomic_load_explicit(&q->cancel, memory_order_acquire)) {
     char why[96];
@@ -523,11 +536,11 @@ static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
     poison(q, cmd, ACCEL_ERROR_ABORTED, why);
   }
   if (q->poisoned) {
-    accel_trace_cmd_end(q, cmd, q->poison_status);
+    accel_trace_cmd_end(q, &tc, q->poison_status);
     skip(q, cmd);
   } else {
     accel_status_t st = execute(q, cmd);
-    accel_trace_cmd_end(q, cmd, st);
+    accel_trace_cmd_end(q, &tc, st);
     if (st != ACCEL_OK) {
       fail(q, cmd, st);
     }
@@ -541,7 +554,8 @@ static void quiet_failed(accel_drv_queue_t *q, const record_word_t *rec,
                          uint64_t header, accel_status_t st) {
   accel_cmd_t cmd;
   record_read(q, rec, header, q->consumed + 1, &cmd);
-  accel_trace_cmd_end(q, &cmd, st);
+  const accel_trace_cmd_t tc = trace_cmd(&cmd);
+  accel_trace_cmd_end(q, &tc, st);
   fail(q, &cmd, st);
   release_refs(&cmd);
 }
