@@ -166,49 +166,60 @@ void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
   }
 }
 
+// An event record ended (|cmd| is its SIGNAL): its device timestamp, mapped
+// to host time, lies between the command's start and end, so it is emitted
+// before the end, at |ticks|.
+static void trace_event_complete(uint32_t mask, const accel_trace_track_t *t,
+                                 const accel_trace_cmd_t *cmd,
+                                 uint64_t ticks) {
+  // Acquire: pairs with the worker's release store of the timestamp.
+  uint64_t dev_ns = atomic_load_explicit(cmd->timestamp, memory_order_acquire);
+  uint64_t host_ns = accel_trace_device_to_host_ns(t->parent, dev_ns);
+  if (mask & ACCEL_TRACE_M_EVENTS) {
+    // At the command's end; the device time, mapped to host time, goes
+    // along as a value.
+    accel_trace_emit_at(ticks, ACCEL_TEV_EVENT_COMPLETE, 0, t->id, cmd->event,
+                        host_ns);
+  }
+  ACCEL_TP(event_complete, cmd->event, t->id, dev_ns, host_ns);
+}
+
+// The launch this command ran ends with it: the recorders close the
+// launch's slice with the command's (one event less per launch); LTTng gets
+// its own event.
+static void trace_launch_close(const accel_trace_track_t *t,
+                               const accel_trace_cmd_t *cmd,
+                               accel_status_t status) {
+  accel_trace_current_t *cur = &accel_trace_current_g;
+  if (cur->launch_open && cur->track == t->id && cur->seq == cmd->seq) {
+    cur->launch_open = false;
+    ACCEL_TP(launch_end, t->id, cmd->seq, (uint32_t)status);
+  }
+}
+
 void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
-                              const accel_trace_cmd_t *cmd, accel_status_t status) {
+                              const accel_trace_cmd_t *cmd,
+                              accel_status_t status) {
   accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t == NULL) {
     return;
   }
-  uint64_t now = 0;  // ns, for the wait counter
-  uint64_t ticks = 0;  // event time
-  if ((mask & ACCEL_TRACE_M_COUNTERS) && cmd->kind == ACCEL_TRACE_CMD_WAIT) {
-    now = accel_trace_now_ns();
-  }
-  if (mask & ACCEL_TRACE_M_EVENTS) {
-    ticks = accel_trace_ticks();
-  }
-  if (mask & ACCEL_TRACE_M_COUNTERS) {
+  bool counters = (mask & ACCEL_TRACE_M_COUNTERS) != 0;
+  bool events = (mask & ACCEL_TRACE_M_EVENTS) != 0;
+  // ns, for the wait counter; ticks, for the event time.
+  uint64_t now = counters && cmd->kind == ACCEL_TRACE_CMD_WAIT
+                     ? accel_trace_now_ns()
+                     : 0;
+  uint64_t ticks = events ? accel_trace_ticks() : 0;
+  if (counters) {
     accel_trace_count_end(t, cmd, status, now);
   }
-  // An event record: its device timestamp, mapped to host time, lies between
-  // the command's start and end, so it is emitted before the end.
   if (cmd->kind == ACCEL_TRACE_CMD_SIGNAL && cmd->timestamp != NULL &&
-      status == ACCEL_OK &&
-      ((mask & ACCEL_TRACE_M_EVENTS) || ACCEL_TP_ON(event_complete))) {
-    // Acquire: pairs with the worker's release store of the timestamp.
-    uint64_t dev_ns = atomic_load_explicit(cmd->timestamp,
-                                           memory_order_acquire);
-    uint64_t host_ns = accel_trace_device_to_host_ns(t->parent, dev_ns);
-    if (mask & ACCEL_TRACE_M_EVENTS) {
-      // At the command's end; the device time, mapped to host time, goes
-      // along as a value.
-      accel_trace_emit_at(ticks, ACCEL_TEV_EVENT_COMPLETE, 0, t->id,
-                          cmd->event, host_ns);
-    }
-    ACCEL_TP(event_complete, cmd->event, t->id, dev_ns,
-             host_ns);
+      status == ACCEL_OK && (events || ACCEL_TP_ON(event_complete))) {
+    trace_event_complete(mask, t, cmd, ticks);
   }
-  accel_trace_current_t *cur = &accel_trace_current_g;
-  if (cur->launch_open && cur->track == t->id && cur->seq == cmd->seq) {
-    // The recorders close the launch's slice with the command's (one event
-    // less per launch); LTTng gets its own event.
-    cur->launch_open = false;
-    ACCEL_TP(launch_end, t->id, cmd->seq, (uint32_t)status);
-  }
-  if (mask & ACCEL_TRACE_M_EVENTS) {
+  trace_launch_close(t, cmd, status);
+  if (events) {
     accel_trace_emit_at(ticks, ACCEL_TEV_CMD_END,
                         (uint32_t)cmd->kind | ((uint32_t)status << 8), t->id,
                         cmd->seq, 0);

@@ -476,138 +476,199 @@ void accel_pf_counter(accel_pf_writer_t *w, uint64_t ts, uint32_t owner,
   emit_track_event(w, ts, SEQ_DESCRIPTORS, &te);
 }
 
+// One recorded event being written: the writer, the producing thread (its
+// sequence), the event, and the annotations being built for it.
+typedef struct pf_event_ctx {
+  accel_pf_writer_t *w;
+  uint32_t thread;
+  uint32_t seq_id;
+  const accel_trace_rec_t *ev;
+  pb_t *x;
+} pf_event_ctx_t;
+
+typedef void (*pf_event_fn)(pf_event_ctx_t *c);
+
+static void annotate_bytes(pf_event_ctx_t *c) {
+  if (c->ev->b != 0) {
+    annotate_u64(c->x, "bytes", c->ev->b);
+  }
+}
+
+static void on_cmd_enqueue(pf_event_ctx_t *c) {
+  const accel_trace_rec_t *ev = c->ev;
+  accel_pf_writer_t *w = c->w;
+  char obj[64];
+  char name[96];
+  uint64_t flow = accel_pf_flow_id(ev->track, ev->a);
+  annotate_str(c->x, "stream", track_name(w, ev->track, obj, sizeof(obj)));
+  annotate_u64(c->x, "seq", ev->a);
+  annotate_bytes(c);
+  if ((!w->filter_flows || set_op(w->starts, flow, false)) &&
+      flow_slot(w, flow, true)) {
+    pb_fixed64(c->x, F_TE_FLOW_IDS, flow);
+  }
+  snprintf(name, sizeof(name), "enqueue %s",
+           accel_pf_cmd_name(ev->aux & 0xff, ev->aux >> 8));
+  instant(w, ev->ts, c->seq_id, c->thread, name, c->x);
+}
+
+static void on_cmd_start(pf_event_ctx_t *c) {
+  const accel_trace_rec_t *ev = c->ev;
+  uint64_t flow = accel_pf_flow_id(ev->track, ev->a);
+  annotate_u64(c->x, "seq", ev->a);
+  annotate_bytes(c);
+  if (flow_slot(c->w, flow, false)) {
+    pb_fixed64(c->x, F_TE_TERMINATING_FLOW_IDS, flow);
+  }
+  slice_begin(c->w, ev->ts, c->seq_id, ev->track,
+              accel_pf_cmd_name(ev->aux & 0xff, ev->aux >> 8), c->x);
+}
+
+static void on_cmd_end(pf_event_ctx_t *c) {
+  const accel_trace_rec_t *ev = c->ev;
+  // A launch inside the command ends with it.
+  if (ev->track < ACCEL_PF_MAX_TRACKS && c->w->depth[ev->track] >= 2) {
+    slice_end(c->w, ev->ts, c->seq_id, ev->track, ev->aux >> 8);
+  }
+  slice_end(c->w, ev->ts, c->seq_id, ev->track, ev->aux >> 8);
+}
+
+static void on_launch_end(pf_event_ctx_t *c) {
+  slice_end(c->w, c->ev->ts, c->seq_id, c->ev->track, c->ev->aux);
+}
+
+static void on_launch_begin(pf_event_ctx_t *c) {
+  const accel_trace_rec_t *ev = c->ev;
+  const char *kernel = c->w->source.string(c->w->source.ctx, (uint32_t)ev->b);
+  annotate_u64(c->x, "seq", ev->a);
+  slice_begin(c->w, ev->ts, c->seq_id, ev->track,
+              kernel != NULL ? kernel : "launch", c->x);
+}
+
+static void on_sem_signal(pf_event_ctx_t *c) {
+  annotate_u64(c->x, "semaphore", c->ev->a);
+  annotate_u64(c->x, "value", c->ev->b);
+  instant(c->w, c->ev->ts, c->seq_id, c->thread, "semaphore signal", c->x);
+}
+
+static void on_sem_wait(pf_event_ctx_t *c) {
+  annotate_u64(c->x, "semaphore", c->ev->a);
+  annotate_u64(c->x, "value", c->ev->b);
+  slice_begin(c->w, c->ev->ts, c->seq_id, c->thread, "semaphore wait", c->x);
+}
+
+static void on_sem_wake(pf_event_ctx_t *c) {
+  slice_end(c->w, c->ev->ts, c->seq_id, c->thread, c->ev->aux);
+}
+
+static void on_event_record(pf_event_ctx_t *c) {
+  char obj[64];
+  annotate_u64(c->x, "event", c->ev->a);
+  annotate_str(c->x, "stream",
+               track_name(c->w, c->ev->track, obj, sizeof(obj)));
+  annotate_u64(c->x, "value", c->ev->b);
+  instant(c->w, c->ev->ts, c->seq_id, c->thread, "event record", c->x);
+}
+
+static void on_event_complete(pf_event_ctx_t *c) {
+  annotate_u64(c->x, "event", c->ev->a);
+  annotate_u64(c->x, "timestamp_ns", c->ev->b);
+  instant(c->w, c->ev->ts, c->seq_id, c->ev->track, "event complete", c->x);
+}
+
+static void on_buffer(pf_event_ctx_t *c) {
+  const accel_trace_rec_t *ev = c->ev;
+  char obj[64];
+  bool alloc = ev->type == ACCEL_TEV_BUF_ALLOC;
+  bool failed = alloc && ev->a == 0;
+  annotate_str(c->x, "device", track_name(c->w, ev->track, obj, sizeof(obj)));
+  if (failed) {
+    annotate_str(c->x, "status", status_text(ev->aux >> 8));
+  } else {
+    annotate_u64(c->x, "address", ev->a);
+  }
+  annotate_u64(c->x, "bytes", ev->b);
+  instant(c->w, ev->ts, c->seq_id, c->thread,
+          failed  ? "buffer alloc failed"
+          : alloc ? "buffer alloc"
+                  : "buffer free",
+          c->x);
+}
+
+static void on_error(pf_event_ctx_t *c) {
+  char name[96];
+  const char *msg = c->w->source.string(c->w->source.ctx, (uint32_t)c->ev->a);
+  annotate_str(c->x, "message", msg != NULL ? msg : "(message dropped)");
+  snprintf(name, sizeof(name), "error %s", status_text(c->ev->aux));
+  instant(c->w, c->ev->ts, c->seq_id, c->thread, name, c->x);
+}
+
+static void on_stream_fail(pf_event_ctx_t *c) {
+  annotate_u64(c->x, "seq", c->ev->a);
+  annotate_str(c->x, "status", status_text(c->ev->aux));
+  instant(c->w, c->ev->ts, c->seq_id, c->ev->track, "stream failed", c->x);
+}
+
+static void on_lifecycle(pf_event_ctx_t *c) {
+  static const char *const k_life[] = {
+      "runtime create", "runtime destroy", "device open",
+      "device close",   "stream create",   "stream destroy"};
+  const accel_trace_rec_t *ev = c->ev;
+  if (ev->aux >= sizeof(k_life) / sizeof(k_life[0])) {
+    return;
+  }
+  if (ev->track != 0) {
+    char obj[64];
+    annotate_str(c->x, "object",
+                 track_name(c->w, ev->track, obj, sizeof(obj)));
+  }
+  instant(c->w, ev->ts, c->seq_id, c->thread, k_life[ev->aux], c->x);
+}
+
+static void on_counter(pf_event_ctx_t *c) {
+  accel_pf_counter(c->w, c->ev->ts, c->ev->track, c->ev->aux, c->ev->a);
+}
+
+static void on_clock_pair(pf_event_ctx_t *c) {
+  annotate_u64(c->x, "host_ns", c->ev->a);
+  annotate_u64(c->x, "device_ns", c->ev->b);
+  instant(c->w, c->ev->ts, c->seq_id, c->ev->track, "clock pair", c->x);
+}
+
+// One writer per recorded event type (NULL: nothing to write).
+static const pf_event_fn k_pf_event_fns[ACCEL_TEV_TYPE_COUNT] = {
+    [ACCEL_TEV_CMD_ENQUEUE] = on_cmd_enqueue,
+    [ACCEL_TEV_CMD_START] = on_cmd_start,
+    [ACCEL_TEV_CMD_END] = on_cmd_end,
+    [ACCEL_TEV_LAUNCH_BEGIN] = on_launch_begin,
+    [ACCEL_TEV_LAUNCH_END] = on_launch_end,
+    [ACCEL_TEV_SEM_SIGNAL] = on_sem_signal,
+    [ACCEL_TEV_SEM_WAIT] = on_sem_wait,
+    [ACCEL_TEV_SEM_WAKE] = on_sem_wake,
+    [ACCEL_TEV_EVENT_RECORD] = on_event_record,
+    [ACCEL_TEV_EVENT_COMPLETE] = on_event_complete,
+    [ACCEL_TEV_BUF_ALLOC] = on_buffer,
+    [ACCEL_TEV_BUF_FREE] = on_buffer,
+    [ACCEL_TEV_ERROR] = on_error,
+    [ACCEL_TEV_STREAM_FAIL] = on_stream_fail,
+    [ACCEL_TEV_LIFECYCLE] = on_lifecycle,
+    [ACCEL_TEV_COUNTER] = on_counter,
+    [ACCEL_TEV_CLOCK_PAIR] = on_clock_pair,
+};
+
 void accel_pf_event(accel_pf_writer_t *w, uint32_t thread,
                     const accel_trace_rec_t *ev) {
-  uint32_t seq_id = thread + 16;  // one sequence per producing thread
   describe_track(w, thread);
-  PB(x, 640);
-  char name[96];
-  char obj[64];
-  uint32_t kind = ev->aux & 0xff;
-  uint32_t hi = ev->aux >> 8;
-  switch (ev->type) {
-    case ACCEL_TEV_CMD_ENQUEUE: {
-      uint64_t flow = accel_pf_flow_id(ev->track, ev->a);
-      annotate_str(&x, "stream", track_name(w, ev->track, obj, sizeof(obj)));
-      annotate_u64(&x, "seq", ev->a);
-      if (ev->b != 0) {
-        annotate_u64(&x, "bytes", ev->b);
-      }
-      if ((!w->filter_flows || set_op(w->starts, flow, false)) &&
-          flow_slot(w, flow, true)) {
-        pb_fixed64(&x, F_TE_FLOW_IDS, flow);
-      }
-      snprintf(name, sizeof(name), "enqueue %s", accel_pf_cmd_name(kind, hi));
-      instant(w, ev->ts, seq_id, thread, name, &x);
-      break;
-    }
-    case ACCEL_TEV_CMD_START: {
-      uint64_t flow = accel_pf_flow_id(ev->track, ev->a);
-      annotate_u64(&x, "seq", ev->a);
-      if (ev->b != 0) {
-        annotate_u64(&x, "bytes", ev->b);
-      }
-      if (flow_slot(w, flow, false)) {
-        pb_fixed64(&x, F_TE_TERMINATING_FLOW_IDS, flow);
-      }
-      slice_begin(w, ev->ts, seq_id, ev->track, accel_pf_cmd_name(kind, hi),
-                  &x);
-      break;
-    }
-    case ACCEL_TEV_CMD_END:
-      // A launch inside the command ends with it.
-      if (ev->track < ACCEL_PF_MAX_TRACKS && w->depth[ev->track] >= 2) {
-        slice_end(w, ev->ts, seq_id, ev->track, hi);
-      }
-      slice_end(w, ev->ts, seq_id, ev->track, hi);
-      break;
-    case ACCEL_TEV_LAUNCH_END:
-      slice_end(w, ev->ts, seq_id, ev->track, ev->aux);
-      break;
-    case ACCEL_TEV_LAUNCH_BEGIN: {
-      const char *kernel = w->source.string(w->source.ctx, (uint32_t)ev->b);
-      annotate_u64(&x, "seq", ev->a);
-      slice_begin(w, ev->ts, seq_id, ev->track,
-                  kernel != NULL ? kernel : "launch", &x);
-      break;
-    }
-    case ACCEL_TEV_SEM_SIGNAL:
-      annotate_u64(&x, "semaphore", ev->a);
-      annotate_u64(&x, "value", ev->b);
-      instant(w, ev->ts, seq_id, thread, "semaphore signal", &x);
-      break;
-    case ACCEL_TEV_SEM_WAIT:
-      annotate_u64(&x, "semaphore", ev->a);
-      annotate_u64(&x, "value", ev->b);
-      slice_begin(w, ev->ts, seq_id, thread, "semaphore wait", &x);
-      break;
-    case ACCEL_TEV_SEM_WAKE:
-      slice_end(w, ev->ts, seq_id, thread, ev->aux);
-      break;
-    case ACCEL_TEV_EVENT_RECORD:
-      annotate_u64(&x, "event", ev->a);
-      annotate_str(&x, "stream", track_name(w, ev->track, obj, sizeof(obj)));
-      annotate_u64(&x, "value", ev->b);
-      instant(w, ev->ts, seq_id, thread, "event record", &x);
-      break;
-    case ACCEL_TEV_EVENT_COMPLETE:
-      annotate_u64(&x, "event", ev->a);
-      annotate_u64(&x, "timestamp_ns", ev->b);
-      instant(w, ev->ts, seq_id, ev->track, "event complete", &x);
-      break;
-    case ACCEL_TEV_BUF_ALLOC:
-    case ACCEL_TEV_BUF_FREE: {
-      bool failed = ev->type == ACCEL_TEV_BUF_ALLOC && ev->a == 0;
-      annotate_str(&x, "device", track_name(w, ev->track, obj, sizeof(obj)));
-      if (failed) {
-        annotate_str(&x, "status", status_text(hi));
-      } else {
-        annotate_u64(&x, "address", ev->a);
-      }
-      annotate_u64(&x, "bytes", ev->b);
-      instant(w, ev->ts, seq_id, thread,
-              failed                            ? "buffer alloc failed"
-              : ev->type == ACCEL_TEV_BUF_ALLOC ? "buffer alloc"
-                                                : "buffer free",
-              &x);
-      break;
-    }
-    case ACCEL_TEV_ERROR: {
-      const char *msg = w->source.string(w->source.ctx, (uint32_t)ev->a);
-      annotate_str(&x, "message", msg != NULL ? msg : "(message dropped)");
-      snprintf(name, sizeof(name), "error %s", status_text(ev->aux));
-      instant(w, ev->ts, seq_id, thread, name, &x);
-      break;
-    }
-    case ACCEL_TEV_STREAM_FAIL:
-      annotate_u64(&x, "seq", ev->a);
-      annotate_str(&x, "status", status_text(ev->aux));
-      instant(w, ev->ts, seq_id, ev->track, "stream failed", &x);
-      break;
-    case ACCEL_TEV_LIFECYCLE: {
-      static const char *const k_life[] = {
-          "runtime create", "runtime destroy", "device open",
-          "device close",   "stream create",   "stream destroy"};
-      if (ev->aux < sizeof(k_life) / sizeof(k_life[0])) {
-        if (ev->track != 0) {
-          annotate_str(&x, "object",
-                       track_name(w, ev->track, obj, sizeof(obj)));
-        }
-        instant(w, ev->ts, seq_id, thread, k_life[ev->aux], &x);
-      }
-      break;
-    }
-    case ACCEL_TEV_COUNTER:
-      accel_pf_counter(w, ev->ts, ev->track, ev->aux, ev->a);
-      break;
-    case ACCEL_TEV_CLOCK_PAIR:
-      annotate_u64(&x, "host_ns", ev->a);
-      annotate_u64(&x, "device_ns", ev->b);
-      instant(w, ev->ts, seq_id, ev->track, "clock pair", &x);
-      break;
-    default:
-      break;
+  if (ev->type >= ACCEL_TEV_TYPE_COUNT || k_pf_event_fns[ev->type] == NULL) {
+    return;
   }
+  PB(x, 640);
+  pf_event_ctx_t c = {.w = w,
+                      .thread = thread,
+                      .seq_id = thread + 16,  // one sequence per thread
+                      .ev = ev,
+                      .x = &x};
+  k_pf_event_fns[ev->type](&c);
 }
 
 void accel_pf_close_slices(accel_pf_writer_t *w, uint64_t end_ts) {
