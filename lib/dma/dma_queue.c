@@ -31,35 +31,82 @@ static void destroy_rings(accel_dma_queue_t *q, uint32_t count) {
   }
 }
 
-accel_status_t accel_dma_queue_create(accel_device_t *device,
-                                      const accel_dma_queue_desc_t *desc,
-                                      accel_dma_queue_t **out_queue) {
-  ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
-  ACCEL_CHECK_ARG(out_queue != NULL, "out_queue (NULL)");
-  accel_dma_queue_desc_t d = {.struct_size = sizeof(d)};
+// Reads the caller's queue descriptor (any struct size from its first
+// version on; NULL: defaults) into |*d| and checks it; |*out_ring_size| is
+// the ring size it asks for or the default.
+static accel_status_t read_queue_desc(const accel_dma_queue_desc_t *desc,
+                                      accel_dma_queue_desc_t *d,
+                                      uint32_t *out_ring_size) {
+  *d = (accel_dma_queue_desc_t){.struct_size = sizeof(*d)};
   if (desc != NULL) {
     if (desc->struct_size < offsetof(accel_dma_queue_desc_t, name)) {
       return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                          "dma queue desc: struct_size %u is too small",
                          desc->struct_size);
     }
-    memcpy(&d, desc,
-           desc->struct_size < sizeof(d) ? desc->struct_size : sizeof(d));
+    memcpy(d, desc,
+           desc->struct_size < sizeof(*d) ? desc->struct_size : sizeof(*d));
   }
-  if ((d.flags & ~(uint32_t)(ACCEL_DMA_QUEUE_FLAG_NON_BLOCKING |
+  if ((d->flags & ~(uint32_t)(ACCEL_DMA_QUEUE_FLAG_NON_BLOCKING |
                              ACCEL_DMA_QUEUE_FLAG_ABORT_ON_DESTROY |
                              ACCEL_DMA_QUEUE_FLAG_NO_INLINE)) != 0) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "dma queue desc: unknown flags 0x%x", d.flags);
+                       "dma queue desc: unknown flags 0x%x", d->flags);
   }
-  uint32_t ring_size = d.ring_size != 0 ? d.ring_size : DEFAULT_RING_SIZE;
+  uint32_t ring_size = d->ring_size != 0 ? d->ring_size : DEFAULT_RING_SIZE;
   if (ring_size < MIN_RING_SIZE || ring_size > MAX_RING_SIZE ||
       (ring_size & (ring_size - 1)) != 0) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "dma queue desc: ring_size %u must be a power of two "
                        "from %u to %u",
-                       d.ring_size, MIN_RING_SIZE, MAX_RING_SIZE);
+                       d->ring_size, MIN_RING_SIZE, MAX_RING_SIZE);
   }
+  *out_ring_size = ring_size;
+  return ACCEL_OK;
+}
+
+// Creates the queue's |use| rings, rotating from engine |home| of |engines|,
+// each with its fence and trace track; on failure destroys those made.
+static accel_status_t create_rings(accel_dma_queue_t *q, uint32_t use,
+                                   uint32_t home, uint32_t engines) {
+  accel_device_t *device = q->device;
+  for (uint32_t created = 0; created < use; ++created) {
+    accel_dma_ring_state_t *r = &q->rings[created];
+    accel_status_t st = accel_semaphore_create_internal(device, 0, &r->fence);
+    if (st != ACCEL_OK) {
+      destroy_rings(q, created);
+      return st;
+    }
+    char ring_name[96];
+    snprintf(ring_name, sizeof(ring_name), "%s/ring%u", q->name, created);
+    accel_drv_dma_ring_params_t params = {
+        .engine = (home + created) % engines,
+        .slot_count = q->slot_count,
+        .fence = r->fence->drv,
+        .name = ring_name,
+    };
+    st = device->driver->copy->ring_create(device->drv, &params, &r->drv,
+                                           &r->mem);
+    if (st != ACCEL_OK) {
+      accel_semaphore_release(r->fence);
+      destroy_rings(q, created);
+      return st;
+    }
+    // A track per ring (its engine's copies and fills for this queue).
+    accel_trace_dma_queue_create(device, r->drv, ring_name,
+                                 &r->trace_enqueued);
+  }
+  return ACCEL_OK;
+}
+
+accel_status_t accel_dma_queue_create(accel_device_t *device,
+                                      const accel_dma_queue_desc_t *desc,
+                                      accel_dma_queue_t **out_queue) {
+  ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
+  ACCEL_CHECK_ARG(out_queue != NULL, "out_queue (NULL)");
+  accel_dma_queue_desc_t d;
+  uint32_t ring_size = 0;
+  ACCEL_RETURN_IF_ERROR(read_queue_desc(desc, &d, &ring_size));
   const accel_driver_t *drv = device->driver;
   // The copy table is optional as a whole: a backend without copy engines
   // leaves it NULL.
@@ -105,38 +152,16 @@ accel_status_t accel_dma_queue_create(accel_device_t *device,
     snprintf(q->name, sizeof(q->name), "dma%u", number);
   }
   // Home rings rotate over the engines so that queues share them evenly.
-  uint32_t home = number % engines;
-  uint32_t created = 0;
-  for (; created < use; ++created) {
-    accel_dma_ring_state_t *r = &q->rings[created];
-    st = accel_semaphore_create_internal(device, 0, &r->fence);
-    if (st != ACCEL_OK) {
-      goto err_destroy_rings;
-    }
-    char ring_name[96];
-    snprintf(ring_name, sizeof(ring_name), "%s/ring%u", q->name, created);
-    accel_drv_dma_ring_params_t params = {
-        .engine = (home + created) % engines,
-        .slot_count = ring_size,
-        .fence = r->fence->drv,
-        .name = ring_name,
-    };
-    st = drv->copy->ring_create(device->drv, &params, &r->drv, &r->mem);
-    if (st != ACCEL_OK) {
-      accel_semaphore_release(r->fence);
-      goto err_destroy_rings;
-    }
-    // A track per ring (its engine's copies and fills for this queue).
-    accel_trace_dma_queue_create(device, r->drv, ring_name,
-                                 &r->trace_enqueued);
+  st = create_rings(q, use, number % engines, engines);
+  if (st != ACCEL_OK) {
+    goto err_free_rings;
   }
   q->ring_count = use;
   pthread_mutex_init(&q->submit_lock, NULL);
   *out_queue = q;
   return ACCEL_OK;
 
-err_destroy_rings:
-  destroy_rings(q, created);
+err_free_rings:
   free(q->rings);
 err_free_queue:
   free(q);

@@ -26,26 +26,30 @@ void accel_runtime_options_init(accel_runtime_options_t *opts) {
 
 // Resolves options: caller fields (as far as its struct_size reaches), then
 // the environment on top, then defaults for what is still zero.
-static accel_status_t resolve_options(const accel_runtime_options_t *in,
-                                      accel_runtime_options_t *out) {
-  accel_runtime_options_init(out);
-  if (in != NULL) {
-    if (in->struct_size < offsetof(accel_runtime_options_t, spin_ns)) {
-      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                         "runtime options: struct_size %u is too small "
-                         "(use accel_runtime_options_init)",
-                         in->struct_size);
-    }
-    size_t n = in->struct_size < sizeof(*out) ? in->struct_size : sizeof(*out);
-    memcpy(out, in, n);
-    out->struct_size = sizeof(*out);
-    if (out->flags != 0 || out->reserved0 != 0) {
-      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                         "runtime options: reserved fields must be 0 (flags "
-                         "0x%x)",
-                         out->flags);
-    }
+// Copies the caller's options (a struct of any size from its first
+// version on) into |out|, which holds the defaults.
+static accel_status_t copy_caller_options(const accel_runtime_options_t *in,
+                                          accel_runtime_options_t *out) {
+  if (in->struct_size < offsetof(accel_runtime_options_t, spin_ns)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "runtime options: struct_size %u is too small "
+                       "(use accel_runtime_options_init)",
+                       in->struct_size);
   }
+  size_t n = in->struct_size < sizeof(*out) ? in->struct_size : sizeof(*out);
+  memcpy(out, in, n);
+  out->struct_size = sizeof(*out);
+  if (out->flags != 0 || out->reserved0 != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "runtime options: reserved fields must be 0 (flags "
+                       "0x%x)",
+                       out->flags);
+  }
+  return ACCEL_OK;
+}
+
+// The ACCEL_* overrides of the options (accel_env_vars lists them).
+static accel_status_t apply_environment(accel_runtime_options_t *out) {
   uint64_t v = 0;
   bool invalid = false;
   if (accel_env_u64("ACCEL_SPIN_NS", &v, &invalid)) {
@@ -54,10 +58,7 @@ static accel_status_t resolve_options(const accel_runtime_options_t *in,
                          "ACCEL_SPIN_NS=\"%s\" is not a number of ns",
                          getenv("ACCEL_SPIN_NS"));
     }
-    out->spin_ns = v;
-    if (v == 0) {
-      out->spin_ns = 1;  // "do not spin" (0 would mean default)
-    }
+    out->spin_ns = v == 0 ? 1 : v;  // "do not spin" (0 would mean default)
   }
   if (accel_env_u64("ACCEL_HOST_DEVICES", &v, &invalid)) {
     if (invalid || v == 0 || v > ACCEL_MAX_HOST_DEVICES) {
@@ -80,6 +81,16 @@ static accel_status_t resolve_options(const accel_runtime_options_t *in,
   if (visible != NULL) {
     out->visible_devices = visible;
   }
+  return ACCEL_OK;
+}
+
+static accel_status_t resolve_options(const accel_runtime_options_t *in,
+                                      accel_runtime_options_t *out) {
+  accel_runtime_options_init(out);
+  if (in != NULL) {
+    ACCEL_RETURN_IF_ERROR(copy_caller_options(in, out));
+  }
+  ACCEL_RETURN_IF_ERROR(apply_environment(out));
   if (out->spin_ns == 0) {
     out->spin_ns = ACCEL_DEFAULT_SPIN_NS;
   }
