@@ -84,6 +84,16 @@ ACCEL_API accel_status_t accel_device_get(const accel_runtime_t *runtime,
 ACCEL_API accel_status_t accel_device_info(const accel_device_t *device,
                                            accel_device_info_t *out_info);
 
+// Reads the host clock (CLOCK_MONOTONIC, ns) and |device|'s clock (the one
+// its timestamps use: event times, trace device times) as close together as
+// the backend can, so that a caller maps device times onto the host
+// timeline: host = *out_host_ns + (device_time - *out_device_ns). On the host
+// device both clocks are CLOCK_MONOTONIC and the two values are equal.
+// ACCEL_ERROR_INVALID_ARGUMENT: a NULL argument. Thread-safe.
+ACCEL_API accel_status_t accel_device_clock_pair(const accel_device_t *device,
+                                                 uint64_t *out_host_ns,
+                                                 uint64_t *out_device_ns);
+
 // Returns the runtime that owns |device| (borrowed), or NULL for NULL.
 // Thread-safe.
 ACCEL_API accel_runtime_t *accel_device_runtime(const accel_device_t *device);

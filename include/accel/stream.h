@@ -76,6 +76,19 @@ ACCEL_API accel_device_t *accel_stream_device(const accel_stream_t *stream);
 // accel_last_error() on its thread is included in the stream's error.
 typedef accel_status_t (*accel_host_fn_t)(void *user_data);
 
+// Fails the calling host function with its own words: sets this thread's
+// message (accel_last_error()) from |fmt| and returns |status|, so that a
+// host function ends with
+//   return accel_host_fn_fail(ACCEL_ERROR_ABORTED, "checksum of %s", name);
+// and its stream fails with "stream "NAME" command #SEQ (host_call) failed:
+// checksum of NAME". Also usable outside host functions: it only sets the
+// message. Returns ACCEL_ERROR_INVALID_ARGUMENT (with that message) if
+// |status| is ACCEL_OK, which would not fail anything, or if |fmt| is NULL.
+// Thread-safe (the message is the calling thread's).
+ACCEL_API accel_status_t accel_host_fn_fail(accel_status_t status,
+                                            const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 // Enqueues a call of |fn|(|user_data|) on the device's host thread for this
 // stream. |fn| must not block on work later in the same stream.
 // ACCEL_ERROR_INVALID_ARGUMENT: NULL stream or fn. The stream's stored error

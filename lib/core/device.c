@@ -1,6 +1,7 @@
 #include <string.h>
 
 #include "accel/device.h"
+#include "core/driver_device.h"
 #include "core/error.h"
 #include "core/runtime_impl.h"
 
@@ -50,4 +51,17 @@ accel_status_t accel_device_info(const accel_device_t *device,
 
 accel_runtime_t *accel_device_runtime(const accel_device_t *device) {
   return device != NULL ? device->runtime : NULL;
+}
+
+accel_status_t accel_device_clock_pair(const accel_device_t *device,
+                                       uint64_t *out_host_ns,
+                                       uint64_t *out_device_ns) {
+  ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
+  ACCEL_CHECK_ARG(out_host_ns != NULL, "out_host_ns (NULL)");
+  ACCEL_CHECK_ARG(out_device_ns != NULL, "out_device_ns (NULL)");
+  uint64_t host_ns = 0, device_ns = 0;
+  device->driver->device->clock_pair(device->drv, &host_ns, &device_ns);
+  *out_host_ns = host_ns;
+  *out_device_ns = device_ns;
+  return ACCEL_OK;
 }

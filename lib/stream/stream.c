@@ -1,3 +1,4 @@
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,4 +444,22 @@ accel_status_t accel_stream_query(accel_stream_t *stream) {
                        (unsigned long long)target);
   }
   return ACCEL_OK;
+}
+
+accel_status_t accel_host_fn_fail(accel_status_t status, const char *fmt,
+                                  ...) {
+  if (fmt == NULL) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "accel_host_fn_fail: fmt is NULL");
+  }
+  if (status == ACCEL_OK) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "accel_host_fn_fail: status ACCEL_OK fails nothing");
+  }
+  char message[ACCEL_ERROR_MESSAGE_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof(message), fmt, ap);
+  va_end(ap);
+  return accel_error(status, "%s", message);
 }

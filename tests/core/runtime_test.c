@@ -1,6 +1,7 @@
 // Runtime creation, options, environment overrides and device enumeration.
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "test_support.h"
 
@@ -37,6 +38,32 @@ static void test_runtime_default_has_host_device(void **state) {
 }
 
 // ACCEL_HOST_DEVICES and ACCEL_VISIBLE_DEVICES choose and order devices.
+// accel_device_clock_pair gives the host and device clocks read together:
+// on the host device both are CLOCK_MONOTONIC, so they are equal and lie
+// between two readings of that clock; NULL arguments are refused by name.
+static void test_device_clock_pair_matches_the_host_clock(void **state) {
+  (void)state;
+  accel_runtime_t *rt = NULL;
+  assert_accel_ok(accel_runtime_create(NULL, &rt));
+  accel_device_t *dev = NULL;
+  assert_accel_ok(accel_device_get(rt, 0, &dev));
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t before = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  uint64_t host_ns = 0, device_ns = 0;
+  assert_accel_ok(accel_device_clock_pair(dev, &host_ns, &device_ns));
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t after = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  assert_true(before <= host_ns && host_ns <= after);
+  assert_int_equal(host_ns, device_ns);
+  assert_accel_status(accel_device_clock_pair(dev, NULL, &device_ns),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "out_host_ns"));
+  assert_accel_status(accel_device_clock_pair(NULL, &host_ns, &device_ns),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  accel_runtime_destroy(rt);
+}
+
 static void test_visible_devices_choose_and_order(void **state) {
   clear_env();
   setenv("ACCEL_HOST_DEVICES", "3", 1);
@@ -194,6 +221,7 @@ static void test_env_vars_are_listed(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_runtime_default_has_host_device),
+      cmocka_unit_test(test_device_clock_pair_matches_the_host_clock),
       cmocka_unit_test(test_visible_devices_choose_and_order),
       cmocka_unit_test(test_options_visible_devices),
       cmocka_unit_test(test_visible_devices_rejects_unknown_and_duplicates),

@@ -262,6 +262,33 @@ static accel_status_t mark_fn(void *user_data) {
 
 // A failing command poisons the stream: later commands do not run, the
 // semaphores it would signal fail, and every call reports the first error.
+static accel_status_t fail_with_words(void *user_data) {
+  return accel_host_fn_fail(ACCEL_ERROR_ABORTED, "checksum of %s differs",
+                            (const char *)user_data);
+}
+
+// A host function fails its stream with its own message through
+// accel_host_fn_fail, and synchronize reports it naming the command; the
+// call refuses ACCEL_OK and a NULL format.
+static void test_host_fn_fail_sets_the_stream_message(void **state) {
+  test_env_t *env = *state;
+  accel_stream_t *s = NULL;
+  accel_stream_desc_t d = {.struct_size = sizeof(d), .name = "words"};
+  assert_accel_ok(accel_stream_create(env->device, &d, &s));
+  assert_accel_ok(accel_stream_host_call(s, fail_with_words, "layer7"));
+  assert_accel_status(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
+                      ACCEL_ERROR_ABORTED);
+  assert_non_null(strstr(accel_last_error(), "stream \"words\" command #1"));
+  assert_non_null(strstr(accel_last_error(), "checksum of layer7 differs"));
+  accel_stream_destroy(s);
+  assert_accel_status(accel_host_fn_fail(ACCEL_OK, "x"),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "fails nothing"));
+  assert_accel_status(accel_host_fn_fail(ACCEL_ERROR_IO, "%s", "disk"),
+                      ACCEL_ERROR_IO);
+  assert_string_equal(accel_last_error(), "disk");
+}
+
 static void test_stream_failure_poisons_later_work(void **state) {
   test_env_t *env = *state;
   accel_stream_t *s = NULL;
@@ -933,6 +960,7 @@ int main(void) {
       cmocka_unit_test(test_stream_copies_and_fills_match_reference),
       cmocka_unit_test(test_stream_rejects_bad_ranges),
       cmocka_unit_test(test_stream_rejects_freed_buffers_naming_them),
+      cmocka_unit_test(test_host_fn_fail_sets_the_stream_message),
       cmocka_unit_test(test_stream_rejects_objects_of_other_devices),
       cmocka_unit_test(test_stream_failure_poisons_later_work),
       cmocka_unit_test(test_stream_failure_mid_burst_stops_the_burst),
