@@ -177,6 +177,15 @@ int accel_bench_trace(const bench_args_t *args) {
                             .abi_version = ACCEL_KERNEL_ABI_VERSION,
                             .name = "empty", .fn = empty_kernel,
                             .workgroup_size = {1, 1, 1}};
+#ifdef ACCEL_LTTNG_PROVIDER_PATH
+  // The LTTng figures need the provider library loaded (ACCEL_LTTNG; see
+  // lib/trace/lttng_load.c): the build tree's when there is one. Every mode
+  // then runs with it loaded, as every mode did when libaccel linked it.
+  setenv("ACCEL_LTTNG",
+         access(ACCEL_LTTNG_PROVIDER_PATH, R_OK) == 0 ? ACCEL_LTTNG_PROVIDER_PATH
+                                                      : "1",
+         0);
+#endif
   if (accel_runtime_create(NULL, &rt) != ACCEL_OK ||
       accel_device_get(rt, 0, &dev) != ACCEL_OK ||
       accel_stream_create(dev, NULL, &s) != ACCEL_OK ||

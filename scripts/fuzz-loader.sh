@@ -39,9 +39,7 @@ clang -std=gnu17 -O1 -g -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=undefined \
   -I"$build" -I"$root/include" -I"$root/lib" \
   "$root/fuzz/fuzz_loader.c" "$root/lib/abi/axe_reader.c" \
-  "$root/lib/core/error.c" "$root/lib/trace/hooks.c" \
-  "$root/lib/trace/registry.c" "$root/lib/trace/recorder.c" \
-  "$root/lib/trace/perfetto.c" -lxxhash -o "$build/fuzz_loader"
+  "$root/lib/core/error.c" -lxxhash -o "$build/fuzz_loader"
 cd "$build"
 exec ./fuzz_loader -max_total_time="$seconds" -max_len=65536 \
   -rss_limit_mb=1024 -print_final_stats=1 "$@" corpus

@@ -41,6 +41,10 @@ static const accel_env_var_t k_env_vars[] = {
      "0 makes the host device use full fences on both sides of its wait and "
      "submit handshakes, with no lock-free queue owners, as where membarrier "
      "is missing; read once per process"},
+    {"ACCEL_LTTNG",
+     "1 loads the LTTng-UST provider libaccel-lttng.so.0 (or give its path) "
+     "so that an lttng session records the accel:* tracepoints; unset: no "
+     "LTTng library or thread in the process"},
     {"ACCEL_AFFINITY",
      "0 leaves device worker threads unbound; default: bound to the cores of "
      "their device's NUMA node"},

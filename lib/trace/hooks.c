@@ -30,6 +30,7 @@ static inline uint32_t cmd_aux(const accel_trace_cmd_t *cmd) {
 // --- lifecycle -------------------------------------------------------------
 
 accel_status_t accel_trace_runtime_create_slow(void) {
+  ACCEL_RETURN_IF_ERROR(accel_trace_lttng_load_from_env());
   return accel_trace_runtime_attach();
 }
 

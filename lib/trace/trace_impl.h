@@ -355,6 +355,11 @@ bool accel_trace_lttng_listening(void);
 // Fails (with a message) when ACCEL_TRACE names a file that cannot be created
 // or a variable is malformed.
 accel_status_t accel_trace_runtime_attach(void);
+
+// Loads the LTTng provider library when ACCEL_LTTNG asks for it (once per
+// process; lttng_load.c). ACCEL_ERROR_UNAVAILABLE with the paths tried when
+// it cannot be loaded, ACCEL_ERROR_UNSUPPORTED in a build without LTTng-UST.
+accel_status_t accel_trace_lttng_load_from_env(void);
 void accel_trace_runtime_detach(void);
 
 // Samples every counter into the recorder and LTTng (one sample per

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "accel_config.h"
 #include "test_support.h"
 #include "trace/trace_impl.h"
 
@@ -58,6 +59,45 @@ static off_t file_size(const char *path) {
 }
 
 // Misuse of accel_counters_snapshot fails with a message, output untouched.
+// True if a library whose file name contains |name| is mapped here.
+static bool library_mapped(const char *name) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  assert_non_null(f);
+  char line[1024];
+  bool found = false;
+  while (fgets(line, sizeof(line), f) != NULL) {
+    found = found || strstr(line, name) != NULL;
+  }
+  fclose(f);
+  return found;
+}
+
+// A program that uses accel without asking for LTTng (ACCEL_LTTNG unset)
+// has no LTTng-UST library, hence none of its listener threads, even with
+// a runtime, streams and work; ACCEL_LTTNG naming a missing provider is an
+// error that says what it tried (issue 15).
+static void test_lttng_is_not_loaded_unless_asked(void **state) {
+  (void)state;
+  assert_null(getenv("ACCEL_LTTNG"));
+  accel_runtime_t *rt = NULL;
+  assert_accel_ok(accel_runtime_create(NULL, &rt));
+  accel_device_t *dev = NULL;
+  assert_accel_ok(accel_device_get(rt, 0, &dev));
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(dev, NULL, &s));
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  accel_stream_destroy(s);
+  accel_runtime_destroy(rt);
+  assert_false(library_mapped("liblttng-ust.so"));
+  assert_false(library_mapped("libaccel-lttng"));
+#if ACCEL_HAVE_LTTNG
+  setenv("ACCEL_LTTNG", "/nonexistent/libaccel-lttng.so", 1);
+  assert_accel_status(accel_runtime_create(NULL, &rt), ACCEL_ERROR_UNAVAILABLE);
+  assert_non_null(strstr(accel_last_error(), "cannot load the LTTng provider"));
+  unsetenv("ACCEL_LTTNG");
+#endif
+}
+
 static void test_counters_snapshot_rejects_bad_arguments(void **state) {
   accel_counter_t c[2] = {{.struct_size = 4}};
   size_t n = 77;
@@ -330,6 +370,7 @@ int main(void) {
   // The flight recorder is off unless asked for; these tests want it.
   setenv("ACCEL_FLIGHT_EVENTS", "256", 1);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_lttng_is_not_loaded_unless_asked),
       cmocka_unit_test(test_counters_snapshot_rejects_bad_arguments),
       cmocka_unit_test(test_counters_snapshot_truncates_to_capacity),
       cmocka_unit_test(test_counters_match_random_work),
