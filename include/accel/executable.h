@@ -200,8 +200,14 @@ typedef struct accel_executable_info {
 // loaded, its library is initialized, and the workspace is allocated. Weights
 // stay in the mapping (no copy) on host-visible devices.
 // On success |*out_executable| holds one reference owned by the caller.
+// Before anything else is read, the file must be a regular file (a FIFO, a
+// device or a directory is refused without reading it) and its header must
+// hold up on its own (magic, format major, sizes), so that a file that is
+// no .axe costs one small read, whatever its size.
 // ACCEL_ERROR_INVALID_ARGUMENT: NULL argument or unknown flags.
-// ACCEL_ERROR_IO: the file cannot be opened, sized or mapped.
+// ACCEL_ERROR_NOT_FOUND: no file at |path|.
+// ACCEL_ERROR_IO: the file cannot be opened, sized, read or mapped, or is not
+//   a regular file.
 // ACCEL_ERROR_FORMAT: the file is malformed; the message names the section
 //   and field.
 // ACCEL_ERROR_VERSION: the file needs a newer format major, an unknown

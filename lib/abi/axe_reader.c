@@ -259,14 +259,14 @@ static accel_status_t check_unique(const axe_view_t *v, const uint32_t *names,
   return st;
 }
 
-static accel_status_t parse_header(parse_t *p) {
-  if (p->size < AXE_HEADER_SIZE) {
+accel_status_t axe_check_header_prefix(const void *header, uint64_t size) {
+  if (size < AXE_HEADER_SIZE) {
     return accel_error(FORMAT,
                        "header: file is truncated: %llu bytes, the header "
                        "needs %u",
-                       (unsigned long long)p->size, AXE_HEADER_SIZE);
+                       (unsigned long long)size, AXE_HEADER_SIZE);
   }
-  const axe_header_t *h = (const axe_header_t *)p->data;
+  const axe_header_t *h = (const axe_header_t *)header;
   if (memcmp(h->magic, AXE_MAGIC, AXE_MAGIC_SIZE) != 0) {
     return accel_error(FORMAT, "header field magic: not an .axe file");
   }
@@ -281,13 +281,19 @@ static accel_status_t parse_header(parse_t *p) {
     return accel_error(FORMAT, "header field header_size: %u, expected %u",
                        h->header_size, AXE_HEADER_SIZE);
   }
-  if (h->file_size != p->size) {
+  if (h->file_size != size) {
     return accel_error(FORMAT,
                        "header field file_size: %llu, but the image has %llu "
                        "bytes (truncated or padded file)",
                        (unsigned long long)h->file_size,
-                       (unsigned long long)p->size);
+                       (unsigned long long)size);
   }
+  return ACCEL_OK;
+}
+
+static accel_status_t parse_header(parse_t *p) {
+  ACCEL_RETURN_IF_ERROR(axe_check_header_prefix(p->data, p->size));
+  const axe_header_t *h = (const axe_header_t *)p->data;
   if (h->required_features != 0) {
     return accel_error(VERSION,
                        "header field required_features: unknown feature bits "
@@ -424,6 +430,25 @@ static accel_status_t parse_sections(parse_t *p) {
     }
     if (s->kind == AXE_SECTION_SIGNATURE) {
       continue;  // reserved: room for a signature, not interpreted in 1.x
+    }
+    if (s->kind == AXE_SECTION_CODE &&
+        s->layout_major != ACCEL_KERNEL_ABI_VERSION_MAJOR) {
+      // A CODE section's layout is the kernel ABI its code was built
+      // against (docs/kernel-abi.md): another major cannot be called.
+      return SECTION_FAIL(VERSION, i, s->kind, "layout_major",
+                          "code built against kernel ABI %u.%u, this runtime "
+                          "implements %u.x",
+                          s->layout_major, s->layout_minor,
+                          ACCEL_KERNEL_ABI_VERSION_MAJOR);
+    }
+    if (s->kind == AXE_SECTION_CODE &&
+        s->layout_minor > ACCEL_KERNEL_ABI_VERSION_MINOR) {
+      return SECTION_FAIL(VERSION, i, s->kind, "layout_minor",
+                          "code built against kernel ABI %u.%u, this runtime "
+                          "implements %u.%u",
+                          s->layout_major, s->layout_minor,
+                          ACCEL_KERNEL_ABI_VERSION_MAJOR,
+                          ACCEL_KERNEL_ABI_VERSION_MINOR);
     }
     if (s->layout_major != AXE_TABLE_LAYOUT_MAJOR &&
         s->kind != AXE_SECTION_CODE) {

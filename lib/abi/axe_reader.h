@@ -41,6 +41,13 @@ typedef struct axe_view {
 accel_status_t axe_parse(const void *data, uint64_t size, bool skip_hashes,
                          axe_view_t *out_view);
 
+// Checks what the first AXE_HEADER_SIZE bytes of a file of |size| bytes say
+// on their own (magic, format major, header size, file size), so that a
+// loader refuses a file that is no .axe before it reads or maps the rest.
+// |header| holds min(size, AXE_HEADER_SIZE) bytes, 8-byte aligned.
+// ACCEL_ERROR_FORMAT or ACCEL_ERROR_VERSION as axe_parse.
+accel_status_t axe_check_header_prefix(const void *header, uint64_t size);
+
 // A string of the view's string table; |offset| was validated by axe_parse.
 static inline const char *axe_string(const axe_view_t *view, uint32_t offset) {
   return view->strings + offset;

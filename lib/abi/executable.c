@@ -269,6 +269,45 @@ static accel_status_t check_load_args(accel_runtime_t *runtime,
   return ACCEL_OK;
 }
 
+// Refuses what is not an .axe file before reading or mapping it: anything
+// but a regular file (a FIFO would block, a device could be endless), an
+// empty file, and a file whose header alone is wrong (an 8 GiB file with a
+// bad magic is refused after reading 128 bytes, not after mapping it all).
+static accel_status_t check_file_header(int fd, const char *path,
+                                        uint64_t *out_size) {
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    return accel_error(ACCEL_ERROR_IO, "cannot stat %s: %s", path,
+                       strerror(errno));
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    return accel_error(ACCEL_ERROR_IO,
+                       "%s is not a regular file (%s): an executable is read "
+                       "from a file",
+                       path,
+                       S_ISFIFO(sb.st_mode)   ? "a FIFO"
+                       : S_ISDIR(sb.st_mode)  ? "a directory"
+                       : S_ISCHR(sb.st_mode)  ? "a character device"
+                       : S_ISBLK(sb.st_mode)  ? "a block device"
+                       : S_ISSOCK(sb.st_mode) ? "a socket"
+                                              : "not a file");
+  }
+  uint64_t size = (uint64_t)sb.st_size;
+  _Alignas(8) uint8_t header[AXE_HEADER_SIZE];
+  size_t want = size < sizeof(header) ? (size_t)size : sizeof(header);
+  ssize_t got = pread(fd, header, want, 0);
+  if (got < 0 || (size_t)got != want) {
+    return accel_error(ACCEL_ERROR_IO, "cannot read the header of %s: %s",
+                       path, got < 0 ? strerror(errno) : "short read");
+  }
+  accel_status_t st = axe_check_header_prefix(header, size);
+  if (st != ACCEL_OK) {
+    return accel_error_context(st, "%s", path);
+  }
+  *out_size = size;
+  return ACCEL_OK;
+}
+
 accel_status_t accel_executable_load_file(accel_runtime_t *runtime,
                                           accel_device_t *device,
                                           const char *path,
@@ -276,24 +315,17 @@ accel_status_t accel_executable_load_file(accel_runtime_t *runtime,
                                           accel_executable_t **out_executable) {
   ACCEL_RETURN_IF_ERROR(check_load_args(runtime, device, flags, out_executable));
   ACCEL_CHECK_ARG(path != NULL, "path (NULL)");
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return accel_error(errno == ENOENT ? ACCEL_ERROR_NOT_FOUND : ACCEL_ERROR_IO,
                        "cannot open %s: %s", path, strerror(errno));
   }
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    int e = errno;
+  uint64_t size = 0;
+  accel_status_t checked = check_file_header(fd, path, &size);
+  if (checked != ACCEL_OK) {
     close(fd);
-    return accel_error(ACCEL_ERROR_IO, "cannot stat %s: %s", path, strerror(e));
-  }
-  uint64_t size = (uint64_t)sb.st_size;
-  if (size == 0) {
-    close(fd);
-    return accel_error(ACCEL_ERROR_FORMAT,
-                       "%s: header: file is truncated: 0 bytes, the header "
-                       "needs %u",
-                       path, AXE_HEADER_SIZE);
+    return checked;
   }
   // Prefault the whole mapping when every byte is about to be read anyway
   // (hash checking) or when asked to make weights resident: one populate

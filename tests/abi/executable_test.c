@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -440,6 +441,48 @@ static void test_executable_load_rejects_bad_arguments(void **state) {
   assert_null(exe);
 }
 
+// A FIFO, a directory and an 8 GiB sparse file whose header is wrong are
+// refused before the rest is read: at once (the FIFO used to block forever,
+// the sparse file took 17.6 s and 8.4 GB), with a message that says why
+// (issue 15).
+static void test_load_file_refuses_non_files_and_bad_headers_at_once(
+    void **state) {
+  test_env_t *env = *state;
+  char dir[] = "/tmp/accel-load-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char fifo[96], big[96];
+  snprintf(fifo, sizeof(fifo), "%s/pipe.axe", dir);
+  snprintf(big, sizeof(big), "%s/big.axe", dir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  accel_executable_t *exe = NULL;
+  uint64_t t0 = test_now_ns();
+  assert_accel_status(
+      accel_executable_load_file(env->runtime, env->device, fifo, 0, &exe),
+      ACCEL_ERROR_IO);
+  assert_non_null(strstr(accel_last_error(), "not a regular file (a FIFO)"));
+  assert_accel_status(
+      accel_executable_load_file(env->runtime, env->device, dir, 0, &exe),
+      ACCEL_ERROR_IO);
+  assert_non_null(strstr(accel_last_error(), "a directory"));
+  int fd = open(big, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, "NOTANAXE", 8), 8);
+  assert_int_equal(ftruncate(fd, 8ll << 30), 0);  // sparse: no disk used
+  close(fd);
+  assert_accel_status(
+      accel_executable_load_file(env->runtime, env->device, big, 0, &exe),
+      ACCEL_ERROR_FORMAT);
+  assert_non_null(strstr(accel_last_error(), "not an .axe file"));
+  uint64_t ms = (test_now_ns() - t0) / 1000000;
+  printf("non-files and the 8 GiB bad header refused in %llu ms\n",
+         (unsigned long long)ms);
+  assert_true(ms < 2000);
+  assert_null(exe);
+  unlink(big);
+  unlink(fifo);
+  rmdir(dir);
+}
+
 static void write_npy(const char *path, const float *v, int n) {
   FILE *f = fopen(path, "wb");
   assert_non_null(f);
@@ -585,6 +628,7 @@ int main(void) {
       cmocka_unit_test(test_executable_load_checks_requirements),
       cmocka_unit_test(test_executable_load_needs_code_for_the_device_target),
       cmocka_unit_test(test_builder_rejects_misuse),
+      cmocka_unit_test(test_load_file_refuses_non_files_and_bad_headers_at_once),
       cmocka_unit_test(test_executable_load_rejects_bad_arguments),
       cmocka_unit_test(test_accel_pack_and_inspect_end_to_end),
   };

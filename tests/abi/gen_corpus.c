@@ -461,6 +461,19 @@ int main(int argc, char **argv) {
   emit("newer_table_layout", &im, "ACCEL_ERROR_VERSION",
        "(kernels) field layout_major");
 
+  // A CODE section built against another kernel ABI major (or a newer
+  // minor) cannot be called: its layout version is the kernel ABI's.
+  im = clone_base();
+  sec(&im, find(&im, AXE_SECTION_CODE))->layout_major = 2;
+  rehash(&im);
+  emit("code_newer_abi_major", &im, "ACCEL_ERROR_VERSION",
+       "(code) field layout_major");
+  im = clone_base();
+  sec(&im, find(&im, AXE_SECTION_CODE))->layout_minor = 99;
+  rehash(&im);
+  emit("code_newer_abi_minor", &im, "ACCEL_ERROR_VERSION",
+       "(code) field layout_minor");
+
   im = clone_base();
   sec(&im, find(&im, AXE_SECTION_KERNELS))->flags |= 1u << 9;
   rehash(&im);
