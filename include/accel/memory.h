@@ -277,8 +277,10 @@ ACCEL_API accel_status_t accel_buffer_free_async(accel_stream_t *stream,
 // in a buffer of kind ACCEL_MEMORY_KIND_HOST_PINNED that stream copies use
 // directly. |host_ptr| and |size_bytes| must be multiples of the host page
 // size. The memory stays the caller's: it must outlive the buffer, and the
-// buffer's release unpins it without freeing it.
-// ACCEL_ERROR_INVALID_ARGUMENT: NULL or unaligned arguments, zero size.
+// buffer's release unpins it without freeing it. The range is checked page
+// by page (mincore) before anything is pinned.
+// ACCEL_ERROR_INVALID_ARGUMENT: NULL or unaligned arguments, zero size, or a
+//   range not all mapped.
 // ACCEL_ERROR_OUT_OF_MEMORY: pinning failed (RLIMIT_MEMLOCK); the message
 //   says so.
 // ACCEL_ERROR_UNSUPPORTED: the device cannot register host memory.
@@ -309,7 +311,12 @@ enum accel_import_flag_bits {
 // Maps memory another process exported (accel_buffer_export) on |device| as
 // a buffer of |size_bytes|. |fd| is not consumed (close it after the call).
 // Both processes see the same bytes; the memory is freed when every process
-// has released its buffer.
+// has released its buffer. Only memory an accel runtime made is accepted:
+// on the host device a memfd named "accel-host-phys" and sealed against
+// resizing, which is what accel_buffer_export hands out; any other fd (a
+// file, a pipe, another program's memfd) is refused. With
+// ACCEL_IMPORT_FLAG_READ_ONLY every command that writes the buffer is
+// refused at enqueue.
 // ACCEL_ERROR_INVALID_ARGUMENT: NULL argument, zero size, unknown flags, or
 //   an fd that is not exported memory of at least |size_bytes|.
 // ACCEL_ERROR_UNSUPPORTED: the device has no IPC.

@@ -9,6 +9,9 @@
 
 // Validates |desc|; |*out| points at it, or at |copy| holding it with the
 // trailing fields an older caller omitted set to zero.
+static accel_status_t check_desc_limits(const accel_buffer_desc_t *d,
+                                        uint64_t alignment);
+
 static accel_status_t read_desc(const accel_buffer_desc_t *desc,
                                 accel_buffer_desc_t *copy,
                                 const accel_buffer_desc_t **out,
@@ -47,10 +50,32 @@ static accel_status_t read_desc(const accel_buffer_desc_t *desc,
                        "set",
                        d->flags & ~known);
   }
-  if (__builtin_expect(d->size_bytes > (1ull << 56), 0)) {
+  return check_desc_limits(d, *alignment);
+}
+
+// The sizes of a descriptor whose fields are known: below the address
+// space, a max_size_bytes that holds size_bytes, an alignment the
+// allocators can give; and the flags' pairings.
+static accel_status_t check_desc_limits(const accel_buffer_desc_t *d,
+                                        uint64_t alignment) {
+  if (__builtin_expect(d->size_bytes > ACCEL_MEM_MAX_BYTES, 0)) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "buffer alloc: %llu bytes exceeds the address space",
                        (unsigned long long)d->size_bytes);
+  }
+  if (d->max_size_bytes != 0 && d->max_size_bytes < d->size_bytes) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "buffer alloc: max_size_bytes %llu is below "
+                       "size_bytes %llu",
+                       (unsigned long long)d->max_size_bytes,
+                       (unsigned long long)d->size_bytes);
+  }
+  if (alignment > ACCEL_MEM_MAX_ALIGNMENT) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "buffer alloc: alignment %llu exceeds the largest "
+                       "supported, %llu (1 GiB)",
+                       (unsigned long long)alignment,
+                       (unsigned long long)ACCEL_MEM_MAX_ALIGNMENT);
   }
   if ((d->flags & ACCEL_BUFFER_FLAG_NUMA_NODE) &&
       d->kind != ACCEL_MEMORY_KIND_HOST_PINNED) {
@@ -145,15 +170,11 @@ accel_status_t accel_buffer_alloc(accel_device_t *device,
   ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
   ACCEL_CHECK_ARG(desc != NULL, "desc (NULL)");
   ACCEL_CHECK_ARG(out_buffer != NULL, "out_buffer (NULL)");
-  // Fast path: a plain small device buffer from a current descriptor (the
-  // checks below are those of read_desc for exactly this case).
+  // Fast path: a plain small device buffer (the slab's sizes).
   accel_mem_device_t *fast_mem =
       atomic_load_explicit(&device->mem, memory_order_acquire);
-  if (fast_mem != NULL && desc->struct_size >= sizeof(*desc) &&
-      desc->size_bytes - 1 < ACCEL_MEM_SLAB_MAX_BYTES &&
-      desc->alignment <= 256 && (desc->alignment & (desc->alignment - 1)) == 0 &&
-      (desc->kind | desc->flags | desc->reserved0 | desc->reserved1) == 0 &&
-      desc->pool == NULL && desc->tag == NULL && desc->max_size_bytes == 0) {
+  if (fast_mem != NULL &&
+      accel_buffer_desc_is_plain(desc, ACCEL_MEM_SLAB_MAX_BYTES)) {
     accel_status_t st = accel_mem_slab_alloc(fast_mem->slab, desc->size_bytes,
                                              256, 0, out_buffer);
     if (__builtin_expect(st != ACCEL_OK, 0)) {
@@ -344,6 +365,15 @@ accel_status_t accel_buffer_host_pointer(const accel_buffer_t *buffer,
 accel_status_t accel_buffer_grow(accel_buffer_t *buffer,
                                  uint64_t new_size_bytes) {
   ACCEL_CHECK_ARG(buffer != NULL, "buffer (NULL)");
+  ACCEL_RETURN_IF_ERROR(accel_buffer_check_use(
+      buffer, 0, 0, ACCEL_BUFFER_USE_WRITE, "buffer grow:"));
+  if (new_size_bytes > ACCEL_MEM_MAX_BYTES) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "buffer grow: %llu bytes exceeds the address space "
+                       "(the buffer keeps its %llu bytes)",
+                       (unsigned long long)new_size_bytes,
+                       (unsigned long long)buffer->size_bytes);
+  }
   accel_mem_allocator_t *a = buffer->allocator;
   if (a == NULL || a->vt->grow == NULL) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,

@@ -15,6 +15,27 @@
 #include "sync/semaphore_impl.h"
 #include "trace/trace_impl.h"
 
+// The largest buffer and the largest alignment any allocator gives: sizes
+// beyond 2^56 exceed every device's address space, and alignments beyond
+// 1 GiB exceed what a reservation can honour (an alignment of 2^63 once
+// failed as "mmap of 8 EiB failed").
+#define ACCEL_MEM_MAX_BYTES (1ull << 56)
+#define ACCEL_MEM_MAX_ALIGNMENT (1ull << 30)
+
+// True for the commonest descriptor, which read_desc (buffer.c) accepts with
+// an alignment of 256 and nothing else to check: current struct size, a
+// size of 1 to |max_bytes| bytes, an alignment of at most 256, device memory
+// with no flags, pool, tag or max_size_bytes. The fast paths of
+// accel_buffer_alloc and accel_buffer_alloc_async call this instead of
+// restating read_desc's checks; anything else takes read_desc.
+static inline bool accel_buffer_desc_is_plain(const accel_buffer_desc_t *d,
+                                              uint64_t max_bytes) {
+  return d->struct_size >= sizeof(*d) && d->size_bytes - 1 < max_bytes &&
+         d->alignment <= 256 && (d->alignment & (d->alignment - 1)) == 0 &&
+         (d->kind | d->flags | d->reserved0 | d->reserved1) == 0 &&
+         d->pool == NULL && d->tag == NULL && d->max_size_bytes == 0;
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #define ACCEL_MEM_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))

@@ -13,15 +13,10 @@ accel_status_t accel_buffer_alloc_async(accel_stream_t *stream,
   uint64_t done = 0;
   ACCEL_RETURN_IF_ERROR(stream->device->driver->sync->query(
       stream->completion->drv, &done));
-  // Fast path: a plain device buffer from the default pool with a current
-  // descriptor (the same checks as the general path for this case).
+  // Fast path: a plain device buffer from the default pool.
   accel_mem_device_t *mem =
       atomic_load_explicit(&stream->device->mem, memory_order_acquire);
-  if (mem != NULL && desc->struct_size >= sizeof(*desc) &&
-      desc->size_bytes - 1 < (1ull << 56) && desc->alignment <= 256 &&
-      (desc->alignment & (desc->alignment - 1)) == 0 &&
-      (desc->kind | desc->flags | desc->reserved0 | desc->reserved1) == 0 &&
-      desc->pool == NULL && desc->tag == NULL && desc->max_size_bytes == 0) {
+  if (mem != NULL && accel_buffer_desc_is_plain(desc, ACCEL_MEM_MAX_BYTES)) {
     accel_status_t st =
         accel_mem_async_alloc(mem->async, stream->completion, desc, 256, 0,
                               out_buffer);

@@ -3,7 +3,9 @@
 // and writes back; plus misuse of export and import.
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -175,6 +177,23 @@ static void test_buffer_export_and_import_reject_misuse(void **state) {
   assert_accel_status(
       accel_buffer_import(env->device, pipefd[0], 8192, 0, &imp),
       ACCEL_ERROR_INVALID_ARGUMENT);
+  // A memfd accel never exported is refused, also one that has the same
+  // name but no seals, and one with seals but another name (issue 15: any
+  // memfd of the right size was accepted).
+  const char *names[] = {"foreign", "accel-host-phys", "accel-host-phys"};
+  const unsigned seals[] = {F_SEAL_GROW | F_SEAL_SHRINK, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    int mfd = memfd_create(names[i], MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    assert_true(mfd >= 0);
+    assert_int_equal(ftruncate(mfd, 8192), 0);
+    if (seals[i] != 0) {
+      assert_int_equal(fcntl(mfd, F_ADD_SEALS, seals[i]), 0);
+    }
+    assert_accel_status(accel_buffer_import(env->device, mfd, 8192, 0, &imp),
+                        ACCEL_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(accel_last_error(), "is not memory that accel"));
+    close(mfd);
+  }
   assert_null(imp);
   // In-process import works too, and survives the exporter's release.
   assert_accel_ok(accel_buffer_import(env->device, fd, 8192, 0, &imp));

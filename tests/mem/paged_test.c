@@ -24,6 +24,46 @@ static unsigned char *host(accel_buffer_t *b) {
   return p;
 }
 
+// Sizes nothing can hold are refused and leave the buffer as it was: a grow
+// to 2^64-1 (it returned OK and the buffer reported 2^64-1 bytes), a grow
+// of a freed buffer, a max_size_bytes below size_bytes, and an alignment
+// beyond 1 GiB (it failed as "mmap of 8 EiB failed") (issue 15).
+static void test_paged_refuses_impossible_sizes_unchanged(void **state) {
+  test_env_t *env = *state;
+  accel_mempool_t *pool = paged_pool(env->device, 0, 0, UINT64_MAX);
+  accel_buffer_desc_t d = {.struct_size = sizeof(d), .size_bytes = 3 << 20,
+                           .max_size_bytes = 8 << 20, .pool = pool};
+  accel_buffer_t *b = NULL;
+  assert_accel_ok(accel_buffer_alloc(env->device, &d, &b));
+  uint64_t addr = accel_buffer_address(b);
+  assert_accel_status(accel_buffer_grow(b, UINT64_MAX),
+                      ACCEL_ERROR_OUT_OF_MEMORY);
+  assert_non_null(strstr(accel_last_error(), "keeps its 3145728 bytes"));
+  assert_accel_status(accel_buffer_grow(b, (1ull << 56) + 1),
+                      ACCEL_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(accel_buffer_size(b), 3 << 20);
+  assert_int_equal(accel_buffer_address(b), addr);
+  memset(host(b), 0x33, 3 << 20);  // still usable as it was
+  assert_accel_ok(accel_buffer_free(b));
+  assert_accel_status(accel_buffer_grow(b, 4 << 20),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "was freed"));
+  d.max_size_bytes = (2 << 20);
+  assert_accel_status(accel_buffer_alloc(env->device, &d, &b),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "max_size_bytes 2097152 is below"));
+  accel_buffer_desc_t a = {.struct_size = sizeof(a), .size_bytes = 4096,
+                           .alignment = 1ull << 63};
+  assert_accel_status(accel_buffer_alloc(env->device, &a, &b),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "alignment 9223372036854775808"));
+  a.alignment = 1ull << 30;  // the largest: honoured
+  assert_accel_ok(accel_buffer_alloc(env->device, &a, &b));
+  assert_int_equal(accel_buffer_address(b) % (1ull << 30), 0);
+  assert_accel_ok(accel_buffer_free(b));
+  accel_mempool_destroy(pool);
+}
+
 // A buffer grows in place: same address, old bytes kept, new bytes usable,
 // up to its max size and past it while the range behind it is free.
 static void test_paged_grow_keeps_address_and_contents(void **state) {
@@ -207,6 +247,7 @@ static void test_mempool_destroy_refuses_live_buffers(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_paged_refuses_impossible_sizes_unchanged),
       cmocka_unit_test(test_paged_grow_keeps_address_and_contents),
       cmocka_unit_test(test_block_pool_serves_fixed_blocks),
       cmocka_unit_test(test_paged_reuses_freed_pages_and_trims),

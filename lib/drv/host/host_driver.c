@@ -193,6 +193,11 @@ static void host_va_release(accel_drv_device_t *device, uint64_t address,
   munmap((void *)(uintptr_t)address, size_bytes);
 }
 
+// The name and seals of every host physical memory object (see
+// host_phys_is_ours).
+#define HOST_PHYS_NAME "accel-host-phys"
+#define HOST_PHYS_SEALS (F_SEAL_GROW | F_SEAL_SHRINK)
+
 static accel_status_t host_phys_create(accel_drv_device_t *device,
                                        uint64_t size_bytes, uint32_t flags,
                                        accel_drv_phys_t **out_phys) {
@@ -201,7 +206,9 @@ static accel_status_t host_phys_create(accel_drv_device_t *device,
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "host phys: cannot allocate %zu bytes", sizeof(*phys));
   }
-  phys->fd = memfd_create("accel-host-phys", MFD_CLOEXEC);
+  // Sealable: once sized it is sealed against resizing, which together
+  // with its name marks it as memory this backend made (phys_import_fd).
+  phys->fd = memfd_create(HOST_PHYS_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (phys->fd < 0) {
     int e = errno;
     free(phys);
@@ -216,9 +223,35 @@ static accel_status_t host_phys_create(accel_drv_device_t *device,
                        "host phys: cannot size %llu bytes: %s",
                        (unsigned long long)size_bytes, strerror(e));
   }
+  if (fcntl(phys->fd, F_ADD_SEALS, HOST_PHYS_SEALS) != 0) {
+    int e = errno;
+    close(phys->fd);
+    free(phys);
+    return accel_error(ACCEL_ERROR_INTERNAL, "host phys: cannot seal: %s",
+                       strerror(e));
+  }
   phys->size_bytes = size_bytes;
   *out_phys = phys;
   return ACCEL_OK;
+}
+
+// True if |fd| is memory this backend made (and so may have exported): a
+// memfd named HOST_PHYS_NAME and sealed against resizing. A memfd of
+// another program, a file or a socket is refused by accel_buffer_import.
+static bool host_phys_is_ours(int fd) {
+  int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & HOST_PHYS_SEALS) != HOST_PHYS_SEALS) {
+    return false;
+  }
+  char link[64], target[128];
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof(target) - 1);
+  if (n <= 0) {
+    return false;
+  }
+  target[n] = '\0';
+  return strncmp(target, "/memfd:" HOST_PHYS_NAME " ",
+                 strlen("/memfd:" HOST_PHYS_NAME " ")) == 0;
 }
 
 static void host_phys_release(accel_drv_phys_t *phys) {
@@ -317,6 +350,13 @@ static accel_status_t host_phys_import_fd(accel_drv_device_t *device, int fd,
                        "least %llu bytes (%lld bytes)",
                        fd, (unsigned long long)size_bytes,
                        (long long)st.st_size);
+  }
+  if (!host_phys_is_ours(fd)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "host phys import: fd %d is not memory that accel "
+                       "exported (a memfd named \"%s\", sealed against "
+                       "resizing); pass the fd of accel_buffer_export",
+                       fd, HOST_PHYS_NAME);
   }
   accel_drv_phys_t *phys = calloc(1, sizeof(*phys));
   if (phys == NULL) {
