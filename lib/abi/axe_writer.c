@@ -199,10 +199,8 @@ accel_status_t accel_exe_builder_set_requirements(
   return ACCEL_OK;
 }
 
-accel_status_t accel_exe_builder_add_kernel(accel_exe_builder_t *b,
-                                            const accel_exe_kernel_desc_t *k) {
-  ACCEL_CHECK_ARG(b != NULL, "builder (NULL)");
-  ACCEL_CHECK_ARG(k != NULL, "kernel (NULL)");
+// The kernel's size, names and table limits, before anything is added.
+static accel_status_t check_kernel_desc(const accel_exe_kernel_desc_t *k) {
   if (k->struct_size < sizeof(*k)) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "kernel desc: struct_size %u is too small",
@@ -222,12 +220,21 @@ accel_status_t accel_exe_builder_add_kernel(accel_exe_builder_t *b,
                        k->bindings ? "set" : "NULL", k->constants_size,
                        AXE_MAX_CONSTANTS);
   }
+  return ACCEL_OK;
+}
+
+static accel_status_t check_kernel_unique(const accel_exe_builder_t *b,
+                                          const char *name) {
   for (uint32_t i = 0; i < b->kernel_count; ++i) {
-    if (strcmp(b->strings + b->kernels[i].name, k->name) == 0) {
+    if (strcmp(b->strings + b->kernels[i].name, name) == 0) {
       return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                         "builder: kernel \"%s\" added twice", k->name);
+                         "builder: kernel \"%s\" added twice", name);
     }
   }
+  return ACCEL_OK;
+}
+
+static accel_status_t check_binding_decls(const accel_exe_kernel_desc_t *k) {
   for (uint32_t i = 0; i < k->binding_count; ++i) {
     uint32_t a = k->bindings[i].access;
     uint32_t al = k->bindings[i].alignment;
@@ -238,6 +245,36 @@ accel_status_t accel_exe_builder_add_kernel(accel_exe_builder_t *b,
                          k->name, i, a, al);
     }
   }
+  return ACCEL_OK;
+}
+
+// Appends the kernel's bindings to the binding table; a name is optional,
+// and checked only when given.
+static accel_status_t add_binding_records(accel_exe_builder_t *b,
+                                          const accel_exe_kernel_desc_t *k) {
+  for (uint32_t i = 0; i < k->binding_count; ++i) {
+    if (!GROW(b, bindings, binding)) {
+      return accel_error(ACCEL_ERROR_OUT_OF_MEMORY, "builder: binding table");
+    }
+    axe_binding_t br = {.access = k->bindings[i].access,
+                        .alignment = k->bindings[i].alignment,
+                        .min_size_bytes = k->bindings[i].min_size_bytes};
+    if (k->bindings[i].name != NULL && k->bindings[i].name[0] != '\0') {
+      ACCEL_RETURN_IF_ERROR(check_name(k->bindings[i].name, "binding"));
+      ACCEL_RETURN_IF_ERROR(intern(b, k->bindings[i].name, &br.name));
+    }
+    b->bindings[b->binding_count++] = br;
+  }
+  return ACCEL_OK;
+}
+
+accel_status_t accel_exe_builder_add_kernel(accel_exe_builder_t *b,
+                                            const accel_exe_kernel_desc_t *k) {
+  ACCEL_CHECK_ARG(b != NULL, "builder (NULL)");
+  ACCEL_CHECK_ARG(k != NULL, "kernel (NULL)");
+  ACCEL_RETURN_IF_ERROR(check_kernel_desc(k));
+  ACCEL_RETURN_IF_ERROR(check_kernel_unique(b, k->name));
+  ACCEL_RETURN_IF_ERROR(check_binding_decls(k));
   if (!GROW(b, kernels, kernel)) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY, "builder: kernel table");
   }
@@ -252,19 +289,7 @@ accel_status_t accel_exe_builder_add_kernel(accel_exe_builder_t *b,
   }
   ACCEL_RETURN_IF_ERROR(intern(b, k->name, &rec.name));
   ACCEL_RETURN_IF_ERROR(intern(b, k->symbol ? k->symbol : k->name, &rec.symbol));
-  for (uint32_t i = 0; i < k->binding_count; ++i) {
-    if (!GROW(b, bindings, binding)) {
-      return accel_error(ACCEL_ERROR_OUT_OF_MEMORY, "builder: binding table");
-    }
-    axe_binding_t br = {.access = k->bindings[i].access,
-                        .alignment = k->bindings[i].alignment,
-                        .min_size_bytes = k->bindings[i].min_size_bytes};
-    if (k->bindings[i].name != NULL && k->bindings[i].name[0] != '\0') {
-      ACCEL_RETURN_IF_ERROR(check_name(k->bindings[i].name, "binding"));
-      ACCEL_RETURN_IF_ERROR(intern(b, k->bindings[i].name, &br.name));
-    }
-    b->bindings[b->binding_count++] = br;
-  }
+  ACCEL_RETURN_IF_ERROR(add_binding_records(b, k));
   b->kernels[b->kernel_count++] = rec;
   return ACCEL_OK;
 }
@@ -297,23 +322,21 @@ accel_status_t accel_exe_builder_add_code(accel_exe_builder_t *b,
   return ACCEL_OK;
 }
 
-accel_status_t accel_exe_builder_add_weight(accel_exe_builder_t *b,
-                                            const accel_exe_weight_desc_t *w) {
-  ACCEL_CHECK_ARG(b != NULL, "builder (NULL)");
-  ACCEL_CHECK_ARG(w != NULL, "weight (NULL)");
-  if (w->struct_size < sizeof(*w) || w->info.struct_size < sizeof(w->info)) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "weight desc: struct_size %u / info %u is too small",
-                       w->struct_size, w->info.struct_size);
-  }
-  const accel_weight_info_t *in = &w->info;
-  ACCEL_RETURN_IF_ERROR(check_name(in->name, "weight"));
+static accel_status_t check_weight_unique(const accel_exe_builder_t *b,
+                                          const char *name) {
   for (uint32_t i = 0; i < b->weight_count; ++i) {
-    if (strcmp(b->strings + b->weights[i].rec.name, in->name) == 0) {
+    if (strcmp(b->strings + b->weights[i].rec.name, name) == 0) {
       return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                         "builder: weight \"%s\" added twice", in->name);
+                         "builder: weight \"%s\" added twice", name);
     }
   }
+  return ACCEL_OK;
+}
+
+// The shape, dtype and layout against the bytes given: a dense weight
+// (all strides 0) has exactly the bytes its shape needs, a strided one at
+// least as many.
+static accel_status_t check_weight_data(const accel_weight_info_t *in) {
   uint64_t need = 0;
   const char *why = NULL;
   if (!axe_weight_extent(in->dtype, in->rank, in->shape, in->strides,
@@ -336,12 +359,53 @@ accel_status_t accel_exe_builder_add_weight(accel_exe_builder_t *b,
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "weight \"%s\": host_data is NULL", in->name);
   }
+  return ACCEL_OK;
+}
+
+static accel_status_t check_weight_desc(const accel_exe_builder_t *b,
+                                        const accel_exe_weight_desc_t *w) {
+  if (w->struct_size < sizeof(*w) || w->info.struct_size < sizeof(w->info)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "weight desc: struct_size %u / info %u is too small",
+                       w->struct_size, w->info.struct_size);
+  }
+  const accel_weight_info_t *in = &w->info;
+  ACCEL_RETURN_IF_ERROR(check_name(in->name, "weight"));
+  ACCEL_RETURN_IF_ERROR(check_weight_unique(b, in->name));
+  ACCEL_RETURN_IF_ERROR(check_weight_data(in));
   if (in->quant_scheme > ACCEL_QUANT_GROUPWISE ||
       (in->quant_scheme != ACCEL_QUANT_NONE && in->quant_scale == NULL)) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "weight \"%s\": quant scheme %u needs a scale name",
                        in->name, in->quant_scheme);
   }
+  return ACCEL_OK;
+}
+
+// Copies the companions' names into |e|: the caller's strings are borrowed
+// only for the call, and the companions are resolved when the file is laid
+// out.
+static accel_status_t copy_quant_names(const accel_weight_info_t *in,
+                                       weight_entry_t *e) {
+  if (in->quant_scheme == ACCEL_QUANT_NONE) {
+    return ACCEL_OK;
+  }
+  e->scale = strdup(in->quant_scale);
+  e->zero_point = in->quant_zero_point ? strdup(in->quant_zero_point) : NULL;
+  if (e->scale == NULL || (in->quant_zero_point && e->zero_point == NULL)) {
+    free(e->scale);
+    free(e->zero_point);
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY, "builder: weight names");
+  }
+  return ACCEL_OK;
+}
+
+accel_status_t accel_exe_builder_add_weight(accel_exe_builder_t *b,
+                                            const accel_exe_weight_desc_t *w) {
+  ACCEL_CHECK_ARG(b != NULL, "builder (NULL)");
+  ACCEL_CHECK_ARG(w != NULL, "weight (NULL)");
+  ACCEL_RETURN_IF_ERROR(check_weight_desc(b, w));
+  const accel_weight_info_t *in = &w->info;
   if (!GROW(b, weights, weight)) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY, "builder: weight table");
   }
@@ -357,15 +421,7 @@ accel_status_t accel_exe_builder_add_weight(accel_exe_builder_t *b,
   };
   memcpy(e.rec.shape, in->shape, sizeof(e.rec.shape));
   memcpy(e.rec.strides, in->strides, sizeof(e.rec.strides));
-  if (in->quant_scheme != ACCEL_QUANT_NONE) {
-    e.scale = strdup(in->quant_scale);
-    e.zero_point = in->quant_zero_point ? strdup(in->quant_zero_point) : NULL;
-    if (e.scale == NULL || (in->quant_zero_point && e.zero_point == NULL)) {
-      free(e.scale);
-      free(e.zero_point);
-      return accel_error(ACCEL_ERROR_OUT_OF_MEMORY, "builder: weight names");
-    }
-  }
+  ACCEL_RETURN_IF_ERROR(copy_quant_names(in, &e));
   accel_status_t st = intern(b, in->name, &e.rec.name);
   if (st != ACCEL_OK) {
     free(e.scale);
@@ -483,7 +539,8 @@ static void add_section(layout_t *l, piece_t **next_piece, uint32_t kind,
   }
 }
 
-static accel_status_t build_layout(accel_exe_builder_t *b, layout_t *l) {
+static accel_status_t layout_alloc(const accel_exe_builder_t *b,
+                                   layout_t *l) {
   *l = (layout_t){0};
   uint32_t max_sections = 8 + b->code_count + b->raw_count;
   uint32_t max_pieces = max_sections + b->weight_count;
@@ -499,10 +556,16 @@ static accel_status_t build_layout(accel_exe_builder_t *b, layout_t *l) {
                        "builder: cannot allocate the layout of %u sections",
                        max_sections);
   }
-  // Resolve quantization companions into QUANT records.
+  return ACCEL_OK;
+}
+
+// Resolves quantization companions into QUANT records: copies the weight
+// records into |l| and points each quantized one at its QUANT record.
+static accel_status_t resolve_quants(const accel_exe_builder_t *b, layout_t *l,
+                                     uint32_t *out_quant_count) {
   uint32_t quant_count = 0;
   for (uint32_t i = 0; i < b->weight_count; ++i) {
-    weight_entry_t *e = &b->weights[i];
+    const weight_entry_t *e = &b->weights[i];
     l->weights[i] = e->rec;
     if (e->scheme == ACCEL_QUANT_NONE) {
       continue;
@@ -510,7 +573,6 @@ static accel_status_t build_layout(accel_exe_builder_t *b, layout_t *l) {
     int32_t s = find_weight(b, e->scale);
     int32_t z = e->zero_point ? find_weight(b, e->zero_point) : -1;
     if (s < 0 || (e->zero_point && z < 0)) {
-      layout_free(l);
       return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                          "weight \"%s\": quantization companion \"%s\" names "
                          "no weight",
@@ -523,41 +585,54 @@ static accel_status_t build_layout(accel_exe_builder_t *b, layout_t *l) {
         .zero_point = z < 0 ? AXE_NONE : (uint32_t)z};
     l->weights[i].quant = quant_count++;
   }
+  *out_quant_count = quant_count;
+  return ACCEL_OK;
+}
 
-  piece_t *np = l->all_pieces;
-  add_section(l, &np, AXE_SECTION_STRINGS, AXE_SECTION_FLAG_REQUIRED, 8, 0,
+// One table section: written only when it has records.
+typedef struct table_section {
+  uint32_t kind;
+  uint32_t flags;
+  uint32_t count;
+  const void *records;
+  size_t record_size;
+} table_section_t;
+
+// The string table, the requirements, then each non-empty table, in the
+// order readers expect them.
+static void add_table_sections(const accel_exe_builder_t *b, layout_t *l,
+                               piece_t **np, uint32_t quant_count) {
+  add_section(l, np, AXE_SECTION_STRINGS, AXE_SECTION_FLAG_REQUIRED, 8, 0,
               b->strings, b->strings_size);
-  add_section(l, &np, AXE_SECTION_REQUIREMENTS, AXE_SECTION_FLAG_REQUIRED, 8,
+  add_section(l, np, AXE_SECTION_REQUIREMENTS, AXE_SECTION_FLAG_REQUIRED, 8,
               1, &b->requirements, sizeof(b->requirements));
-  if (b->kernel_count) {
-    add_section(l, &np, AXE_SECTION_KERNELS, AXE_SECTION_FLAG_REQUIRED, 8,
-                b->kernel_count, b->kernels,
-                (uint64_t)b->kernel_count * sizeof(axe_kernel_t));
+  const table_section_t tables[] = {
+      {AXE_SECTION_KERNELS, AXE_SECTION_FLAG_REQUIRED, b->kernel_count,
+       b->kernels, sizeof(axe_kernel_t)},
+      {AXE_SECTION_BINDINGS, AXE_SECTION_FLAG_REQUIRED, b->binding_count,
+       b->bindings, sizeof(axe_binding_t)},
+      {AXE_SECTION_WEIGHTS, AXE_SECTION_FLAG_REQUIRED, b->weight_count,
+       l->weights, sizeof(axe_weight_t)},
+      {AXE_SECTION_QUANT, AXE_SECTION_FLAG_REQUIRED, quant_count, l->quants,
+       sizeof(axe_quant_t)},
+      {AXE_SECTION_METADATA, 0, b->metadata_count, b->metadata,
+       sizeof(axe_metadata_t)},
+  };
+  for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); ++i) {
+    const table_section_t *t = &tables[i];
+    if (t->count) {
+      add_section(l, np, t->kind, t->flags, 8, t->count, t->records,
+                  (uint64_t)t->count * t->record_size);
+    }
   }
-  if (b->binding_count) {
-    add_section(l, &np, AXE_SECTION_BINDINGS, AXE_SECTION_FLAG_REQUIRED, 8,
-                b->binding_count, b->bindings,
-                (uint64_t)b->binding_count * sizeof(axe_binding_t));
-  }
-  uint32_t weights_index = UINT32_MAX;
-  if (b->weight_count) {
-    weights_index = l->count;
-    add_section(l, &np, AXE_SECTION_WEIGHTS, AXE_SECTION_FLAG_REQUIRED, 8,
-                b->weight_count, l->weights,
-                (uint64_t)b->weight_count * sizeof(axe_weight_t));
-  }
-  if (quant_count) {
-    add_section(l, &np, AXE_SECTION_QUANT, AXE_SECTION_FLAG_REQUIRED, 8,
-                quant_count, l->quants,
-                (uint64_t)quant_count * sizeof(axe_quant_t));
-  }
-  if (b->metadata_count) {
-    add_section(l, &np, AXE_SECTION_METADATA, 0, 8, b->metadata_count,
-                b->metadata,
-                (uint64_t)b->metadata_count * sizeof(axe_metadata_t));
-  }
+}
+
+// One CODE section per code object, named by its target, then the raw
+// sections as given.
+static void add_blob_sections(const accel_exe_builder_t *b, layout_t *l,
+                              piece_t **np) {
   for (uint32_t i = 0; i < b->code_count; ++i) {
-    add_section(l, &np, AXE_SECTION_CODE, AXE_SECTION_FLAG_REQUIRED, 64, 0,
+    add_section(l, np, AXE_SECTION_CODE, AXE_SECTION_FLAG_REQUIRED, 64, 0,
                 b->code[i].data, b->code[i].size);
     out_section_t *s = &l->sections[l->count - 1];
     s->entry.name = b->code[i].target;
@@ -566,46 +641,53 @@ static accel_status_t build_layout(accel_exe_builder_t *b, layout_t *l) {
     s->entry.layout_minor = ACCEL_KERNEL_ABI_VERSION_MINOR;
   }
   for (uint32_t i = 0; i < b->raw_count; ++i) {
-    add_section(l, &np, b->raw[i].kind,
+    add_section(l, np, b->raw[i].kind,
                 b->raw[i].required ? AXE_SECTION_FLAG_REQUIRED : 0, 8, 0,
                 b->raw[i].data, b->raw[i].size);
   }
-  if (b->weight_count) {
-    bool any_map = false;
-    for (uint32_t i = 0; i < b->weight_count; ++i) {
-      any_map |= b->weights[i].mappable;
-    }
-    out_section_t *s = &l->sections[l->count];
-    uint32_t data_index = l->count++;
-    s->entry = (axe_section_t){
-        .kind = AXE_SECTION_WEIGHT_DATA,
-        .flags = AXE_SECTION_FLAG_REQUIRED |
-                 (any_map ? AXE_SECTION_FLAG_MAPPABLE : 0),
-        .alignment = any_map ? AXE_MAP_ALIGNMENT : AXE_MIN_DATA_ALIGNMENT,
-        .layout_major = ACCEL_EXE_WEIGHT_LAYOUT_VERSION_MAJOR,
-        .layout_minor = ACCEL_EXE_WEIGHT_LAYOUT_VERSION_MINOR};
-    s->pieces = np;
-    s->is_weights = true;
-    uint64_t off = 0;
-    for (uint32_t i = 0; i < b->weight_count; ++i) {
-      weight_entry_t *e = &b->weights[i];
-      off = align_up(off, e->mappable ? AXE_MAP_ALIGNMENT
-                                      : AXE_MIN_DATA_ALIGNMENT);
-      l->weights[i].data_section = data_index;
-      l->weights[i].data_offset = off;
-      if (e->rec.size_bytes > 0) {
-        s->pieces[s->piece_count++] =
-            (piece_t){.data = e->data, .size = e->rec.size_bytes,
-                      .offset = off};
-      }
-      off += e->rec.size_bytes;
-      l->weight_bytes += e->rec.size_bytes;
-    }
-    s->entry.size = off;
-    np += s->piece_count;
+}
+
+// The WEIGHT_DATA section: one piece per non-empty weight, each at the
+// alignment it asked for; the section is mappable (page-aligned) when any
+// weight is.
+static void add_weight_data_section(const accel_exe_builder_t *b, layout_t *l,
+                                    piece_t **np) {
+  bool any_map = false;
+  for (uint32_t i = 0; i < b->weight_count; ++i) {
+    any_map |= b->weights[i].mappable;
   }
-  (void)weights_index;
-  // Place: header, table, then each section at its alignment.
+  out_section_t *s = &l->sections[l->count];
+  uint32_t data_index = l->count++;
+  s->entry = (axe_section_t){
+      .kind = AXE_SECTION_WEIGHT_DATA,
+      .flags = AXE_SECTION_FLAG_REQUIRED |
+               (any_map ? AXE_SECTION_FLAG_MAPPABLE : 0),
+      .alignment = any_map ? AXE_MAP_ALIGNMENT : AXE_MIN_DATA_ALIGNMENT,
+      .layout_major = ACCEL_EXE_WEIGHT_LAYOUT_VERSION_MAJOR,
+      .layout_minor = ACCEL_EXE_WEIGHT_LAYOUT_VERSION_MINOR};
+  s->pieces = *np;
+  s->is_weights = true;
+  uint64_t off = 0;
+  for (uint32_t i = 0; i < b->weight_count; ++i) {
+    const weight_entry_t *e = &b->weights[i];
+    off = align_up(off, e->mappable ? AXE_MAP_ALIGNMENT
+                                    : AXE_MIN_DATA_ALIGNMENT);
+    l->weights[i].data_section = data_index;
+    l->weights[i].data_offset = off;
+    if (e->rec.size_bytes > 0) {
+      s->pieces[s->piece_count++] =
+          (piece_t){.data = e->data, .size = e->rec.size_bytes, .offset = off};
+    }
+    off += e->rec.size_bytes;
+    l->weight_bytes += e->rec.size_bytes;
+  }
+  s->entry.size = off;
+  *np += s->piece_count;
+}
+
+// Places the header, the table, then each section at its alignment, and
+// fills the header.
+static void place_sections(const accel_exe_builder_t *b, layout_t *l) {
   uint64_t off = AXE_HEADER_SIZE + (uint64_t)l->count * AXE_SECTION_ENTRY_SIZE;
   for (uint32_t i = 0; i < l->count; ++i) {
     axe_section_t *e = &l->sections[i].entry;
@@ -624,6 +706,23 @@ static accel_status_t build_layout(accel_exe_builder_t *b, layout_t *l) {
   };
   memcpy(l->header.magic, AXE_MAGIC, AXE_MAGIC_SIZE);
   memcpy(l->header.uuid, b->uuid, 16);
+}
+
+static accel_status_t build_layout(accel_exe_builder_t *b, layout_t *l) {
+  ACCEL_RETURN_IF_ERROR(layout_alloc(b, l));
+  uint32_t quant_count = 0;
+  accel_status_t st = resolve_quants(b, l, &quant_count);
+  if (st != ACCEL_OK) {
+    layout_free(l);
+    return st;
+  }
+  piece_t *np = l->all_pieces;
+  add_table_sections(b, l, &np, quant_count);
+  add_blob_sections(b, l, &np);
+  if (b->weight_count) {
+    add_weight_data_section(b, l, &np);
+  }
+  place_sections(b, l);
   return ACCEL_OK;
 }
 
@@ -716,6 +815,54 @@ static accel_status_t write_all(int fd, const void *data, uint64_t size,
   return ACCEL_OK;
 }
 
+// Writes one piece at its place in the file. Large pieces go out in 64 MiB
+// steps so that progress moves; |*done| counts the weight bytes written.
+static accel_status_t write_piece(int fd, const layout_t *l,
+                                  const out_section_t *s, const piece_t *piece,
+                                  const char *path,
+                                  accel_exe_progress_fn_t progress,
+                                  void *user_data, uint64_t *done) {
+  accel_status_t st = ACCEL_OK;
+  const uint8_t *data = piece->data;
+  uint64_t left = piece->size;
+  uint64_t at = s->entry.offset + piece->offset;
+  while (left > 0 && st == ACCEL_OK) {
+    uint64_t n = left < (64u << 20) ? left : (64u << 20);
+    st = write_all(fd, data, n, at, path);
+    data += n;
+    at += n;
+    left -= n;
+    if (s->is_weights) {
+      *done += n;
+      if (progress != NULL) {
+        progress(user_data, *done, l->weight_bytes);
+      }
+    }
+  }
+  return st;
+}
+
+// Writes the header, the section table and every section's pieces; the file
+// is already sized, so gaps read as zeros.
+static accel_status_t write_layout(int fd, const layout_t *l, const char *path,
+                                   accel_exe_progress_fn_t progress,
+                                   void *user_data) {
+  accel_status_t st = write_all(fd, &l->header, sizeof(l->header), 0, path);
+  if (st == ACCEL_OK) {
+    st = write_all(fd, l->table, (uint64_t)l->count * AXE_SECTION_ENTRY_SIZE,
+                   AXE_HEADER_SIZE, path);
+  }
+  uint64_t done = 0;
+  for (uint32_t i = 0; i < l->count && st == ACCEL_OK; ++i) {
+    const out_section_t *s = &l->sections[i];
+    for (uint32_t p = 0; p < s->piece_count && st == ACCEL_OK; ++p) {
+      st = write_piece(fd, l, s, &s->pieces[p], path, progress, user_data,
+                       &done);
+    }
+  }
+  return st;
+}
+
 accel_status_t accel_exe_builder_write_file(accel_exe_builder_t *b,
                                             const char *path,
                                             accel_exe_progress_fn_t progress,
@@ -744,34 +891,7 @@ accel_status_t accel_exe_builder_write_file(accel_exe_builder_t *b,
                      (unsigned long long)l.header.file_size, strerror(errno));
     goto err_unlink;
   }
-  st = write_all(fd, &l.header, sizeof(l.header), 0, tmp);
-  if (st == ACCEL_OK) {
-    st = write_all(fd, l.table, (uint64_t)l.count * AXE_SECTION_ENTRY_SIZE,
-                   AXE_HEADER_SIZE, tmp);
-  }
-  uint64_t done = 0;
-  for (uint32_t i = 0; i < l.count && st == ACCEL_OK; ++i) {
-    out_section_t *s = &l.sections[i];
-    for (uint32_t p = 0; p < s->piece_count && st == ACCEL_OK; ++p) {
-      // Large pieces go out in 64 MiB steps so that progress moves.
-      const uint8_t *data = s->pieces[p].data;
-      uint64_t left = s->pieces[p].size;
-      uint64_t at = s->entry.offset + s->pieces[p].offset;
-      while (left > 0 && st == ACCEL_OK) {
-        uint64_t n = left < (64u << 20) ? left : (64u << 20);
-        st = write_all(fd, data, n, at, tmp);
-        data += n;
-        at += n;
-        left -= n;
-        if (s->is_weights) {
-          done += n;
-          if (progress != NULL) {
-            progress(user_data, done, l.weight_bytes);
-          }
-        }
-      }
-    }
-  }
+  st = write_layout(fd, &l, tmp, progress, user_data);
   if (st != ACCEL_OK) {
     goto err_unlink;
   }

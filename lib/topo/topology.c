@@ -274,11 +274,11 @@ static accel_status_t finish_or_free(accel_topology_t *t, accel_status_t st,
   return ACCEL_OK;
 }
 
-accel_status_t accel_topology_load(const accel_topology_options_t *opts,
-                                   accel_topology_t **out_topology) {
-  ACCEL_CHECK_ARG(out_topology != NULL, "out_topology (NULL)");
-  accel_topology_options_t o;
-  accel_topology_options_init(&o);
+// Copies the caller's options into |out| (defaults for fields an older
+// caller's struct lacks) and checks them.
+static accel_status_t read_load_options(const accel_topology_options_t *opts,
+                                        accel_topology_options_t *out) {
+  accel_topology_options_init(out);
   if (opts != NULL) {
     if (opts->struct_size < offsetof(accel_topology_options_t, synthetic) +
                                 sizeof(opts->synthetic)) {
@@ -287,31 +287,64 @@ accel_status_t accel_topology_load(const accel_topology_options_t *opts,
                          "accel_topology_options_init)",
                          opts->struct_size);
     }
-    size_t n = opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o);
-    memcpy(&o, opts, n);
-    o.struct_size = sizeof(o);
+    size_t n = opts->struct_size < sizeof(*out) ? opts->struct_size
+                                                : sizeof(*out);
+    memcpy(out, opts, n);
+    out->struct_size = sizeof(*out);
   }
-  if ((o.flags & ~(accel_topology_load_flags_t)ACCEL_TOPOLOGY_LOAD_ALL_FLAGS) !=
-      0) {
+  if ((out->flags &
+       ~(accel_topology_load_flags_t)ACCEL_TOPOLOGY_LOAD_ALL_FLAGS) != 0) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "topology options: unknown flags 0x%x",
-                       o.flags & ~(accel_topology_load_flags_t)
-                                     ACCEL_TOPOLOGY_LOAD_ALL_FLAGS);
+                       out->flags & ~(accel_topology_load_flags_t)
+                                        ACCEL_TOPOLOGY_LOAD_ALL_FLAGS);
   }
-  if (o.xml_path != NULL && o.synthetic != NULL) {
+  if (out->xml_path != NULL && out->synthetic != NULL) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "topology options: both xml_path (\"%s\") and "
                        "synthetic (\"%s\") are set; choose one",
-                       o.xml_path, o.synthetic);
+                       out->xml_path, out->synthetic);
   }
-  const char *xml_path = o.xml_path;
-  if (!(o.flags & ACCEL_TOPOLOGY_LOAD_IGNORE_ENV)) {
+  return ACCEL_OK;
+}
+
+// The XML file to load: ACCEL_TOPOLOGY_XML unless IGNORE_ENV (it then also
+// replaces a synthetic description), else the options' own.
+static const char *resolve_xml_path(accel_topology_options_t *o) {
+  const char *xml_path = o->xml_path;
+  if (!(o->flags & ACCEL_TOPOLOGY_LOAD_IGNORE_ENV)) {
     const char *env = getenv("ACCEL_TOPOLOGY_XML");
     if (env != NULL && env[0] != '\0') {
       xml_path = env;
-      o.synthetic = NULL;
+      o->synthetic = NULL;
     }
   }
+  return xml_path;
+}
+
+// Adds what hwloc does not know about the live machine's I/O devices: the
+// verbs ports of the NICs and the DRM nodes of the devices.
+static accel_status_t enumerate_live_io(const accel_topology_options_t *o,
+                                        accel_topology_t *t) {
+  accel_status_t st = ACCEL_OK;
+  if (o->flags & ACCEL_TOPOLOGY_LOAD_NO_IO) {
+    return ACCEL_OK;
+  }
+  if (!(o->flags & ACCEL_TOPOLOGY_LOAD_NO_VERBS)) {
+    st = accel_topo_enumerate_verbs(t);
+  }
+  if (st == ACCEL_OK && !(o->flags & ACCEL_TOPOLOGY_LOAD_NO_DRM)) {
+    st = accel_topo_enumerate_drm(t);
+  }
+  return st;
+}
+
+accel_status_t accel_topology_load(const accel_topology_options_t *opts,
+                                   accel_topology_t **out_topology) {
+  ACCEL_CHECK_ARG(out_topology != NULL, "out_topology (NULL)");
+  accel_topology_options_t o;
+  ACCEL_RETURN_IF_ERROR(read_load_options(opts, &o));
+  const char *xml_path = resolve_xml_path(&o);
   accel_topology_t *t = calloc(1, sizeof(*t));
   if (t == NULL) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
@@ -319,13 +352,8 @@ accel_status_t accel_topology_load(const accel_topology_options_t *opts,
   }
   accel_status_t st = accel_topo_load_hwloc(&o, xml_path, t);
   bool live = xml_path == NULL && o.synthetic == NULL;
-  if (st == ACCEL_OK && live && !(o.flags & ACCEL_TOPOLOGY_LOAD_NO_IO)) {
-    if (!(o.flags & ACCEL_TOPOLOGY_LOAD_NO_VERBS)) {
-      st = accel_topo_enumerate_verbs(t);
-    }
-    if (st == ACCEL_OK && !(o.flags & ACCEL_TOPOLOGY_LOAD_NO_DRM)) {
-      st = accel_topo_enumerate_drm(t);
-    }
+  if (st == ACCEL_OK && live) {
+    st = enumerate_live_io(&o, t);
   }
   return finish_or_free(t, st, out_topology);
 }

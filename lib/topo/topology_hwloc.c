@@ -95,6 +95,64 @@ static int compare_pci(const void *a, const void *b) {
   return kp < kq ? -1 : kp > kq;
 }
 
+// The OS devices below an accelerator's PCI object that can name it, the
+// first of each kind.
+typedef struct {
+  const char *coproc;  // a coprocessor OS device (CUDA, OpenCL)
+  const char *gpu;     // a GPU OS device that is no DRM node (NVML, RSMI)
+  const char *card;    // a DRM primary node, "card<n>"
+  const char *render;  // a DRM render node, "renderD<n>"
+} device_osdevs_t;
+
+static void note_gpu_osdev(const char *name, device_osdevs_t *d) {
+  if (strncmp(name, "card", 4) == 0 && d->card == NULL) {
+    d->card = name;
+  } else if (strncmp(name, "renderD", 7) == 0 && d->render == NULL) {
+    d->render = name;
+  } else if (!is_drm_name(name) && d->gpu == NULL) {
+    d->gpu = name;
+  }
+}
+
+static void find_device_osdevs(hwloc_obj_t obj, device_osdevs_t *out) {
+  *out = (device_osdevs_t){0};
+  for (hwloc_obj_t c = obj->io_first_child; c != NULL; c = c->next_sibling) {
+    if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == NULL) {
+      continue;
+    }
+    if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC && out->coproc == NULL) {
+      out->coproc = c->name;
+    } else if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU) {
+      note_gpu_osdev(c->name, out);
+    }
+  }
+}
+
+// Names the device after its first OS device in the order coprocessor, GPU,
+// DRM primary, DRM render, else "accel<index>"; the DRM nodes are paths
+// under /dev/dri only on the live machine.
+static void name_device(const device_osdevs_t *d, bool live,
+                        accel_topology_device_info_t *info) {
+  const char *name = d->coproc ? d->coproc
+                     : d->gpu  ? d->gpu
+                     : d->card ? d->card
+                               : d->render;
+  if (name != NULL) {
+    snprintf(info->name, sizeof(info->name), "%s", name);
+  } else {
+    snprintf(info->name, sizeof(info->name), "accel%u", info->index);
+  }
+  const char *prefix = live ? "/dev/dri/" : "";
+  if (d->card != NULL) {
+    snprintf(info->drm_primary, sizeof(info->drm_primary), "%s%s", prefix,
+             d->card);
+  }
+  if (d->render != NULL) {
+    snprintf(info->drm_render, sizeof(info->drm_render), "%s%s", prefix,
+             d->render);
+  }
+}
+
 static void fill_device(hwloc_topology_t topo, hwloc_obj_t obj, bool live,
                         accel_topology_device_info_t *info) {
   format_bus_id(obj, info->pci_bus_id, sizeof(info->pci_bus_id));
@@ -105,38 +163,9 @@ static void fill_device(hwloc_topology_t topo, hwloc_obj_t obj, bool live,
   const char *model = hwloc_obj_get_info_by_name(obj, "PCIDevice");
   snprintf(info->model, sizeof(info->model), "%s", model ? model : "");
   io_cpus(topo, obj, info->cpus, sizeof(info->cpus));
-  const char *coproc = NULL, *gpu = NULL, *card = NULL, *render = NULL;
-  for (hwloc_obj_t c = obj->io_first_child; c != NULL; c = c->next_sibling) {
-    if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == NULL) {
-      continue;
-    }
-    if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC && coproc == NULL) {
-      coproc = c->name;
-    } else if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU) {
-      if (strncmp(c->name, "card", 4) == 0 && card == NULL) {
-        card = c->name;
-      } else if (strncmp(c->name, "renderD", 7) == 0 && render == NULL) {
-        render = c->name;
-      } else if (!is_drm_name(c->name) && gpu == NULL) {
-        gpu = c->name;
-      }
-    }
-  }
-  const char *name = coproc ? coproc : gpu ? gpu : card ? card : render;
-  if (name != NULL) {
-    snprintf(info->name, sizeof(info->name), "%s", name);
-  } else {
-    snprintf(info->name, sizeof(info->name), "accel%u", info->index);
-  }
-  const char *prefix = live ? "/dev/dri/" : "";
-  if (card != NULL) {
-    snprintf(info->drm_primary, sizeof(info->drm_primary), "%s%s", prefix,
-             card);
-  }
-  if (render != NULL) {
-    snprintf(info->drm_render, sizeof(info->drm_render), "%s%s", prefix,
-             render);
-  }
+  device_osdevs_t osdevs;
+  find_device_osdevs(obj, &osdevs);
+  name_device(&osdevs, live, info);
 }
 
 static const char *port_state_name(long state) {
@@ -230,13 +259,10 @@ static void fill_nic(hwloc_topology_t topo, hwloc_obj_t obj,
 // one bridge below C: a downstream port) is PIX, more is PXB. C a host bridge
 // is PHB. C a CPU-side object: NODE when both are local to one and the same
 // NUMA node, else SYS.
-static void classify(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b,
-                     uint8_t *out_path, uint32_t *out_distance) {
-  if (a == b) {
-    *out_path = ACCEL_TOPOLOGY_PATH_X;
-    *out_distance = 0;
-    return;
-  }
+// The lowest common ancestor of |a| and |b| (NULL if none) and how many
+// steps up each side climbs to reach it.
+static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b,
+                                   uint32_t *out_up_a, uint32_t *out_up_b) {
   uint32_t up_a = 0;
   hwloc_obj_t common = NULL;
   uint32_t up_b = 0;
@@ -252,25 +278,49 @@ static void classify(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b,
       break;
     }
   }
+  *out_up_a = up_a;
+  *out_up_b = up_b;
+  return common;
+}
+
+// The path class below a common ancestor that is a bridge.
+static uint8_t bridge_path(hwloc_obj_t common, hwloc_obj_t a, hwloc_obj_t b) {
+  if (common->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+    return ACCEL_TOPOLOGY_PATH_PHB;
+  }
+  uint32_t bridges_a = 0, bridges_b = 0;
+  for (hwloc_obj_t x = a->parent; x != common; x = x->parent) {
+    bridges_a += x->type == HWLOC_OBJ_BRIDGE;
+  }
+  for (hwloc_obj_t y = b->parent; y != common; y = y->parent) {
+    bridges_b += y->type == HWLOC_OBJ_BRIDGE;
+  }
+  return bridges_a <= 1 && bridges_b <= 1 ? ACCEL_TOPOLOGY_PATH_PIX
+                                          : ACCEL_TOPOLOGY_PATH_PXB;
+}
+
+// The path class and tree distance between two PCI objects, in the manner of
+// `nvidia-smi topo -m`: below their lowest common ancestor C, count the PCI
+// bridges on each side. C a PCI-to-PCI bridge: one switch (each side at most
+// one bridge below C: a downstream port) is PIX, more is PXB. C a host bridge
+// is PHB. C a CPU-side object: NODE when both are local to one and the same
+// NUMA node, else SYS.
+static void classify(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b,
+                     uint8_t *out_path, uint32_t *out_distance) {
+  if (a == b) {
+    *out_path = ACCEL_TOPOLOGY_PATH_X;
+    *out_distance = 0;
+    return;
+  }
+  uint32_t up_a, up_b;
+  hwloc_obj_t common = common_ancestor(a, b, &up_a, &up_b);
   *out_distance = up_a + up_b;
   if (common == NULL) {
     *out_path = ACCEL_TOPOLOGY_PATH_SYS;
     return;
   }
   if (common->type == HWLOC_OBJ_BRIDGE) {
-    if (common->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
-      *out_path = ACCEL_TOPOLOGY_PATH_PHB;
-      return;
-    }
-    uint32_t bridges_a = 0, bridges_b = 0;
-    for (hwloc_obj_t x = a->parent; x != common; x = x->parent) {
-      bridges_a += x->type == HWLOC_OBJ_BRIDGE;
-    }
-    for (hwloc_obj_t y = b->parent; y != common; y = y->parent) {
-      bridges_b += y->type == HWLOC_OBJ_BRIDGE;
-    }
-    *out_path = bridges_a <= 1 && bridges_b <= 1 ? ACCEL_TOPOLOGY_PATH_PIX
-                                                 : ACCEL_TOPOLOGY_PATH_PXB;
+    *out_path = bridge_path(common, a, b);
     return;
   }
   if (common->type == HWLOC_OBJ_PCI_DEVICE) {
@@ -280,6 +330,78 @@ static void classify(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b,
   int32_t na = io_numa_node(topo, a), nb = io_numa_node(topo, b);
   *out_path = na >= 0 && na == nb ? ACCEL_TOPOLOGY_PATH_NODE
                                   : ACCEL_TOPOLOGY_PATH_SYS;
+}
+
+// Fills |dst| with NUMA node |node|: its OS index, memory and CPUs.
+static accel_status_t load_numa_node(hwloc_obj_t node, accel_topo_numa_t *dst) {
+  memset(dst, 0, sizeof(*dst));
+  dst->os_index = (int32_t)node->os_index;
+  dst->memory_bytes = node->attr->numanode.local_memory;
+  int weight = node->cpuset ? hwloc_bitmap_weight(node->cpuset) : 0;
+  dst->cpus = calloc(weight > 0 ? (size_t)weight : 1, sizeof(uint32_t));
+  if (dst->cpus == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "topology: cannot allocate the cpus of NUMA node %u",
+                       node->os_index);
+  }
+  if (weight > 0) {
+    int cpu;
+    hwloc_bitmap_foreach_begin(cpu, node->cpuset) {
+      dst->cpus[dst->cpu_count++] = (uint32_t)cpu;
+    }
+    hwloc_bitmap_foreach_end();
+  }
+  return ACCEL_OK;
+}
+
+// hwloc's NUMA latency matrix: the OS-provided one by name, else any
+// latency matrix over NUMA nodes. Returns NULL when there is none.
+static struct hwloc_distances_s *get_numa_latencies(hwloc_topology_t topo) {
+  unsigned nr = 1;
+  struct hwloc_distances_s *dist = NULL;
+  if (hwloc_distances_get_by_name(topo, "NUMALatency", &nr, &dist, 0) != 0 ||
+      nr == 0) {
+    nr = 1;
+    if (hwloc_distances_get_by_type(topo, HWLOC_OBJ_NUMANODE, &nr, &dist,
+                                    HWLOC_DISTANCES_KIND_MEANS_LATENCY,
+                                    0) != 0) {
+      nr = 0;
+    }
+  }
+  return nr > 0 ? dist : NULL;
+}
+
+// Copies |dist| into |t|'s NUMA distances when it covers every node, mapping
+// hwloc's object order onto |t|'s OS index order.
+static accel_status_t apply_numa_latencies(const struct hwloc_distances_s *dist,
+                                           accel_topology_t *t) {
+  uint32_t covered = 0;
+  int32_t *pos_of = calloc(dist->nbobjs ? dist->nbobjs : 1, sizeof(*pos_of));
+  if (pos_of == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "topology: cannot map NUMA distances");
+  }
+  for (unsigned i = 0; i < dist->nbobjs; ++i) {
+    pos_of[i] = -1;
+    for (uint32_t p = 0; p < t->numa_count; ++p) {
+      if (t->numa[p].os_index == (int32_t)dist->objs[i]->os_index) {
+        pos_of[i] = (int32_t)p;
+        covered++;
+      }
+    }
+  }
+  if (covered == t->numa_count && dist->nbobjs == t->numa_count) {
+    for (unsigned i = 0; i < dist->nbobjs; ++i) {
+      for (unsigned j = 0; j < dist->nbobjs; ++j) {
+        t->numa_distances[(size_t)pos_of[i] * t->numa_count +
+                          (size_t)pos_of[j]] =
+            (uint32_t)dist->values[i * dist->nbobjs + j];
+      }
+    }
+    t->numa_distances_measured = true;
+  }
+  free(pos_of);
+  return ACCEL_OK;
 }
 
 static accel_status_t load_numa(hwloc_topology_t topo, accel_topology_t *t) {
@@ -293,69 +415,17 @@ static accel_status_t load_numa(hwloc_topology_t topo, accel_topology_t *t) {
       t->numa[pos] = t->numa[pos - 1];
       --pos;
     }
-    accel_topo_numa_t *dst = &t->numa[pos];
-    memset(dst, 0, sizeof(*dst));
-    dst->os_index = (int32_t)node->os_index;
-    dst->memory_bytes = node->attr->numanode.local_memory;
-    int weight = node->cpuset ? hwloc_bitmap_weight(node->cpuset) : 0;
-    dst->cpus = calloc(weight > 0 ? (size_t)weight : 1, sizeof(uint32_t));
-    if (dst->cpus == NULL) {
-      return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                         "topology: cannot allocate the cpus of NUMA node %u",
-                         node->os_index);
-    }
-    if (weight > 0) {
-      int cpu;
-      hwloc_bitmap_foreach_begin(cpu, node->cpuset) {
-        dst->cpus[dst->cpu_count++] = (uint32_t)cpu;
-      }
-      hwloc_bitmap_foreach_end();
-    }
+    ACCEL_RETURN_IF_ERROR(load_numa_node(node, &t->numa[pos]));
   }
   // NUMA distances: the OS-provided latency matrix when hwloc has one that
   // covers every node.
-  unsigned nr = 1;
-  struct hwloc_distances_s *dist = NULL;
-  if (hwloc_distances_get_by_name(topo, "NUMALatency", &nr, &dist, 0) != 0 ||
-      nr == 0) {
-    nr = 1;
-    if (hwloc_distances_get_by_type(topo, HWLOC_OBJ_NUMANODE, &nr, &dist,
-                                    HWLOC_DISTANCES_KIND_MEANS_LATENCY,
-                                    0) != 0) {
-      nr = 0;
-    }
+  struct hwloc_distances_s *dist = get_numa_latencies(topo);
+  if (dist == NULL) {
+    return ACCEL_OK;
   }
-  if (nr > 0 && dist != NULL) {
-    uint32_t covered = 0;
-    int32_t *pos_of = calloc(dist->nbobjs ? dist->nbobjs : 1, sizeof(*pos_of));
-    if (pos_of == NULL) {
-      hwloc_distances_release(topo, dist);
-      return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                         "topology: cannot map NUMA distances");
-    }
-    for (unsigned i = 0; i < dist->nbobjs; ++i) {
-      pos_of[i] = -1;
-      for (uint32_t p = 0; p < t->numa_count; ++p) {
-        if (t->numa[p].os_index == (int32_t)dist->objs[i]->os_index) {
-          pos_of[i] = (int32_t)p;
-          covered++;
-        }
-      }
-    }
-    if (covered == t->numa_count && dist->nbobjs == t->numa_count) {
-      for (unsigned i = 0; i < dist->nbobjs; ++i) {
-        for (unsigned j = 0; j < dist->nbobjs; ++j) {
-          t->numa_distances[(size_t)pos_of[i] * t->numa_count +
-                            (size_t)pos_of[j]] =
-              (uint32_t)dist->values[i * dist->nbobjs + j];
-        }
-      }
-      t->numa_distances_measured = true;
-    }
-    free(pos_of);
-    hwloc_distances_release(topo, dist);
-  }
-  return ACCEL_OK;
+  accel_status_t st = apply_numa_latencies(dist, t);
+  hwloc_distances_release(topo, dist);
+  return st;
 }
 
 // Finds the object of endpoint |e| (kept by the caller) for the matrix.
@@ -605,28 +675,25 @@ static void fill_summary(hwloc_topology_t topo, const char *source,
   t->summary.memory_bytes = root->total_memory;
 }
 
-accel_status_t accel_topo_load_hwloc(const accel_topology_options_t *opts,
-                                     const char *xml_path,
-                                     accel_topology_t *t) {
-  bool no_io = (opts->flags & ACCEL_TOPOLOGY_LOAD_NO_IO) != 0;
-  char source[192];
+// The summary's source: "xml:<path>", "synthetic:<description>" or "live".
+static void describe_source(const accel_topology_options_t *opts,
+                            const char *xml_path, char *out, size_t size) {
   if (xml_path != NULL) {
-    ACCEL_RETURN_IF_ERROR(check_xml_file(xml_path));
-    snprintf(source, sizeof(source), "xml:%s", xml_path);
+    snprintf(out, size, "xml:%s", xml_path);
   } else if (opts->synthetic != NULL) {
-    snprintf(source, sizeof(source), "synthetic:%s", opts->synthetic);
+    snprintf(out, size, "synthetic:%s", opts->synthetic);
   } else {
-    snprintf(source, sizeof(source), "live");
+    snprintf(out, size, "live");
   }
-  hwloc_topology_t topo;
-  if (hwloc_topology_init(&topo) != 0) {
-    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                       "topology: hwloc_topology_init failed: %s",
-                       strerror(errno));
-  }
-  accel_status_t st = ACCEL_OK;
-  hwloc_obj_t *objs = NULL;
-  if (!no_io) {
+}
+
+// Sets what hwloc discovers (I/O devices unless NO_IO, never the heavy
+// plugins) and where from (an XML file, a synthetic description, or this
+// machine).
+static accel_status_t configure_hwloc(hwloc_topology_t topo,
+                                      const accel_topology_options_t *opts,
+                                      const char *xml_path) {
+  if ((opts->flags & ACCEL_TOPOLOGY_LOAD_NO_IO) == 0) {
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   }
   // hwloc's OpenCL and GL plugins initialize vendor runtimes (an OpenCL ICD
@@ -644,32 +711,79 @@ accel_status_t accel_topo_load_hwloc(const accel_topology_options_t *opts,
   }
   if (xml_path != NULL) {
     if (hwloc_topology_set_xml(topo, xml_path) != 0) {
-      st = accel_error(ACCEL_ERROR_FORMAT,
-                       "topology xml \"%s\": hwloc cannot read it as XML: %s",
-                       xml_path, strerror(errno));
-      goto err_destroy_hwloc;
+      return accel_error(ACCEL_ERROR_FORMAT,
+                         "topology xml \"%s\": hwloc cannot read it as XML: %s",
+                         xml_path, strerror(errno));
     }
   } else if (opts->synthetic != NULL) {
     if (hwloc_topology_set_synthetic(topo, opts->synthetic) != 0) {
-      st = accel_error(ACCEL_ERROR_FORMAT,
-                       "topology synthetic description \"%s\" is malformed "
-                       "(expected e.g. \"pack:2 [numa] core:8 pu:2\")",
-                       opts->synthetic);
-      goto err_destroy_hwloc;
+      return accel_error(ACCEL_ERROR_FORMAT,
+                         "topology synthetic description \"%s\" is malformed "
+                         "(expected e.g. \"pack:2 [numa] core:8 pu:2\")",
+                         opts->synthetic);
     }
   }
-  if (hwloc_topology_load(topo) != 0) {
-    int e = errno;
-    if (xml_path != NULL) {
-      st = accel_error(ACCEL_ERROR_FORMAT,
+  return ACCEL_OK;
+}
+
+// Runs hwloc's discovery; a failure is the file's fault for an XML file and
+// the machine's otherwise.
+static accel_status_t load_hwloc(hwloc_topology_t topo, const char *xml_path) {
+  if (hwloc_topology_load(topo) == 0) {
+    return ACCEL_OK;
+  }
+  int e = errno;
+  if (xml_path != NULL) {
+    return accel_error(ACCEL_ERROR_FORMAT,
                        "topology xml \"%s\": not a valid hwloc topology "
                        "(hwloc load failed: %s)",
                        xml_path, strerror(e));
-    } else {
-      st = accel_error(ACCEL_ERROR_UNAVAILABLE,
-                       "topology: hwloc cannot discover this machine: %s",
-                       strerror(e));
-    }
+  }
+  return accel_error(ACCEL_ERROR_UNAVAILABLE,
+                     "topology: hwloc cannot discover this machine: %s",
+                     strerror(e));
+}
+
+// The note that says what this source cannot tell, if any.
+static accel_status_t add_source_note(const accel_topology_options_t *opts,
+                                      const char *xml_path,
+                                      accel_topology_t *t) {
+  if ((opts->flags & ACCEL_TOPOLOGY_LOAD_NO_IO) != 0) {
+    return accel_topo_add_note(t, "pci: not discovered (load flag NO_IO)");
+  }
+  if (opts->synthetic != NULL && xml_path == NULL) {
+    return accel_topo_add_note(t, "pci: a synthetic topology has no I/O "
+                                  "devices");
+  }
+  if (xml_path != NULL) {
+    return accel_topo_add_note(
+        t, "libibverbs, libdrm: not queried (the topology comes from a file; "
+           "its OpenFabrics and GPU OS devices name the NICs and devices)");
+  }
+  return ACCEL_OK;
+}
+
+accel_status_t accel_topo_load_hwloc(const accel_topology_options_t *opts,
+                                     const char *xml_path,
+                                     accel_topology_t *t) {
+  char source[192];
+  if (xml_path != NULL) {
+    ACCEL_RETURN_IF_ERROR(check_xml_file(xml_path));
+  }
+  describe_source(opts, xml_path, source, sizeof(source));
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) != 0) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "topology: hwloc_topology_init failed: %s",
+                       strerror(errno));
+  }
+  hwloc_obj_t *objs = NULL;
+  accel_status_t st = configure_hwloc(topo, opts, xml_path);
+  if (st != ACCEL_OK) {
+    goto err_destroy_hwloc;
+  }
+  st = load_hwloc(topo, xml_path);
+  if (st != ACCEL_OK) {
     goto err_destroy_hwloc;
   }
   fill_summary(topo, source, t);
@@ -688,16 +802,7 @@ accel_status_t accel_topo_load_hwloc(const accel_topology_options_t *opts,
   if (st != ACCEL_OK) {
     goto err_free_objs;
   }
-  if (no_io) {
-    st = accel_topo_add_note(t, "pci: not discovered (load flag NO_IO)");
-  } else if (opts->synthetic != NULL && xml_path == NULL) {
-    st = accel_topo_add_note(t, "pci: a synthetic topology has no I/O "
-                                "devices");
-  } else if (xml_path != NULL) {
-    st = accel_topo_add_note(
-        t, "libibverbs, libdrm: not queried (the topology comes from a file; "
-           "its OpenFabrics and GPU OS devices name the NICs and devices)");
-  }
+  st = add_source_note(opts, xml_path, t);
   if (st != ACCEL_OK) {
     goto err_free_objs;
   }

@@ -87,7 +87,8 @@ static void put_endpoint_matrix(const accel_topology_t *t, accel_topo_buf_t *b,
   accel_topo_buf_printf(b, "%s}", n ? "\n  " : "");
 }
 
-void accel_topo_write_json(const accel_topology_t *t, accel_topo_buf_t *b) {
+// The opening object fields: format, version, host, source and machine.
+static void put_header(const accel_topology_t *t, accel_topo_buf_t *b) {
   const accel_topology_summary_t *s = &t->summary;
   accel_topo_buf_printf(b, "{\n  \"format\": \"accel-topology\",\n"
                            "  \"version\": %d,\n  ",
@@ -99,6 +100,26 @@ void accel_topo_write_json(const accel_topology_t *t, accel_topo_buf_t *b) {
                         "\"cores\": %u, \"pus\": %u, \"memory_bytes\": %llu},\n",
                         s->package_count, t->numa_count, s->core_count,
                         s->pu_count, (unsigned long long)s->memory_bytes);
+}
+
+// A sorted CPU list as ranges ("0-7,16-23").
+static void put_cpu_ranges(accel_topo_buf_t *b, const uint32_t *cpus,
+                           uint32_t n) {
+  // Written range by range: a node's list has no length limit here.
+  for (uint32_t j = 0; j < n;) {
+    uint32_t k = j;
+    while (k + 1 < n && cpus[k + 1] == cpus[k] + 1) {
+      ++k;
+    }
+    accel_topo_buf_printf(b, "%s%u", j ? "," : "", cpus[j]);
+    if (k > j) {
+      accel_topo_buf_printf(b, "-%u", cpus[k]);
+    }
+    j = k + 1;
+  }
+}
+
+static void put_numa_nodes(const accel_topology_t *t, accel_topo_buf_t *b) {
   accel_topo_buf_printf(b, "  \"numa_nodes\": [");
   for (uint32_t i = 0; i < t->numa_count; ++i) {
     accel_topo_buf_printf(b,
@@ -106,23 +127,13 @@ void accel_topo_write_json(const accel_topology_t *t, accel_topo_buf_t *b) {
                           "\"cpus\": \"",
                           i ? "," : "", t->numa[i].os_index,
                           (unsigned long long)t->numa[i].memory_bytes);
-    // Written range by range: a node's list has no length limit here.
-    const uint32_t *cpus = t->numa[i].cpus;
-    uint32_t n = t->numa[i].cpu_count;
-    for (uint32_t j = 0; j < n;) {
-      uint32_t k = j;
-      while (k + 1 < n && cpus[k + 1] == cpus[k] + 1) {
-        ++k;
-      }
-      accel_topo_buf_printf(b, "%s%u", j ? "," : "", cpus[j]);
-      if (k > j) {
-        accel_topo_buf_printf(b, "-%u", cpus[k]);
-      }
-      j = k + 1;
-    }
+    put_cpu_ranges(b, t->numa[i].cpus, t->numa[i].cpu_count);
     accel_topo_buf_printf(b, "\"}");
   }
   accel_topo_buf_printf(b, "%s],\n", t->numa_count ? "\n  " : "");
+}
+
+static void put_numa_distances(const accel_topology_t *t, accel_topo_buf_t *b) {
   accel_topo_buf_printf(b, "  \"numa_distances\": {\"measured\": %s, "
                            "\"matrix\": [",
                         t->numa_distances_measured ? "true" : "false");
@@ -134,81 +145,108 @@ void accel_topo_write_json(const accel_topology_t *t, accel_topo_buf_t *b) {
     }
     accel_topo_buf_printf(b, "]");
   }
-  accel_topo_buf_printf(b, "]},\n  \"devices\": [");
+  accel_topo_buf_printf(b, "]},\n");
+}
+
+// The PCI identity fields devices and NICs share, from "name" to "cpus".
+static void put_pci_identity(accel_topo_buf_t *b, const char *name,
+                             const char *pci_bus_id, uint32_t vendor_id,
+                             uint32_t device_id, uint32_t class_id,
+                             const char *model, int32_t numa_node,
+                             const char *cpus) {
+  put_key_string(b, "name", name, ", ");
+  put_key_string(b, "pci_bus_id", pci_bus_id, ", ");
+  accel_topo_buf_printf(b,
+                        "\"vendor_id\": \"0x%04x\", \"device_id\": "
+                        "\"0x%04x\", \"class_id\": \"0x%04x\", ",
+                        vendor_id, device_id, class_id);
+  put_key_string(b, "model", model, ", ");
+  accel_topo_buf_printf(b, "\"numa_node\": %d, ", numa_node);
+  put_key_string(b, "cpus", cpus, ", ");
+}
+
+static void put_device(const accel_topology_t *t, accel_topo_buf_t *b,
+                       uint32_t i) {
+  const accel_topology_device_info_t *d = &t->devices[i].info;
+  accel_topo_buf_printf(b, "%s\n    {", i ? "," : "");
+  put_pci_identity(b, d->name, d->pci_bus_id, d->vendor_id, d->device_id,
+                   d->class_id, d->model, d->numa_node, d->cpus);
+  put_key_string(b, "drm_primary", d->drm_primary, ", ");
+  put_key_string(b, "drm_render", d->drm_render, ", ");
+  put_key_string(b, "accel_node", d->accel_node, ", ");
+  accel_topo_buf_printf(b, "\"nearest_nics\": [");
+  uint32_t order[64], count = 0;
+  accel_topology_nearest_nics(t, i, 64, order, &count);
+  for (uint32_t k = 0; k < count && k < 64; ++k) {
+    accel_topo_buf_printf(b, "%s", k ? ", " : "");
+    put_string(b, t->nics[order[k]].info.name);
+  }
+  accel_topo_buf_printf(b, "]}");
+}
+
+static void put_port(accel_topo_buf_t *b,
+                     const accel_topology_port_info_t *port, uint32_t p) {
+  accel_topo_buf_printf(b, "%s{\"port\": %u, ", p ? ", " : "", port->port_num);
+  put_key_string(b, "state", port->state, ", ");
+  put_key_string(b, "link_layer", port->link_layer, ", ");
+  accel_topo_buf_printf(b,
+                        "\"lid\": %u, \"width\": %u, \"lane_speed_mbps\": "
+                        "%u, \"mtu_bytes\": %u, ",
+                        port->lid, port->width, port->lane_speed_mbps,
+                        port->mtu_bytes);
+  put_key_string(b, "gid", port->gid, "}");
+}
+
+static void put_nic(const accel_topology_t *t, accel_topo_buf_t *b,
+                    uint32_t i) {
+  const accel_topo_nic_t *nic = &t->nics[i];
+  const accel_topology_nic_info_t *d = &nic->info;
+  accel_topo_buf_printf(b, "%s\n    {", i ? "," : "");
+  put_pci_identity(b, d->name, d->pci_bus_id, d->vendor_id, d->device_id,
+                   d->class_id, d->model, d->numa_node, d->cpus);
+  put_key_string(b, "netdev", d->netdev, ", ");
+  accel_topo_buf_printf(b, "\"rdma\": %s, ", d->rdma ? "true" : "false");
+  put_key_string(b, "node_guid", d->node_guid, ", ");
+  accel_topo_buf_printf(b, "\"ports\": [");
+  for (uint32_t p = 0; p < d->port_count; ++p) {
+    put_port(b, &nic->ports[p], p);
+  }
+  accel_topo_buf_printf(b, "]}");
+}
+
+// The items of a list of strings, one per line; the caller writes the
+// brackets.
+static void put_string_lines(accel_topo_buf_t *b, char *const *lines,
+                             uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) {
+    accel_topo_buf_printf(b, "%s\n    ", i ? "," : "");
+    put_string(b, lines[i]);
+  }
+  accel_topo_buf_printf(b, "%s", count ? "\n  " : "");
+}
+
+void accel_topo_write_json(const accel_topology_t *t, accel_topo_buf_t *b) {
+  put_header(t, b);
+  put_numa_nodes(t, b);
+  put_numa_distances(t, b);
+  accel_topo_buf_printf(b, "  \"devices\": [");
   for (uint32_t i = 0; i < t->device_count; ++i) {
-    const accel_topology_device_info_t *d = &t->devices[i].info;
-    accel_topo_buf_printf(b, "%s\n    {", i ? "," : "");
-    put_key_string(b, "name", d->name, ", ");
-    put_key_string(b, "pci_bus_id", d->pci_bus_id, ", ");
-    accel_topo_buf_printf(b,
-                          "\"vendor_id\": \"0x%04x\", \"device_id\": "
-                          "\"0x%04x\", \"class_id\": \"0x%04x\", ",
-                          d->vendor_id, d->device_id, d->class_id);
-    put_key_string(b, "model", d->model, ", ");
-    accel_topo_buf_printf(b, "\"numa_node\": %d, ", d->numa_node);
-    put_key_string(b, "cpus", d->cpus, ", ");
-    put_key_string(b, "drm_primary", d->drm_primary, ", ");
-    put_key_string(b, "drm_render", d->drm_render, ", ");
-    put_key_string(b, "accel_node", d->accel_node, ", ");
-    accel_topo_buf_printf(b, "\"nearest_nics\": [");
-    uint32_t order[64], count = 0;
-    accel_topology_nearest_nics(t, i, 64, order, &count);
-    for (uint32_t k = 0; k < count && k < 64; ++k) {
-      accel_topo_buf_printf(b, "%s", k ? ", " : "");
-      put_string(b, t->nics[order[k]].info.name);
-    }
-    accel_topo_buf_printf(b, "]}");
+    put_device(t, b, i);
   }
   accel_topo_buf_printf(b, "%s],\n  \"nics\": [",
                         t->device_count ? "\n  " : "");
   for (uint32_t i = 0; i < t->nic_count; ++i) {
-    const accel_topo_nic_t *nic = &t->nics[i];
-    const accel_topology_nic_info_t *d = &nic->info;
-    accel_topo_buf_printf(b, "%s\n    {", i ? "," : "");
-    put_key_string(b, "name", d->name, ", ");
-    put_key_string(b, "pci_bus_id", d->pci_bus_id, ", ");
-    accel_topo_buf_printf(b,
-                          "\"vendor_id\": \"0x%04x\", \"device_id\": "
-                          "\"0x%04x\", \"class_id\": \"0x%04x\", ",
-                          d->vendor_id, d->device_id, d->class_id);
-    put_key_string(b, "model", d->model, ", ");
-    accel_topo_buf_printf(b, "\"numa_node\": %d, ", d->numa_node);
-    put_key_string(b, "cpus", d->cpus, ", ");
-    put_key_string(b, "netdev", d->netdev, ", ");
-    accel_topo_buf_printf(b, "\"rdma\": %s, ", d->rdma ? "true" : "false");
-    put_key_string(b, "node_guid", d->node_guid, ", ");
-    accel_topo_buf_printf(b, "\"ports\": [");
-    for (uint32_t p = 0; p < d->port_count; ++p) {
-      const accel_topology_port_info_t *port = &nic->ports[p];
-      accel_topo_buf_printf(b, "%s{\"port\": %u, ", p ? ", " : "",
-                            port->port_num);
-      put_key_string(b, "state", port->state, ", ");
-      put_key_string(b, "link_layer", port->link_layer, ", ");
-      accel_topo_buf_printf(b,
-                            "\"lid\": %u, \"width\": %u, \"lane_speed_mbps\": "
-                            "%u, \"mtu_bytes\": %u, ",
-                            port->lid, port->width, port->lane_speed_mbps,
-                            port->mtu_bytes);
-      put_key_string(b, "gid", port->gid, "}");
-    }
-    accel_topo_buf_printf(b, "]}");
+    put_nic(t, b, i);
   }
   accel_topo_buf_printf(b, "%s],\n  \"paths\": ", t->nic_count ? "\n  " : "");
   put_endpoint_matrix(t, b, true);
   accel_topo_buf_printf(b, ",\n  \"distances\": ");
   put_endpoint_matrix(t, b, false);
   accel_topo_buf_printf(b, ",\n  \"notes\": [");
-  for (uint32_t i = 0; i < t->note_count; ++i) {
-    accel_topo_buf_printf(b, "%s\n    ", i ? "," : "");
-    put_string(b, t->notes[i]);
-  }
-  accel_topo_buf_printf(b, "%s],\n  \"tree\": [",
-                        t->note_count ? "\n  " : "");
-  for (uint32_t i = 0; i < t->tree_line_count; ++i) {
-    accel_topo_buf_printf(b, "%s\n    ", i ? "," : "");
-    put_string(b, t->tree_lines[i]);
-  }
-  accel_topo_buf_printf(b, "%s]\n}\n", t->tree_line_count ? "\n  " : "");
+  put_string_lines(b, t->notes, t->note_count);
+  accel_topo_buf_printf(b, "],\n  \"tree\": [");
+  put_string_lines(b, t->tree_lines, t->tree_line_count);
+  accel_topo_buf_printf(b, "]\n}\n");
 }
 
 // ---------------------------------------------------------------------------

@@ -583,79 +583,116 @@ accel_status_t accel_trace_stop(void) {
 // Flight recorder.
 // ---------------------------------------------------------------------------
 
-// Writes every thread's ring, merged by timestamp, to |fd|. |locked| false in
-// the signal handler (no locks, best effort).
-static bool flight_write(int fd, bool locked) {
-  enum { MAX_THREADS = 256 };
-  if (locked) {
-    accel_trace_clock_init();
-  }
-  static tbuf_t *threads[MAX_THREADS];
-  static uint64_t lo[MAX_THREADS], hi[MAX_THREADS];
+enum { FLIGHT_DUMP_MAX_THREADS = 256 };
+
+// One thread's ring as a dump reads it: records [lo, hi) are still to be
+// written.
+typedef struct flight_cursor {
+  tbuf_t *t;
+  uint64_t lo, hi;
+} flight_cursor_t;
+
+// Takes a cursor over the committed records of every thread with a ring.
+// Returns the number of cursors.
+static uint32_t flight_snapshot(flight_cursor_t *cursors) {
   uint32_t n = 0;
-  if (locked) {
-    pthread_mutex_lock(&g_threads_lock);
-  }
-  for (tbuf_t *t = g_threads; t != NULL && n < MAX_THREADS; t = t->next) {
+  for (tbuf_t *t = g_threads; t != NULL && n < FLIGHT_DUMP_MAX_THREADS;
+       t = t->next) {
     if (t->ring == NULL) {
       continue;
     }
     // Acquire: pairs with the writer's release of |committed|.
     uint64_t c = atomic_load_explicit(&t->committed, memory_order_acquire);
     uint64_t size = (uint64_t)t->ring_mask + 1;
-    threads[n] = t;
-    hi[n] = c;
-    lo[n] = c > size ? c - size : 0;
+    cursors[n] = (flight_cursor_t){.t = t, .lo = c > size ? c - size : 0,
+                                   .hi = c};
     n++;
   }
-  char name[64];
-  process_name(name, sizeof(name));
-  accel_pf_source_t source = {locked ? describe_locked : describe_unlocked,
-                              string_of, NULL};
-  accel_pf_begin(&g_flight_writer, fd, (int32_t)getpid(), name, &source);
-  // The rings hold partial histories: link an enqueue to its execution only
-  // when the execution's start is in the dump too.
+  return n;
+}
+
+// The rings hold partial histories: link an enqueue to its execution only
+// when the execution's start is in the dump too.
+static void flight_expect_starts(const flight_cursor_t *cursors, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) {
-    for (uint64_t k = lo[i]; k < hi[i]; ++k) {
+    const tbuf_t *t = cursors[i].t;
+    for (uint64_t k = cursors[i].lo; k < cursors[i].hi; ++k) {
       accel_trace_rec_t rec;
-      load_rec(&threads[i]->ring[k & threads[i]->ring_mask], &rec);
+      load_rec(&t->ring[k & t->ring_mask], &rec);
       if (rec.type == ACCEL_TEV_CMD_START) {
         accel_pf_expect_start(&g_flight_writer, rec.track, rec.a);
       }
     }
   }
-  for (;;) {
-    int best = -1;
-    uint64_t best_ts = UINT64_MAX;
-    accel_trace_rec_t best_rec;
-    for (uint32_t i = 0; i < n; ++i) {
-      tbuf_t *t = threads[i];
-      while (lo[i] < hi[i]) {
-        accel_trace_rec_t rec;
-        load_rec(&t->ring[lo[i] & t->ring_mask], &rec);
-        // Acquire fence: orders the reads above before the |claimed| load;
-        // a slot claimed again since is discarded.
-        atomic_thread_fence(memory_order_acquire);
-        uint64_t claimed =
-            atomic_load_explicit(&t->claimed, memory_order_relaxed);
-        if (claimed > lo[i] + t->ring_mask + 1) {
-          lo[i]++;  // overwritten while we read
-          continue;
-        }
-        if (rec.ts < best_ts) {
-          best_ts = rec.ts;
-          best = (int)i;
-          best_rec = rec;
-        }
-        break;
-      }
+}
+
+// Reads the cursor's next record that was not overwritten while it was read,
+// skipping those that were. Returns false when the cursor is exhausted.
+// Kept out of line: inlined into its caller, the fence below is reported by
+// GCC's TSan build as unsupported (-Wtsan), which -Werror makes fatal.
+static __attribute__((noinline)) bool flight_peek(flight_cursor_t *cur,
+                                                 accel_trace_rec_t *out) {
+  tbuf_t *t = cur->t;
+  while (cur->lo < cur->hi) {
+    load_rec(&t->ring[cur->lo & t->ring_mask], out);
+    // Acquire fence: orders the reads above before the |claimed| load;
+    // a slot claimed again since is discarded.
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t claimed = atomic_load_explicit(&t->claimed, memory_order_relaxed);
+    if (claimed > cur->lo + t->ring_mask + 1) {
+      cur->lo++;  // overwritten while we read
+      continue;
     }
+    return true;
+  }
+  return false;
+}
+
+// The cursor whose next record is the oldest, and that record; -1 when all
+// are exhausted.
+static int flight_oldest(flight_cursor_t *cursors, uint32_t n,
+                         accel_trace_rec_t *out) {
+  int best = -1;
+  uint64_t best_ts = UINT64_MAX;
+  for (uint32_t i = 0; i < n; ++i) {
+    accel_trace_rec_t rec;
+    if (flight_peek(&cursors[i], &rec) && rec.ts < best_ts) {
+      best_ts = rec.ts;
+      best = (int)i;
+      *out = rec;
+    }
+  }
+  return best;
+}
+
+// Writes every thread's ring, merged by timestamp, to |fd|. |locked| false in
+// the signal handler (no locks, best effort).
+static bool flight_write(int fd, bool locked) {
+  if (locked) {
+    accel_trace_clock_init();
+  }
+  // Static, not on the stack: the signal handler may run on a small
+  // alternate stack (SA_ONSTACK).
+  static flight_cursor_t cursors[FLIGHT_DUMP_MAX_THREADS];
+  if (locked) {
+    pthread_mutex_lock(&g_threads_lock);
+  }
+  uint32_t n = flight_snapshot(cursors);
+  char name[64];
+  process_name(name, sizeof(name));
+  accel_pf_source_t source = {locked ? describe_locked : describe_unlocked,
+                              string_of, NULL};
+  accel_pf_begin(&g_flight_writer, fd, (int32_t)getpid(), name, &source);
+  flight_expect_starts(cursors, n);
+  for (;;) {
+    accel_trace_rec_t rec;
+    int best = flight_oldest(cursors, n, &rec);
     if (best < 0) {
       break;
     }
-    lo[best]++;
-    best_rec.ts = accel_trace_ticks_to_ns(best_rec.ts);
-    accel_pf_event(&g_flight_writer, threads[best]->track, &best_rec);
+    cursors[best].lo++;
+    rec.ts = accel_trace_ticks_to_ns(rec.ts);
+    accel_pf_event(&g_flight_writer, cursors[best].t->track, &rec);
   }
   if (locked) {
     pthread_mutex_unlock(&g_threads_lock);
@@ -827,40 +864,55 @@ static void sampler_unref(void) {
   pthread_cond_destroy(&g_sampler_cond);
 }
 
+// ACCEL_FLIGHT_EVENTS=N: the ring size, rounded up to a power of two; 0
+// turns the flight recorder off.
+static accel_status_t read_flight_events(const char *text) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || text[0] == '-' || v > FLIGHT_MAX) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "ACCEL_FLIGHT_EVENTS=\"%s\" must be 0 to %u", text,
+                       FLIGHT_MAX);
+  }
+  uint32_t n = 0;
+  if (v > 0) {
+    n = 1;
+    while (n < v) {
+      n <<= 1;  // rings are powers of two
+    }
+  }
+  // Only threads that register later see a new size.
+  atomic_store(&g_flight_events, n);
+  atomic_store(&g_flight_on, n > 0);
+  return ACCEL_OK;
+}
+
+// ACCEL_FLIGHT_DIR=dir: where fatal signals dump the rings; turns the flight
+// recorder on at the default size unless ACCEL_FLIGHT_EVENTS chose one.
+static accel_status_t read_flight_dir(const char *dir, bool events_set) {
+  if (strlen(dir) >= sizeof(g_flight_dir)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "ACCEL_FLIGHT_DIR is longer than %zu characters",
+                       sizeof(g_flight_dir) - 1);
+  }
+  snprintf(g_flight_dir, sizeof(g_flight_dir), "%s", dir);
+  if (!events_set) {
+    atomic_store(&g_flight_on, true);  // default ring size
+  }
+  install_signal_handlers();
+  return ACCEL_OK;
+}
+
 static accel_status_t read_flight_env(void) {
   const char *text = getenv("ACCEL_FLIGHT_EVENTS");
-  if (text != NULL && text[0] != '\0') {
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0 || *end != '\0' || text[0] == '-' || v > FLIGHT_MAX) {
-      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                         "ACCEL_FLIGHT_EVENTS=\"%s\" must be 0 to %u", text,
-                         FLIGHT_MAX);
-    }
-    uint32_t n = 0;
-    if (v > 0) {
-      n = 1;
-      while (n < v) {
-        n <<= 1;  // rings are powers of two
-      }
-    }
-    // Only threads that register later see a new size.
-    atomic_store(&g_flight_events, n);
-    atomic_store(&g_flight_on, n > 0);
+  bool events_set = text != NULL && text[0] != '\0';
+  if (events_set) {
+    ACCEL_RETURN_IF_ERROR(read_flight_events(text));
   }
   const char *dir = getenv("ACCEL_FLIGHT_DIR");
   if (dir != NULL && dir[0] != '\0') {
-    if (strlen(dir) >= sizeof(g_flight_dir)) {
-      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                         "ACCEL_FLIGHT_DIR is longer than %zu characters",
-                         sizeof(g_flight_dir) - 1);
-    }
-    snprintf(g_flight_dir, sizeof(g_flight_dir), "%s", dir);
-    if (text == NULL || text[0] == '\0') {
-      atomic_store(&g_flight_on, true);  // default ring size
-    }
-    install_signal_handlers();
+    ACCEL_RETURN_IF_ERROR(read_flight_dir(dir, events_set));
   }
   if (atomic_load(&g_flight_on) && atomic_load(&g_flight_events) > 0 &&
       !atomic_load(&g_disabled)) {
