@@ -61,7 +61,15 @@ accel_status_t accel_semaphore_signal(accel_semaphore_t *semaphore,
                                       uint64_t value) {
   ACCEL_CHECK_ARG(semaphore != NULL, "semaphore (NULL)");
   accel_trace_semaphore_signal(semaphore->device, semaphore, value);
-  return semaphore->device->driver->sync->signal(semaphore->drv, value);
+  accel_status_t st = semaphore->device->driver->sync->signal(semaphore->drv,
+                                                              value);
+  if (st != ACCEL_OK) {
+    // Say which call was refused: a failed semaphore's stored message alone
+    // reads as if this signal had failed the work it names.
+    return accel_error_context(st, "semaphore signal to %llu refused",
+                               (unsigned long long)value);
+  }
+  return ACCEL_OK;
 }
 
 accel_status_t accel_semaphore_fail(accel_semaphore_t *semaphore,
@@ -103,13 +111,15 @@ accel_status_t accel_semaphore_wait_many(uint32_t count,
                                          accel_wait_mode_t mode,
                                          uint64_t timeout_ns,
                                          uint32_t *out_index) {
-  ACCEL_CHECK_ARG(semaphores != NULL, "semaphores (NULL)");
-  ACCEL_CHECK_ARG(values != NULL, "values (NULL)");
+  // The count first: a count of 0 is the mistake to name, whatever the
+  // arrays are.
   if (count == 0 || count > ACCEL_MAX_WAIT_COUNT) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "semaphore wait: count %u must be 1 to %u", count,
                        ACCEL_MAX_WAIT_COUNT);
   }
+  ACCEL_CHECK_ARG(semaphores != NULL, "semaphores (NULL)");
+  ACCEL_CHECK_ARG(values != NULL, "values (NULL)");
   if (mode != ACCEL_WAIT_ALL && mode != ACCEL_WAIT_ANY) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "semaphore wait: unknown mode %d", (int)mode);

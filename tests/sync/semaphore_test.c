@@ -138,6 +138,16 @@ static void test_semaphore_fail_wakes_waiters(void **state) {
   assert_accel_status(accel_semaphore_query(sem, &v), ACCEL_ERROR_DEVICE_LOST);
   assert_int_equal(v, 0);
   assert_accel_status(accel_semaphore_signal(sem, 1), ACCEL_ERROR_DEVICE_LOST);
+  // The refused call is named before the stored message (issue 15: only the
+  // stored text came back).
+  assert_string_equal(accel_last_error(),
+                      "semaphore signal to 1 refused: peer went away");
+  // A count of 0 is named as such, whatever the arrays (it said "invalid
+  // semaphores (NULL)").
+  assert_accel_status(accel_semaphore_wait_many(0, NULL, NULL, ACCEL_WAIT_ALL,
+                                                0, NULL),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "count 0 must be 1 to"));
   // The first failure wins.
   assert_accel_ok(accel_semaphore_fail(sem, ACCEL_ERROR_ABORTED, "later"));
   assert_accel_status(accel_semaphore_wait(sem, 1, 0), ACCEL_ERROR_DEVICE_LOST);
