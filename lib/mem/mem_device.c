@@ -171,6 +171,13 @@ void accel_mem_unregister(accel_mem_device_t *mem, accel_mem_allocator_t *a) {
        p = &(*p)->next) {
     if (*p == a) {
       *p = a->next;
+      // Its counts stay in the device's: counters only ever grow.
+      mem->retired_allocs +=
+          atomic_load_explicit(&a->counters.alloc_count, memory_order_relaxed);
+      mem->retired_frees +=
+          atomic_load_explicit(&a->counters.free_count, memory_order_relaxed);
+      mem->retired_failures += atomic_load_explicit(
+          &a->counters.failure_count, memory_order_relaxed);
       break;
     }
   }

@@ -180,6 +180,11 @@ struct accel_mem_device {
   accel_mem_allocator_t *dedicated;
   // Owner of records whose memory moved elsewhere: frees only the record.
   accel_mem_allocator_t detached;
+  // Counts of allocators destroyed so far (allocations, frees, failures),
+  // under |lock|: the device's counters only ever grow.
+  uint64_t retired_allocs;
+  uint64_t retired_frees;
+  uint64_t retired_failures;
   // Record arenas (guarded by record_lock).
   pthread_mutex_t record_lock;
   // Free records, first out the one freed longest ago (a FIFO, under
@@ -307,7 +312,10 @@ void accel_mem_async_free_at(accel_buffer_t *buffer,
                              accel_semaphore_t *timeline, uint64_t value);
 // Backing bytes of the blocks a stream-ordered pool caches (counted as in
 // use by the allocators behind it).
-uint64_t accel_mem_async_cached_backing(accel_mem_allocator_t *a);
+// and in |*out_blocks| how many blocks those are (live buffers of the
+// backing allocators that no user holds).
+uint64_t accel_mem_async_cached_backing(accel_mem_allocator_t *a,
+                                        uint64_t *out_blocks);
 
 // Reports a free of a buffer whose state is not live.
 accel_status_t accel_mem_owner_free_misuse(accel_buffer_t *buf,

@@ -427,6 +427,13 @@ accel_status_t accel_mem_paged_alloc(accel_mem_allocator_t *a, uint64_t size,
   if (st != ACCEL_OK) {
     goto err_free_va;
   }
+  // The record is complete before it is published in the live index: a
+  // lookup by address on another thread reads it under the lock, and must
+  // not race with these stores (ThreadSanitizer caught the record being
+  // written after the unlock).
+  accel_mem_record_init(buf, a, address, size, ACCEL_MEMORY_KIND_DEVICE);
+  buf->reserved_bytes = (uint64_t)pages * p->page_bytes;
+  buf->tag_index = tag;
   if (!live_insert_locked(p, buf)) {
     st = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                      "paged pool: cannot grow the buffer index");
@@ -434,9 +441,6 @@ accel_status_t accel_mem_paged_alloc(accel_mem_allocator_t *a, uint64_t size,
   }
   accel_mem_counters_alloc(&a->counters, size);
   pthread_mutex_unlock(&p->lock);
-  accel_mem_record_init(buf, a, address, size, ACCEL_MEMORY_KIND_DEVICE);
-  buf->reserved_bytes = (uint64_t)pages * p->page_bytes;
-  buf->tag_index = tag;
   *out = buf;
   return ACCEL_OK;
 
@@ -613,6 +617,12 @@ static accel_status_t block_alloc(paged_t *p, uint64_t size, uint32_t tag,
   }
   accel_mem_page_t *pg = p->block_pages;
   uint32_t block = pg->free_blocks[--pg->free_count];
+  uint64_t address = pg->address + (uint64_t)block * p->block_bytes;
+  // Complete before it is published in recs[] (as in the paged path).
+  accel_mem_record_init(buf, a, address, size, ACCEL_MEMORY_KIND_DEVICE);
+  buf->reserved_bytes = p->block_bytes;
+  buf->tag_index = tag;
+  buf->size_class = block;
   pg->live_blocks++;
   pg->recs[block] = buf;
   if (pg->free_count == 0) {
@@ -620,11 +630,6 @@ static accel_status_t block_alloc(paged_t *p, uint64_t size, uint32_t tag,
   }
   accel_mem_counters_alloc(&a->counters, size);
   pthread_mutex_unlock(&p->lock);
-  uint64_t address = pg->address + (uint64_t)block * p->block_bytes;
-  accel_mem_record_init(buf, a, address, size, ACCEL_MEMORY_KIND_DEVICE);
-  buf->reserved_bytes = p->block_bytes;
-  buf->tag_index = tag;
-  buf->size_class = block;
   void *host = a->device->driver->memory->host_pointer(a->device->drv, address);
   if (host != NULL) {
     ACCEL_MEM_UNPOISON(host, size);

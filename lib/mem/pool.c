@@ -29,6 +29,7 @@ typedef struct async_pool {
   accel_buffer_t *bins[ASYNC_BINS];
   uint64_t cached_bytes;         // reserved bytes of cached blocks
   uint64_t cached_backing_use;   // backing size of cached blocks
+  uint64_t cached_blocks;        // how many (live in the backing allocator)
   uint64_t held_bytes;           // reserved bytes of cached + live blocks
 } async_pool_t;
 
@@ -72,6 +73,7 @@ static void collect_locked(async_pool_t *p, uint64_t keep, bool force,
         *link = rec->next;
         p->cached_bytes -= rec->reserved_bytes;
         p->cached_backing_use -= rec->backing_size;
+        p->cached_blocks--;
         p->held_bytes -= rec->reserved_bytes;
         accel_mem_counters_reserve_locked(&p->pool.base.counters,
                                    -(int64_t)rec->reserved_bytes);
@@ -127,6 +129,7 @@ accel_status_t accel_mem_async_alloc(accel_mem_allocator_t *a,
     *best = hit->next;
     p->cached_bytes -= hit->reserved_bytes;
     p->cached_backing_use -= hit->backing_size;
+    p->cached_blocks--;
     accel_mem_counters_alloc_locked(&a->counters, size);
   }
   accel_mem_spin_unlock(&p->lock);
@@ -197,6 +200,7 @@ static void async_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
   p->bins[b] = buf;
   p->cached_bytes += buf->reserved_bytes;
   p->cached_backing_use += buf->backing_size;
+  p->cached_blocks++;
   if (p->cached_bytes > p->release_threshold) {
     collect_locked(p, p->release_threshold, false, &victims);
   }
@@ -244,10 +248,12 @@ static void async_destroy(accel_mem_allocator_t *a) {
   free(p);
 }
 
-uint64_t accel_mem_async_cached_backing(accel_mem_allocator_t *a) {
+uint64_t accel_mem_async_cached_backing(accel_mem_allocator_t *a,
+                                        uint64_t *out_blocks) {
   async_pool_t *p = (async_pool_t *)a;
   accel_mem_spin_lock(&p->lock);
   uint64_t v = p->cached_backing_use;
+  *out_blocks = p->cached_blocks;
   accel_mem_spin_unlock(&p->lock);
   return v;
 }
@@ -257,10 +263,29 @@ accel_status_t accel_mem_async_detach(accel_buffer_t *buf,
   accel_mem_allocator_t *a = buf->allocator;
   accel_buffer_t *carrier = NULL;
   ACCEL_RETURN_IF_ERROR(accel_mem_record_alloc(a->mem, &carrier));
-  *carrier = *buf;
-  carrier->next = NULL;
+  // Field by field, never the atomics: pending commands (a DMA retire on
+  // another thread) change |buf|'s reference count meanwhile, and a struct
+  // copy read it plainly (ThreadSanitizer caught it).
   accel_object_init(&carrier->object, buf->object.destroy);
+  carrier->device = buf->device;
+  carrier->address = buf->address;
+  carrier->size_bytes = buf->size_bytes;
+  carrier->kind = buf->kind;
   atomic_init(&carrier->state, ACCEL_BUFFER_STATE_OWNER_FREED);
+  carrier->allocator = buf->allocator;
+  carrier->tag_index = buf->tag_index;
+  carrier->size_class = buf->size_class;
+  carrier->reserved_bytes = buf->reserved_bytes;
+  carrier->backing = buf->backing;
+  carrier->free_timeline = buf->free_timeline;
+  carrier->free_seq = buf->free_seq;
+  carrier->backing_size = buf->backing_size;
+  carrier->u = buf->u;
+  carrier->next = NULL;
+  carrier->owner_next = buf->owner_next;
+  carrier->owner_prev = buf->owner_prev;
+  memcpy(carrier->tag, buf->tag, sizeof(carrier->tag));
+  carrier->read_only = buf->read_only;
   if (carrier->backing->vt->rebind != NULL) {
     carrier->backing->vt->rebind(carrier->backing, buf, carrier);
   }

@@ -155,8 +155,11 @@ accel_status_t accel_mempool_stats(const accel_mempool_t *pool,
 // The device's figures: every allocator's, pooled memory counted once.
 static void device_stats(accel_mem_device_t *mem, accel_mem_stats_t *out) {
   accel_mem_stats_t sum = {.struct_size = out->struct_size};
-  uint64_t cached = 0;
+  uint64_t cached = 0, cached_blocks = 0;
   pthread_mutex_lock(&mem->lock);
+  sum.alloc_count = mem->retired_allocs;
+  sum.free_count = mem->retired_frees;
+  sum.failure_count = mem->retired_failures;
   for (accel_mem_allocator_t *a = mem->allocators; a != NULL; a = a->next) {
     accel_mem_stats_t s = {0};
     allocator_stats(a, &s);
@@ -169,7 +172,9 @@ static void device_stats(accel_mem_device_t *mem, accel_mem_stats_t *out) {
       s.live_count = 0;
       s.bytes_reserved = 0;
       s.peak_bytes_reserved = 0;
-      cached += accel_mem_async_cached_backing(a);
+      uint64_t blocks = 0;
+      cached += accel_mem_async_cached_backing(a, &blocks);
+      cached_blocks += blocks;
     }
     accel_mem_stats_add(&sum, &s);
   }
@@ -177,6 +182,10 @@ static void device_stats(accel_mem_device_t *mem, accel_mem_stats_t *out) {
   accel_mem_stats_t pages = {0};
   accel_mem_counters_read(&mem->pages.counters, &pages);
   sum.bytes_in_use = sum.bytes_in_use > cached ? sum.bytes_in_use - cached : 0;
+  // Blocks a stream-ordered pool caches are live in its backing allocator
+  // but held by no user.
+  sum.live_count =
+      sum.live_count > cached_blocks ? sum.live_count - cached_blocks : 0;
   sum.bytes_reserved += pages.bytes_reserved;
   sum.failure_count += pages.failure_count;
   sum.fragmentation =

@@ -139,6 +139,56 @@ static void test_async_reuse_follows_the_freeing_streams_timeline(
 
 // With a release threshold of 0 a pool keeps nothing once the free point
 // has completed; with UINT64_MAX it keeps everything until trimmed.
+// The device's figures count what users hold: after 100 stream-ordered
+// alloc/free pairs nothing is live and no byte is in use (the pool's cached
+// blocks, live in the allocator behind it, are not users' buffers; it said
+// 51 live), three held buffers are three; and the alloc and free counts
+// never go down, also when a pool is destroyed (issue 15).
+static void test_device_stats_count_what_users_hold(void **state) {
+  fixture_t *f = *state;
+  accel_device_t *dev = f->env->device;
+  accel_mem_stats_t before = {.struct_size = sizeof(before)};
+  assert_accel_ok(accel_device_mem_stats(dev, &before));
+  for (int i = 0; i < 100; ++i) {
+    accel_buffer_t *b = alloc_async(f->s1, 256 + 64 * (uint64_t)i, NULL);
+    assert_accel_ok(accel_buffer_free_async(f->s1, b));
+  }
+  assert_accel_ok(accel_stream_synchronize(f->s1, ACCEL_TIMEOUT_INFINITE));
+  accel_mem_stats_t st = {.struct_size = sizeof(st)};
+  assert_accel_ok(accel_device_mem_stats(dev, &st));
+  assert_int_equal(st.live_count, before.live_count);
+  assert_int_equal(st.bytes_in_use, before.bytes_in_use);
+  accel_buffer_t *held[3];
+  for (int i = 0; i < 3; ++i) {
+    held[i] = alloc_async(f->s1, 1000, NULL);
+  }
+  assert_accel_ok(accel_device_mem_stats(dev, &st));
+  assert_int_equal(st.live_count, before.live_count + 3);
+  // In use: the blocks behind them (1000 bytes take a 1 KiB slab block).
+  assert_int_equal(st.bytes_in_use, before.bytes_in_use + 3 * 1024);
+  for (int i = 0; i < 3; ++i) {
+    assert_accel_ok(accel_buffer_free_async(f->s1, held[i]));
+  }
+  // A pool's counts stay in the device's after the pool is gone.
+  accel_mempool_desc_t pd = {.struct_size = sizeof(pd),
+                             .type = ACCEL_MEMPOOL_TYPE_PAGED};
+  accel_mempool_t *pool = NULL;
+  assert_accel_ok(accel_mempool_create(dev, &pd, &pool));
+  accel_buffer_desc_t d = {.struct_size = sizeof(d), .size_bytes = 4 << 20,
+                           .pool = pool};
+  accel_buffer_t *b = NULL;
+  assert_accel_ok(accel_buffer_alloc(dev, &d, &b));
+  assert_accel_ok(accel_buffer_free(b));
+  accel_mem_stats_t with = {.struct_size = sizeof(with)};
+  assert_accel_ok(accel_device_mem_stats(dev, &with));
+  assert_accel_ok(accel_mempool_destroy(pool));
+  accel_mem_stats_t after = {.struct_size = sizeof(after)};
+  assert_accel_ok(accel_device_mem_stats(dev, &after));
+  assert_true(after.alloc_count >= with.alloc_count);
+  assert_true(after.free_count >= with.free_count);
+  assert_true(with.alloc_count > before.alloc_count);
+}
+
 static void test_async_release_threshold_bounds_cached_memory(void **state) {
   fixture_t *f = *state;
   accel_mempool_desc_t pd = {.struct_size = sizeof(pd),
@@ -324,6 +374,7 @@ static void test_async_pool_is_shared_safely_by_threads(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_async_free_is_reused_at_once_on_the_same_stream),
+      cmocka_unit_test(test_device_stats_count_what_users_hold),
       cmocka_unit_test(
           test_async_free_is_reused_by_another_stream_only_after_completion),
       cmocka_unit_test(test_async_reuse_follows_the_freeing_streams_timeline),
