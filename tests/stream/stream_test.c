@@ -433,7 +433,13 @@ static void test_stream_destroy_with_abort_cancels_pending_work(void **state) {
   assert_accel_ok(accel_stream_wait(s, gate, 1));  // never signalled
   assert_accel_ok(accel_stream_host_call(s, count_fn, &c));
   assert_accel_ok(accel_stream_signal(s, done, 1));
-  usleep(20000);  // let the worker reach the wait and park on it
+  // The first call has run (waited for: a loaded machine under a sanitizer
+  // can take longer than any fixed sleep to get the worker there), then
+  // give the worker time to reach the wait and park on it.
+  for (int i = 0; i < 10000 && atomic_load(&c.value) == 0; ++i) {
+    usleep(1000);
+  }
+  usleep(20000);
   accel_stream_destroy(s);
   assert_int_equal(atomic_load(&c.value), 1);
   assert_accel_status(accel_semaphore_wait(done, 1, ACCEL_TIMEOUT_INFINITE),
