@@ -51,7 +51,7 @@ err_release_va:
   return st;
 }
 
-static void track(dedicated_t *d, accel_buffer_t *buf) {
+static void dedicated_track_live(dedicated_t *d, accel_buffer_t *buf) {
   pthread_mutex_lock(&d->lock);
   buf->owner_prev = NULL;
   buf->owner_next = d->live;
@@ -62,10 +62,10 @@ static void track(dedicated_t *d, accel_buffer_t *buf) {
   pthread_mutex_unlock(&d->lock);
 }
 
-static accel_status_t finish(accel_mem_allocator_t *a, accel_buffer_t *buf,
-                             accel_drv_phys_t *phys, uint64_t address,
-                             uint64_t size, uint64_t mapped, bool exportable,
-                             uint32_t tag) {
+static accel_status_t dedicated_record_init(
+    accel_mem_allocator_t *a, accel_buffer_t *buf, accel_drv_phys_t *phys,
+    uint64_t address, uint64_t size, uint64_t mapped, bool exportable,
+    uint32_t tag) {
   accel_mem_record_init(buf, a, address, size, ACCEL_MEMORY_KIND_DEVICE);
   memset(&buf->u, 0, sizeof(buf->u));
   buf->u.dedicated.phys = phys;
@@ -75,7 +75,7 @@ static accel_status_t finish(accel_mem_allocator_t *a, accel_buffer_t *buf,
   buf->tag_index = tag;
   accel_mem_counters_alloc(&a->counters, size);
   accel_mem_counters_reserve(&a->counters, (int64_t)mapped);
-  track((dedicated_t *)a, buf);
+  dedicated_track_live((dedicated_t *)a, buf);
   return ACCEL_OK;
 }
 
@@ -104,7 +104,7 @@ accel_status_t accel_mem_dedicated_alloc(accel_mem_allocator_t *a,
   if (st != ACCEL_OK) {
     goto err_release_phys;
   }
-  finish(a, buf, phys, address, size, mapped, exportable, tag);
+  dedicated_record_init(a, buf, phys, address, size, mapped, exportable, tag);
   *out = buf;
   return ACCEL_OK;
 
@@ -141,7 +141,7 @@ accel_status_t accel_mem_dedicated_import(accel_mem_allocator_t *a, int fd,
   if (st != ACCEL_OK) {
     goto err_release_phys;
   }
-  finish(a, buf, phys, address, size, mapped, false, 0);
+  dedicated_record_init(a, buf, phys, address, size, mapped, false, 0);
   buf->read_only = (flags & ACCEL_IMPORT_FLAG_READ_ONLY) != 0;
   *out = buf;
   return ACCEL_OK;
