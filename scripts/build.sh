@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 flavour="${1:-release}"
 werror="-Dwerror=true"
 case "$flavour" in
-  release) dir=build; opts="" ;;
+  # release: meson's release build type (-O3, NDEBUG), as users build it;
+  # the sanitizer builds keep debugoptimized (-O2 -g, assertions on).
+  release) dir=build; opts="-Dbuildtype=release" ;;
   asan) dir=build-asan; opts="-Db_sanitize=address,undefined -Db_lundef=false" ;;
   tsan) dir=build-tsan; opts="-Db_sanitize=thread -Db_lundef=false" ;;
   *) echo "usage: scripts/build.sh [release|asan|tsan]" >&2; exit 2 ;;

@@ -275,7 +275,7 @@ static accel_status_t member(json_object *obj, const char *where,
 
 static accel_status_t get_string(json_object *obj, const char *where,
                                  const char *key, char *out, size_t size) {
-  json_object *v;
+  json_object *v = NULL;
   ACCEL_RETURN_IF_ERROR(member(obj, where, key, json_type_string, &v));
   const char *s = json_object_get_string(v);
   if (strlen(s) >= size) {
@@ -289,7 +289,7 @@ static accel_status_t get_string(json_object *obj, const char *where,
 static accel_status_t get_int(json_object *obj, const char *where,
                               const char *key, int64_t lo, int64_t hi,
                               int64_t *out) {
-  json_object *v;
+  json_object *v = NULL;
   ACCEL_RETURN_IF_ERROR(member(obj, where, key, json_type_int, &v));
   errno = 0;
   int64_t x = json_object_get_int64(v);
@@ -326,7 +326,7 @@ static accel_status_t get_hex(json_object *obj, const char *where,
 
 static accel_status_t get_bool(json_object *obj, const char *where,
                                const char *key, bool *out) {
-  json_object *v;
+  json_object *v = NULL;
   ACCEL_RETURN_IF_ERROR(member(obj, where, key, json_type_boolean, &v));
   *out = json_object_get_boolean(v) != 0;
   return ACCEL_OK;
