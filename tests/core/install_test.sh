@@ -31,6 +31,22 @@ for tool in accel-info accel-topo accel-pack accel-inspect accel-trace accel-ben
   esac
 done
 [ -f "$libdir/libaccel.a" ] && pass "libaccel.a installed" || fail "libaccel.a not installed"
+for f in "$libdir/libaccel-lttng.so.0" "$libdir/accel/kernels/libaccel_host_kernels.so" \
+         "$prefix/share/doc/accel/architecture.md" "$prefix/share/doc/accel/examples/streams.c" \
+         "$prefix/share/bash-completion/completions/accel-topo"; do
+  case "$f" in
+    *lttng*) pkg-config --exists lttng-ust 2>/dev/null || continue ;;
+  esac
+  [ -e "$f" ] && pass "installed ${f#$prefix/}" || fail "missing ${f#$prefix/}"
+done
+# The completion loads and offers accel-bench's subcommands.
+if command -v bash >/dev/null 2>&1; then
+  got=$(PATH="$prefix/bin:$PATH" bash -c '
+    . "$1"; COMP_WORDS=(accel-bench la); COMP_CWORD=1; _accel_tool
+    printf "%s\n" "${COMPREPLY[@]}"' _ "$prefix/share/bash-completion/completions/accel-bench")
+  [ "$got" = "launch" ] && pass "bash completion offers accel-bench launch" ||
+    fail "bash completion gave '$got'"
+fi
 
 cat > "$tmp/consumer.c" <<'EOF'
 #include <accel/accel.h>
