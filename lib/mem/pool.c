@@ -282,8 +282,10 @@ accel_status_t accel_mem_async_detach(accel_buffer_t *buf,
   carrier->backing_size = buf->backing_size;
   carrier->u = buf->u;
   carrier->next = NULL;
-  carrier->owner_next = buf->owner_next;
-  carrier->owner_prev = buf->owner_prev;
+  // The owner's list links are read and moved by rebind, under the backing
+  // allocator's lock (another thread's free rewrites them).
+  carrier->owner_next = NULL;
+  carrier->owner_prev = NULL;
   memcpy(carrier->tag, buf->tag, sizeof(carrier->tag));
   carrier->read_only = buf->read_only;
   if (carrier->backing->vt->rebind != NULL) {
