@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks the module order of docs/architecture.md over lib/.
+"""Checks the module order of docs/architecture.md over lib/, and the lock
+discipline: every function named *_locked asserts its lock.
 
 A module may use (include a header of, or call a function defined in) only
 the modules below it that lib/meson.build lists for it in `accel_layers`, the
@@ -25,6 +26,10 @@ DEFINE_RE = re.compile(
     r'^(?!static\b)(?:[A-Za-z_][\w \t\*]*?[\s\*])(accel_\w+)\s*\([^;{]*\)\s*\{',
     re.M)
 CALL_RE = re.compile(r'\b(accel_\w+)\s*\(')
+# A function named *_locked and the first statements of its body.
+LOCKED_RE = re.compile(
+    r'^[A-Za-z_][\w \t\*]*?[\s\*](\w+_locked)\s*\([^;{]*\)\s*\{((?:[^}]|\n){0,400})',
+    re.M)
 COMMENT_RE = re.compile(r'//[^\n]*|/\*.*?\*/', re.S)
 STRING_RE = re.compile(r'"(?:\\.|[^"\\\n])*"')
 
@@ -113,6 +118,16 @@ def main():
             if target is not None and target not in allowed:
                 problems.append('%s calls %s (%s): %s may not use %s' %
                                 (rel, name, target, mod, target))
+    # Lock discipline: a function that needs a lock held asserts it.
+    for rel, mod, text, code in files:
+        if not rel.endswith('.c'):
+            continue
+        for name, body in LOCKED_RE.findall(code):
+            if 'ACCEL_ASSERT_HELD' not in body and \
+                    'ACCEL_ASSERT_SPIN_HELD' not in body:
+                problems.append('%s: %s does not assert its lock '
+                                '(ACCEL_ASSERT_HELD, core/lock.h)' %
+                                (rel, name))
     for p in problems:
         print(p)
     if problems:

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/lock.h"
 #include "core/error.h"
 #include "dma/dma_impl.h"
 #include "mem/buffer_impl.h"
@@ -180,7 +181,11 @@ void accel_dma_queue_destroy(accel_dma_queue_t *queue) {
     }
   }
   destroy_rings(queue, queue->ring_count);
+  // Nobody else calls on the queue any more; the lock is taken all the same
+  // so that retire's lock assertion holds (core/lock.h).
+  pthread_mutex_lock(&queue->submit_lock);
   accel_dma_queue_retire_locked(queue, UINT64_MAX);
+  pthread_mutex_unlock(&queue->submit_lock);
   free(queue->held);
   accel_dma_staging_free(&queue->staging);
   pthread_mutex_destroy(&queue->submit_lock);
@@ -190,6 +195,7 @@ void accel_dma_queue_destroy(accel_dma_queue_t *queue) {
 
 accel_status_t accel_dma_queue_reserve_held_locked(accel_dma_queue_t *q,
                                                   uint64_t extra) {
+  ACCEL_ASSERT_HELD(&q->submit_lock);
   if (q->held_count + extra <= q->held_capacity) {
     return ACCEL_OK;
   }
@@ -215,6 +221,7 @@ accel_status_t accel_dma_queue_reserve_held_locked(accel_dma_queue_t *q,
 
 void accel_dma_queue_hold_locked(accel_dma_queue_t *q,
                                  accel_object_t *object) {
+  ACCEL_ASSERT_HELD(&q->submit_lock);
   accel_object_retain(object);
   uint64_t i = (q->held_front + q->held_count++) & (q->held_capacity - 1);
   q->held[i] = (accel_dma_held_t){.position = UINT64_MAX, .object = object};
@@ -222,12 +229,14 @@ void accel_dma_queue_hold_locked(accel_dma_queue_t *q,
 
 void accel_dma_queue_seal_held_locked(accel_dma_queue_t *q, uint64_t count,
                                       uint64_t position) {
+  ACCEL_ASSERT_HELD(&q->submit_lock);
   for (uint64_t k = q->held_count - count; k < q->held_count; ++k) {
     q->held[(q->held_front + k) & (q->held_capacity - 1)].position = position;
   }
 }
 
 void accel_dma_queue_retire_locked(accel_dma_queue_t *q, uint64_t head) {
+  ACCEL_ASSERT_HELD(&q->submit_lock);
   while (q->held_count > 0) {
     accel_dma_held_t *h = &q->held[q->held_front & (q->held_capacity - 1)];
     if (h->position > head) {
@@ -240,6 +249,7 @@ void accel_dma_queue_retire_locked(accel_dma_queue_t *q, uint64_t head) {
 }
 
 static void retire_head_locked(accel_dma_queue_t *q) {
+  ACCEL_ASSERT_HELD(&q->submit_lock);
   // Acquire: the engine finished with what it retired.
   accel_dma_queue_retire_locked(
       q, atomic_load_explicit(q->rings[0].mem.head, memory_order_acquire));

@@ -5,10 +5,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/lock.h"
 #include "core/error.h"
 #include "dma/dma_impl.h"
 
 accel_status_t accel_dma_staging_ensure_locked(accel_dma_queue_t *q) {
+  ACCEL_ASSERT_HELD(&q->submit_lock);
   accel_dma_staging_t *s = &q->staging;
   if (s->base != NULL) {
     return ACCEL_OK;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/lock.h"
 #include "core/error.h"
 #include "dma/dma_impl.h"
 #include "dma/dma_plan.h"
@@ -146,6 +147,7 @@ void accel_dma_emit_now(plan_t *p, uint32_t ring,
 // descriptor stores done instead of waiting for them.
 static void commit_locked(accel_dma_queue_t *q, plan_t *p,
                           uint32_t desc_count) {
+  ACCEL_ASSERT_HELD(&q->submit_lock);
   flush_pending(p);
   accel_dma_queue_seal_held_locked(q, p->holds, q->rings[0].tail);
   q->submit_count = p->submit_id;
@@ -213,6 +215,7 @@ static void single_copy_desc(accel_dma_hw_desc_t *d, const plan_t *p,
 // Whether every ring of |q| retired everything written to it (nothing is
 // pending that a new submit would have to run after). Needs the lock.
 static bool queue_idle_locked(const accel_dma_queue_t *q) {
+  ACCEL_ASSERT_HELD((pthread_mutex_t *)&q->submit_lock);
   for (uint32_t i = 0; i < q->ring_count; ++i) {
     const accel_dma_ring_state_t *r = &q->rings[i];
     // Acquire: the engine's work for the retired descriptors is visible.
@@ -230,6 +233,7 @@ static accel_status_t execute_now_locked(accel_dma_queue_t *q,
                                          const accel_dma_desc_t *desc,
                                          accel_semaphore_t *sem,
                                          uint64_t value) {
+  ACCEL_ASSERT_HELD(&q->submit_lock);
   accel_dma_ring_state_t *r = &q->rings[0];
   plan_t p = {
       .q = q,
@@ -397,6 +401,7 @@ static accel_status_t validate_all(const accel_dma_queue_t *q,
 // how many descriptors each ring needs) or is refused before anything is
 // written. Submit lock held.
 static accel_status_t check_room_locked(plan_t *p) {
+  ACCEL_ASSERT_HELD(&p->q->submit_lock);
   accel_dma_queue_t *q = p->q;
   for (uint32_t i = 0; i < q->ring_count; ++i) {
     accel_dma_ring_state_t *r = &q->rings[i];
@@ -432,6 +437,7 @@ static accel_status_t check_room_locked(plan_t *p) {
 // earlier submits held is dropped now and then (reading the engine's head
 // moves its cache line).
 static accel_status_t prepare_locked(accel_dma_queue_t *q, bool pageable) {
+  ACCEL_ASSERT_HELD(&q->submit_lock);
   ACCEL_RETURN_IF_ERROR(accel_dma_queue_check_failed(q));
   if (pageable) {
     ACCEL_RETURN_IF_ERROR(accel_dma_staging_ensure_locked(q));
@@ -454,6 +460,7 @@ static accel_status_t plan_passes_locked(
     accel_semaphore_t *const *wait_semaphores, const uint64_t *wait_values,
     uint32_t signal_count, accel_semaphore_t *const *signal_semaphores,
     const uint64_t *signal_values) {
+  ACCEL_ASSERT_HELD(&p->q->submit_lock);
   accel_dma_queue_t *q = p->q;
   if ((q->flags & ACCEL_DMA_QUEUE_FLAG_NON_BLOCKING) != 0) {
     accel_dma_plan_submit(p, descs, stride, boxes, desc_count, wait_count,

@@ -69,18 +69,23 @@ void accel_mem_counters_alloc(accel_mem_counters_t *c, uint64_t bytes);
 void accel_mem_counters_free(accel_mem_counters_t *c, uint64_t bytes);
 void accel_mem_counters_reserve(accel_mem_counters_t *c, int64_t delta);
 void accel_mem_counters_fail(accel_mem_counters_t *c);
-// The same updates for counters whose writers all hold one lock: plain
-// loads and stores instead of locked instructions (failure_count excepted).
-void accel_mem_counters_alloc_locked(accel_mem_counters_t *c, uint64_t bytes);
-void accel_mem_counters_free_locked(accel_mem_counters_t *c, uint64_t bytes);
-void accel_mem_counters_reserve_locked(accel_mem_counters_t *c,
-                                       int64_t delta);
+typedef struct accel_mem_spinlock accel_mem_spinlock_t;
+
+// The same updates for counters whose writers all hold one lock, |held|
+// (checked in debug builds): plain loads and stores instead of locked
+// instructions (failure_count excepted).
+void accel_mem_counters_alloc_locked(accel_mem_counters_t *c, uint64_t bytes,
+                                     const accel_mem_spinlock_t *held);
+void accel_mem_counters_free_locked(accel_mem_counters_t *c, uint64_t bytes,
+                                    const accel_mem_spinlock_t *held);
+void accel_mem_counters_reserve_locked(accel_mem_counters_t *c, int64_t delta,
+                                       const accel_mem_spinlock_t *held);
 
 // A test-and-test-and-set spin lock for short critical sections on hot
 // paths (uncontended cost: one exchange and one store).
-typedef struct accel_mem_spinlock {
+struct accel_mem_spinlock {
   _Atomic uint32_t word;
-} accel_mem_spinlock_t;
+};
 
 static inline void accel_mem_spin_lock(accel_mem_spinlock_t *l) {
   // Acquire: the previous holder's writes become visible to us.

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/lock.h"
 #include "mem/mem_internal.h"
 
 struct accel_mem_page {
@@ -61,6 +62,7 @@ static accel_mem_page_t *page_new(void) {
 // Takes a physical page (from the pool's free pages, else the page source or
 // the driver), within the pool's limit. Lock held.
 static accel_status_t page_take_locked(paged_t *p, accel_mem_page_t **out) {
+  ACCEL_ASSERT_HELD(&p->lock);
   accel_mem_allocator_t *a = &p->pool.base;
   if (p->free_pages != NULL) {
     accel_mem_page_t *pg = p->free_pages;
@@ -105,6 +107,7 @@ static accel_status_t page_take_locked(paged_t *p, accel_mem_page_t **out) {
 // can be cleared first. Lock held.
 static void page_return_locked(paged_t *p, accel_mem_page_t *pg,
                                uint64_t mapped_at) {
+  ACCEL_ASSERT_HELD(&p->lock);
   accel_mem_allocator_t *a = &p->pool.base;
   accel_device_t *dev = a->device;
   if (p->page_bytes == ACCEL_MEM_CHUNK_BYTES) {
@@ -127,6 +130,7 @@ static void page_return_locked(paged_t *p, accel_mem_page_t *pg,
 // Releases free pages beyond |keep| bytes. They are unmapped, so map each one
 // at a scratch address to clear it. Lock held.
 static void trim_locked(paged_t *p, uint64_t keep) {
+  ACCEL_ASSERT_HELD(&p->lock);
   accel_device_t *dev = p->pool.base.device;
   while (p->free_pages != NULL && p->free_page_count * p->page_bytes > keep) {
     accel_mem_page_t *pg = p->free_pages;
@@ -151,6 +155,7 @@ static void trim_locked(paged_t *p, uint64_t keep) {
 
 static bool va_alloc_locked(paged_t *p, uint64_t bytes, uint64_t alignment,
                             uint64_t *out) {
+  ACCEL_ASSERT_HELD(&p->lock);
   for (uint32_t i = 0; i < p->free_va_count; ++i) {
     va_extent_t *e = &p->free_va[i];
     uint64_t start = accel_mem_round_up(e->start, alignment);
@@ -192,6 +197,7 @@ static bool va_alloc_locked(paged_t *p, uint64_t bytes, uint64_t alignment,
 }
 
 static void va_free_locked(paged_t *p, uint64_t start, uint64_t bytes) {
+  ACCEL_ASSERT_HELD(&p->lock);
   uint32_t i = 0;
   while (i < p->free_va_count && p->free_va[i].start < start) {
     i++;
@@ -231,6 +237,7 @@ static void va_free_locked(paged_t *p, uint64_t start, uint64_t bytes) {
 
 // Takes [start, start + bytes) out of the free ranges if all of it is free.
 static bool va_claim_locked(paged_t *p, uint64_t start, uint64_t bytes) {
+  ACCEL_ASSERT_HELD(&p->lock);
   for (uint32_t i = 0; i < p->free_va_count; ++i) {
     va_extent_t *e = &p->free_va[i];
     if (e->start == start && e->bytes >= bytes) {
@@ -251,6 +258,7 @@ static bool va_claim_locked(paged_t *p, uint64_t start, uint64_t bytes) {
 // ---------------------------------------------------------------------------
 
 static uint32_t live_find_locked(paged_t *p, uint64_t address) {
+  ACCEL_ASSERT_HELD(&p->lock);
   uint32_t lo = 0, hi = p->live_count;
   while (lo < hi) {
     uint32_t mid = (lo + hi) / 2;
@@ -264,6 +272,7 @@ static uint32_t live_find_locked(paged_t *p, uint64_t address) {
 }
 
 static bool live_insert_locked(paged_t *p, accel_buffer_t *buf) {
+  ACCEL_ASSERT_HELD(&p->lock);
   if (p->live_count == p->live_capacity) {
     uint32_t cap = p->live_capacity ? p->live_capacity * 2 : 64;
     accel_buffer_t **grown = realloc(p->live, cap * sizeof(*grown));
@@ -282,6 +291,7 @@ static bool live_insert_locked(paged_t *p, accel_buffer_t *buf) {
 }
 
 static void live_remove_locked(paged_t *p, accel_buffer_t *buf) {
+  ACCEL_ASSERT_HELD(&p->lock);
   uint32_t i = live_find_locked(p, buf->address);
   if (i < p->live_count && p->live[i] == buf) {
     memmove(&p->live[i], &p->live[i + 1],
@@ -298,6 +308,7 @@ static void live_remove_locked(paged_t *p, accel_buffer_t *buf) {
 // are unmapped and returned to the free list. Lock held.
 static accel_status_t map_pages_locked(paged_t *p, accel_buffer_t *buf,
                                        uint32_t to) {
+  ACCEL_ASSERT_HELD(&p->lock);
   accel_device_t *dev = p->pool.base.device;
   if (to > buf->u.paged.page_capacity) {
     uint32_t cap = buf->u.paged.page_capacity ? buf->u.paged.page_capacity
@@ -347,6 +358,7 @@ static accel_status_t map_pages_locked(paged_t *p, accel_buffer_t *buf,
 }
 
 static void unmap_all_locked(paged_t *p, accel_buffer_t *buf) {
+  ACCEL_ASSERT_HELD(&p->lock);
   accel_device_t *dev = p->pool.base.device;
   void *host = dev->driver->memory->host_pointer(dev->drv, buf->address);
   if (host != NULL) {
@@ -538,6 +550,7 @@ static void paged_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
 // ---------------------------------------------------------------------------
 
 static accel_status_t block_page_add_locked(paged_t *p) {
+  ACCEL_ASSERT_HELD(&p->lock);
   accel_device_t *dev = p->pool.base.device;
   accel_mem_page_t *pg = NULL;
   ACCEL_RETURN_IF_ERROR(page_take_locked(p, &pg));

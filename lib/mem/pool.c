@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/lock.h"
 #include "mem/mem_internal.h"
 #include "sync/semaphore_impl.h"
 
@@ -65,6 +66,7 @@ static void give_back(accel_buffer_t *rec) {
 // |*out|. Lock held.
 static void collect_locked(async_pool_t *p, uint64_t keep, bool force,
                            accel_buffer_t **out) {
+  ACCEL_ASSERT_SPIN_HELD(atomic_load_explicit(&p->lock.word, memory_order_relaxed) != 0);
   for (int b = ASYNC_BINS - 1; b >= 0 && p->cached_bytes > keep; --b) {
     accel_buffer_t **link = &p->bins[b];
     while (*link != NULL && p->cached_bytes > keep) {
@@ -76,7 +78,7 @@ static void collect_locked(async_pool_t *p, uint64_t keep, bool force,
         p->cached_blocks--;
         p->held_bytes -= rec->reserved_bytes;
         accel_mem_counters_reserve_locked(&p->pool.base.counters,
-                                   -(int64_t)rec->reserved_bytes);
+                                   -(int64_t)rec->reserved_bytes, &p->lock);
         rec->next = *out;
         *out = rec;
       } else {
@@ -130,7 +132,7 @@ accel_status_t accel_mem_async_alloc(accel_mem_allocator_t *a,
     p->cached_bytes -= hit->reserved_bytes;
     p->cached_backing_use -= hit->backing_size;
     p->cached_blocks--;
-    accel_mem_counters_alloc_locked(&a->counters, size);
+    accel_mem_counters_alloc_locked(&a->counters, size, &p->lock);
   }
   accel_mem_spin_unlock(&p->lock);
   if (hit == NULL) {
@@ -171,8 +173,8 @@ accel_status_t accel_mem_async_alloc(accel_mem_allocator_t *a,
     accel_mem_spin_lock(&p->lock);
     p->held_bytes += hit->reserved_bytes;
     accel_mem_counters_reserve_locked(&a->counters,
-                                      (int64_t)hit->reserved_bytes);
-    accel_mem_counters_alloc_locked(&a->counters, size);
+                                      (int64_t)hit->reserved_bytes, &p->lock);
+    accel_mem_counters_alloc_locked(&a->counters, size, &p->lock);
     accel_mem_spin_unlock(&p->lock);
   }
   // A reused block keeps its last freeing stream's timeline (retained):
@@ -195,7 +197,7 @@ static void async_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
   int b = bin_of(buf->backing_size, 1);
   accel_buffer_t *victims = NULL;
   accel_mem_spin_lock(&p->lock);
-  accel_mem_counters_free_locked(&a->counters, buf->size_bytes);
+  accel_mem_counters_free_locked(&a->counters, buf->size_bytes, &p->lock);
   buf->next = p->bins[b];
   p->bins[b] = buf;
   p->cached_bytes += buf->reserved_bytes;

@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/lock.h"
 #include "mem/mem_internal.h"
 
 #define SLAB_CLASS_COUNT 28
@@ -135,6 +136,7 @@ static inline void bumpu(_Atomic uint64_t *c) {
 
 // Sum of the caches' in-use bytes. tc_lock held.
 static int64_t caches_in_use_locked(slab_t *s) {
+  ACCEL_ASSERT_HELD(&s->tc_lock);
   int64_t sum = 0;
   for (slab_tcache_t *tc = s->caches; tc != NULL; tc = tc->next_in_slab) {
     sum += atomic_load_explicit(&tc->bytes_in_use, memory_order_relaxed);
@@ -164,6 +166,7 @@ static void list_push(slab_t *s, accel_mem_slab_chunk_t *c) {
 }
 
 static void chunk_release_locked(slab_t *s, accel_mem_slab_chunk_t *c) {
+  ACCEL_ASSERT_HELD(&s->depot_lock);
   accel_mem_device_t *mem = s->pool.base.mem;
   const accel_driver_t *drv = mem->device->driver;
   accel_mem_pages_give(mem, c->phys, c->address);
@@ -186,6 +189,7 @@ static void chunk_release_locked(slab_t *s, accel_mem_slab_chunk_t *c) {
 
 static accel_status_t chunk_create_locked(slab_t *s, int size_class,
                                           accel_mem_slab_chunk_t **out) {
+  ACCEL_ASSERT_HELD(&s->depot_lock);
   accel_mem_device_t *mem = s->pool.base.mem;
   accel_device_t *dev = mem->device;
   if (s->free_slot_count == 0) {
@@ -266,6 +270,7 @@ err_free_chunk:
 }
 
 static accel_status_t spare_record_locked(slab_t *s, accel_buffer_t **out) {
+  ACCEL_ASSERT_HELD(&s->depot_lock);
   if (s->spare_records != NULL) {
     *out = s->spare_records;
     s->spare_records = (*out)->next;
@@ -338,6 +343,7 @@ static accel_status_t refill(slab_t *s, slab_tcache_t *sh, int c) {
 
 // Returns |n| records of class |c| to their chunks. Depot lock held.
 static void depot_put_locked(slab_t *s, accel_buffer_t **recs, uint32_t n) {
+  ACCEL_ASSERT_HELD(&s->depot_lock);
   for (uint32_t i = 0; i < n; ++i) {
     accel_buffer_t *rec = recs[i];
     accel_mem_slab_chunk_t *chunk = rec->u.slab.chunk;
@@ -714,13 +720,17 @@ static void slab_destroy(accel_mem_allocator_t *a) {
   pthread_mutex_unlock(&s->tc_lock);
   pthread_mutex_destroy(&s->tc_lock);
   // Cached records are bound to their blocks: releasing the chunks moves
-  // them to the spare list, which then goes back to the device.
+  // them to the spare list, which then goes back to the device. (No other
+  // thread uses the slab any more; the depot lock is taken for the lock
+  // assertion of chunk_release_locked.)
+  pthread_mutex_lock(&s->depot_lock);
   for (uint32_t i = 0; i < s->slot_count; ++i) {
     accel_mem_slab_chunk_t *c = s->chunks[i];
     if (c != NULL) {
       chunk_release_locked(s, c);
     }
   }
+  pthread_mutex_unlock(&s->depot_lock);
   while (s->spare_records != NULL) {
     accel_buffer_t *r = s->spare_records;
     s->spare_records = r->next;

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "core/lock.h"
 #include "mem/mem_internal.h"
 
 static void raise_peak(_Atomic uint64_t *peak, uint64_t value) {
@@ -53,31 +54,39 @@ static inline void add_u(_Atomic uint64_t *c, uint64_t d) {
                         memory_order_relaxed);
 }
 
-static inline void peak_locked(_Atomic uint64_t *peak, int64_t now) {
+static inline void raise_peak_single_writer(_Atomic uint64_t *peak, int64_t now) {
   if (now > 0 &&
       (uint64_t)now > atomic_load_explicit(peak, memory_order_relaxed)) {
     atomic_store_explicit(peak, (uint64_t)now, memory_order_relaxed);
   }
 }
 
-void accel_mem_counters_alloc_locked(accel_mem_counters_t *c, uint64_t bytes) {
+void accel_mem_counters_alloc_locked(accel_mem_counters_t *c, uint64_t bytes,
+                                     const accel_mem_spinlock_t *held) {
+  ACCEL_ASSERT_SPIN_HELD(
+      atomic_load_explicit(&held->word, memory_order_relaxed) != 0);
   add_i(&c->bytes_in_use, (int64_t)bytes);
   add_i(&c->live_count, 1);
   add_u(&c->alloc_count, 1);
-  peak_locked(&c->peak_in_use,
+  raise_peak_single_writer(&c->peak_in_use,
               atomic_load_explicit(&c->bytes_in_use, memory_order_relaxed));
 }
 
-void accel_mem_counters_free_locked(accel_mem_counters_t *c, uint64_t bytes) {
+void accel_mem_counters_free_locked(accel_mem_counters_t *c, uint64_t bytes,
+                                    const accel_mem_spinlock_t *held) {
+  ACCEL_ASSERT_SPIN_HELD(
+      atomic_load_explicit(&held->word, memory_order_relaxed) != 0);
   add_i(&c->bytes_in_use, -(int64_t)bytes);
   add_i(&c->live_count, -1);
   add_u(&c->free_count, 1);
 }
 
-void accel_mem_counters_reserve_locked(accel_mem_counters_t *c,
-                                       int64_t delta) {
+void accel_mem_counters_reserve_locked(accel_mem_counters_t *c, int64_t delta,
+                                       const accel_mem_spinlock_t *held) {
+  ACCEL_ASSERT_SPIN_HELD(
+      atomic_load_explicit(&held->word, memory_order_relaxed) != 0);
   add_i(&c->bytes_reserved, delta);
-  peak_locked(&c->peak_reserved,
+  raise_peak_single_writer(&c->peak_reserved,
               atomic_load_explicit(&c->bytes_reserved, memory_order_relaxed));
 }
 

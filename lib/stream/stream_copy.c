@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/lock.h"
 #include "core/error.h"
 #include "dma/dma_impl.h"
 #include "stream/stream_copy.h"
@@ -44,6 +45,7 @@ accel_dma_queue_t *accel_stream_copy_link_queue(accel_stream_copy_link_t *link) 
 
 // Makes room for one more FIFO entry (under |done_lock|).
 static accel_status_t done_reserve_locked(accel_stream_copy_link_t *link) {
+  ACCEL_ASSERT_HELD(&link->done_lock);
   if (link->done_count < link->done_capacity) {
     return ACCEL_OK;
   }

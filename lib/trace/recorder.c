@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/lock.h"
 #include "accel_config.h"
 #include "core/error.h"
 #include "trace/perfetto.h"
@@ -196,6 +197,8 @@ static void free_tbuf(tbuf_t *t) {
 // recorded events were all written. Called with g_rec_lock and
 // g_threads_lock held.
 static void reap_exited_locked(void) {
+  ACCEL_ASSERT_HELD(&g_rec_lock);
+  ACCEL_ASSERT_HELD(&g_threads_lock);
   uint32_t exited = 0;
   tbuf_t **link = &g_threads;
   while (*link != NULL) {
@@ -369,11 +372,15 @@ void accel_trace_set_enabled(bool enabled) {
 // Writing.
 // ---------------------------------------------------------------------------
 
-static bool describe_locked(void *ctx, uint32_t id, accel_trace_track_t *out) {
+// Describes track |id| through the registry, which takes its own lock (the
+// writer's path); describe_signal_safe below reads it without any lock (a
+// flight dump from a signal handler).
+static bool describe_from_registry(void *ctx, uint32_t id,
+                                   accel_trace_track_t *out) {
   return accel_trace_track_describe(id, out);
 }
 
-static bool describe_unlocked(void *ctx, uint32_t id,
+static bool describe_signal_safe(void *ctx, uint32_t id,
                               accel_trace_track_t *out) {
   const accel_trace_track_t *t = accel_trace_track_by_id(id, false);
   if (t == NULL) {
@@ -420,6 +427,7 @@ static void write_samples(accel_pf_writer_t *w, uint64_t ts) {
 // Drains every thread's recorded events (merged by timestamp) into the
 // writer. Called with g_rec_lock held.
 static void drain_locked(void) {
+  ACCEL_ASSERT_HELD(&g_rec_lock);
   enum { MAX_THREADS = 1024 };
   tbuf_t *threads[MAX_THREADS];
   uint64_t limit[MAX_THREADS];
@@ -476,6 +484,7 @@ static void drain_locked(void) {
 }
 
 static accel_status_t write_failure_locked(const char *what) {
+  ACCEL_ASSERT_HELD(&g_rec_lock);
   return accel_error(ACCEL_ERROR_IO, "trace %s: write failed: %s", what,
                      strerror(g_rec_writer.error));
 }
@@ -512,7 +521,7 @@ accel_status_t accel_trace_start(const char *path) {
   }
   char name[64];
   process_name(name, sizeof(name));
-  accel_pf_source_t source = {describe_locked, string_of, NULL};
+  accel_pf_source_t source = {describe_from_registry, string_of, NULL};
   accel_pf_begin(&g_rec_writer, fd, (int32_t)getpid(), name, &source);
   g_rec_fd = fd;
   g_recording = true;
@@ -680,7 +689,7 @@ static bool flight_write(int fd, bool locked) {
   uint32_t n = flight_snapshot(cursors);
   char name[64];
   process_name(name, sizeof(name));
-  accel_pf_source_t source = {locked ? describe_locked : describe_unlocked,
+  accel_pf_source_t source = {locked ? describe_from_registry : describe_signal_safe,
                               string_of, NULL};
   accel_pf_begin(&g_flight_writer, fd, (int32_t)getpid(), name, &source);
   flight_expect_starts(cursors, n);

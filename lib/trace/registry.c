@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/lock.h"
 #include "core/error.h"
 #include "trace/trace_impl.h"
 
@@ -114,6 +115,7 @@ uint64_t accel_trace_counter_value(const accel_trace_track_t *track,
 }
 
 static bool grow_ids_locked(uint32_t id) {
+  ACCEL_ASSERT_HELD(&g_lock);
   if (id < g_id_capacity) {
     return true;
   }

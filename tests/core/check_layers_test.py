@@ -65,4 +65,11 @@ shutil.rmtree(tmp)
 expect(rc == 1 and 'lib/trace/hooks.c -> core/driver_queue.h: trace may not '
        'use the driver interface' in out,
        'the tracer including a driver header is named')
-print('5 passed, 0 failed')
+# A _locked function that does not assert its lock is named.
+tmp = planted('mem/stats.c', '\nstatic int probe_locked(int x);\n'
+              'static int probe_locked(int x) { return x + 1; }\n')
+rc, out = run(tmp)
+shutil.rmtree(tmp)
+expect(rc == 1 and 'lib/mem/stats.c: probe_locked does not assert its lock'
+       in out, 'a _locked function without ACCEL_ASSERT_HELD is named')
+print('6 passed, 0 failed')

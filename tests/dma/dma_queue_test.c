@@ -2,9 +2,11 @@
 // non-blocking mode, semaphore waits, engine failure and its abort path,
 // counters, and creation errors.
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dma/dma_impl.h"
@@ -794,9 +796,49 @@ static void test_dma_no_inline_flag_keeps_copies_on_engines(void **state) {
   assert_accel_ok(accel_buffer_free(dst));
 }
 
+// A _locked function called without its lock stops the process in debug
+// and sanitizer builds, naming the function and the lock (core/lock.h);
+// release builds compile the check out, and the test says so.
+static void test_locked_function_without_its_lock_aborts(void **state) {
+#ifdef NDEBUG
+  (void)state;
+  skip();  // NDEBUG: ACCEL_ASSERT_HELD is compiled out in release builds
+#else
+  test_env_t *env = *state;
+  accel_dma_queue_t *q = NULL;
+  assert_accel_ok(accel_dma_queue_create(env->device, NULL, &q));
+  int pipefd[2];
+  assert_int_equal(pipe(pipefd), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(pipefd[1], 2);
+    (void)accel_dma_queue_reserve_held_locked(q, 1);  // no submit lock
+    _exit(0);
+  }
+  close(pipefd[1]);
+  char msg[256] = {0};
+  ssize_t n = read(pipefd[0], msg, sizeof(msg) - 1);
+  close(pipefd[0]);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+  assert_true(n > 0);
+  assert_non_null(strstr(msg, "accel_dma_queue_reserve_held_locked called "
+                              "without &q->submit_lock held"));
+  // With the lock held it passes.
+  pthread_mutex_lock(&q->submit_lock);
+  assert_accel_ok(accel_dma_queue_reserve_held_locked(q, 1));
+  pthread_mutex_unlock(&q->submit_lock);
+  accel_dma_queue_destroy(q);
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dma_ring_wraps_around),
+      cmocka_unit_test(test_locked_function_without_its_lock_aborts),
       cmocka_unit_test(test_dma_full_ring_back_pressure_many_producers),
       cmocka_unit_test(test_dma_mixed_producers_small_rings),
       cmocka_unit_test(test_dma_non_blocking_full_ring_returns_not_ready),

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/lock.h"
 #include "drv/host/host_internal.h"
 #include "trace/trace_hooks.h"
 
@@ -596,6 +597,7 @@ static void *engine_main(void *arg) {
 
 // Starts engine |e|'s thread; called with the dma lock held.
 static accel_status_t engine_start_locked(host_engine_t *e) {
+  ACCEL_ASSERT_HELD(&e->device->dma->lock);
   int rc = pthread_create(&e->thread, NULL, engine_main, e);
   if (rc != 0) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,

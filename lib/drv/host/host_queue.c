@@ -296,7 +296,7 @@ static void submit_unlock(accel_drv_queue_t *q) {
 // Enters the producer side: without the lock for the owner of a biased
 // queue (returns true), else under the lock, taking ownership of a queue
 // that has none or revoking another thread's.
-static __attribute__((noinline)) bool submit_begin_locked(
+static __attribute__((noinline)) bool submit_begin_shared(
     accel_drv_queue_t *q, uintptr_t self);
 
 static inline bool submit_begin(accel_drv_queue_t *q) {
@@ -311,11 +311,11 @@ static inline bool submit_begin(accel_drv_queue_t *q) {
     }
     atomic_store_explicit(&q->owner_busy, 0, memory_order_relaxed);
   }
-  return submit_begin_locked(q, self);
+  return submit_begin_shared(q, self);
 }
 
 // submit_begin for every thread but a biased owner.
-static bool submit_begin_locked(accel_drv_queue_t *q, uintptr_t self) {
+static bool submit_begin_shared(accel_drv_queue_t *q, uintptr_t self) {
   submit_lock(q);
   uint32_t bias = atomic_load_explicit(&q->bias, memory_order_relaxed);
   if (bias == BIAS_NONE && accel_host_asymmetric()) {

@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/lock.h"
 #include "drv/host/host_internal.h"
 
 typedef struct wait_node {
@@ -33,6 +34,7 @@ struct accel_drv_semaphore {
 };
 
 static void list_add_locked(accel_drv_semaphore_t *sem, wait_node_t *node) {
+  ACCEL_ASSERT_HELD(&sem->lock);
   node->prev = NULL;
   node->next = sem->nodes;
   if (sem->nodes != NULL) {
@@ -46,6 +48,7 @@ static void list_add_locked(accel_drv_semaphore_t *sem, wait_node_t *node) {
 }
 
 static void list_remove_locked(accel_drv_semaphore_t *sem, wait_node_t *node) {
+  ACCEL_ASSERT_HELD(&sem->lock);
   if (node->prev != NULL) {
     node->prev->next = node->next;
   } else {
