@@ -14,6 +14,7 @@
 
 #include "abi/axe_reader.h"
 #include "accel/accel.h"
+#include "tool_cli.h"
 
 static void json_string(const char *s) {
   putchar('"');
@@ -207,27 +208,34 @@ static void print_json(const axe_view_t *v, const char *path, bool hashed) {
   printf("}}\n");
 }
 
+static const accel_tool_option_t k_options[] = {
+    {"--json", NULL, 0, "print the file's contents as one JSON object"},
+    {"--skip-hashes", NULL, 0,
+     "check the structure only, not the section hashes"},
+};
+enum { OPT_JSON, OPT_SKIP_HASHES };
+
+static const accel_tool_spec_t k_spec = {
+    .name = "accel-inspect",
+    .synopsis = "FILE.axe [--json] [--skip-hashes]",
+    .description = "Verifies an .axe executable (structure, versions, every "
+                   "section hash) and prints what it holds; exits 1 when the "
+                   "file is not valid.",
+    .options = k_options,
+    .option_count = sizeof(k_options) / sizeof(k_options[0]),
+    .min_positional = 1,
+    .max_positional = 1,
+};
+
 int main(int argc, char **argv) {
-  const char *path = NULL;
-  bool json = false, skip_hashes = false;
-  for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--json") == 0) {
-      json = true;
-    } else if (strcmp(argv[i], "--skip-hashes") == 0) {
-      skip_hashes = true;
-    } else if (argv[i][0] != '-' && path == NULL) {
-      path = argv[i];
-    } else {
-      path = NULL;
-      break;
-    }
+  accel_tool_args_t args;
+  int rc = accel_tool_parse(&k_spec, argc, argv, &args);
+  if (rc != ACCEL_TOOL_CONTINUE) {
+    return rc;
   }
-  if (path == NULL) {
-    fprintf(stderr,
-            "usage: accel-inspect FILE.axe [--json] [--skip-hashes]\n"
-            "  verifies an .axe executable and prints what it holds\n");
-    return 2;
-  }
+  const char *path = args.positional[0];
+  bool json = args.values[OPT_JSON] != NULL;
+  bool skip_hashes = args.values[OPT_SKIP_HASHES] != NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     fprintf(stderr, "accel-inspect: cannot open %s: %s\n", path,

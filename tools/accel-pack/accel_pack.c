@@ -16,6 +16,7 @@
 
 #include "accel/accel.h"
 #include "npy.h"
+#include "tool_cli.h"
 
 #define MAX_FILES 4096
 
@@ -407,34 +408,37 @@ static void show_progress(void *user_data, uint64_t done, uint64_t total) {
   }
 }
 
-static int usage(void) {
-  fprintf(stderr,
-          "usage: accel-pack MANIFEST -o OUT.axe [--progress] [--quiet]\n"
-          "  builds an .axe executable from a manifest; see\n"
-          "  docs/executable-format.md for the manifest directives\n");
-  return 2;
-}
+static const accel_tool_option_t k_options[] = {
+    {"-o", "OUT.axe", 0, "the executable to write (required)"},
+    {"--progress", NULL, 1,
+     "show a progress bar while weights are written, even when small or "
+     "not on a terminal"},
+    {"--quiet", NULL, 1, "print nothing but errors and warnings"},
+};
+enum { OPT_OUT, OPT_PROGRESS, OPT_QUIET };
+
+static const accel_tool_spec_t k_spec = {
+    .name = "accel-pack",
+    .synopsis = "MANIFEST -o OUT.axe [--progress | --quiet]",
+    .description = "Builds an .axe executable from a manifest (the directives "
+                   "are in docs/executable-format.md).",
+    .options = k_options,
+    .option_count = sizeof(k_options) / sizeof(k_options[0]),
+    .min_positional = 1,
+    .max_positional = 1,
+};
 
 int main(int argc, char **argv) {
-  const char *manifest = NULL, *out = NULL;
-  bool force_progress = false, quiet = false;
-  for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
-      out = argv[++i];
-    } else if (strcmp(argv[i], "--progress") == 0) {
-      force_progress = true;
-    } else if (strcmp(argv[i], "--quiet") == 0) {
-      quiet = true;
-    } else if (argv[i][0] == '-') {
-      return usage();
-    } else if (manifest == NULL) {
-      manifest = argv[i];
-    } else {
-      return usage();
-    }
+  accel_tool_args_t args;
+  int parsed = accel_tool_parse(&k_spec, argc, argv, &args);
+  if (parsed != ACCEL_TOOL_CONTINUE) {
+    return parsed;
   }
-  if (manifest == NULL || out == NULL) {
-    return usage();
+  const char *manifest = args.positional[0], *out = args.values[OPT_OUT];
+  bool force_progress = args.values[OPT_PROGRESS] != NULL;
+  bool quiet = args.values[OPT_QUIET] != NULL;
+  if (out == NULL) {
+    return accel_tool_usage_error(&k_spec, "missing -o OUT.axe");
   }
   static pack_t p;
   p.manifest = manifest;

@@ -24,6 +24,7 @@
 
 #include "trace/perfetto.h"
 #include "trace/trace_impl.h"
+#include "tool_cli.h"
 
 #if ACCEL_TRACE_HAVE_BABELTRACE
 #include <babeltrace2/babeltrace.h>
@@ -827,21 +828,46 @@ static int summary(const char *path) {
   return rc;
 }
 
-static int usage(void) {
-  fprintf(stderr,
-          "usage: accel-trace convert LTTNG_TRACE_DIR -o OUT.pftrace\n"
-          "       accel-trace summary TRACE   (LTTng trace directory or "
-          ".pftrace)\n");
-  return 2;
-}
+static const accel_tool_option_t k_options[] = {
+    {"-o", "OUT.pftrace", 0, "convert: the Perfetto trace to write"},
+};
+enum { OPT_OUT };
+
+static const accel_tool_spec_t k_spec = {
+    .name = "accel-trace",
+    .synopsis = "convert LTTNG_TRACE_DIR -o OUT.pftrace\n"
+                "       accel-trace summary TRACE",
+    .description =
+        "Turns LTTng traces of accel into Perfetto traces (convert) and "
+        "prints per-kernel, per-copy and per-command statistics of an LTTng "
+        "trace directory or a .pftrace file (summary).",
+    .options = k_options,
+    .option_count = sizeof(k_options) / sizeof(k_options[0]),
+    .min_positional = 2,
+    .max_positional = 2,
+};
 
 int main(int argc, char **argv) {
-  if (argc == 5 && strcmp(argv[1], "convert") == 0 &&
-      strcmp(argv[3], "-o") == 0) {
-    return convert(argv[2], argv[4]);
+  accel_tool_args_t args;
+  int rc = accel_tool_parse(&k_spec, argc, argv, &args);
+  if (rc != ACCEL_TOOL_CONTINUE) {
+    return rc;
   }
-  if (argc == 3 && strcmp(argv[1], "summary") == 0) {
-    return summary(argv[2]);
+  const char *command = args.positional[0], *input = args.positional[1];
+  const char *out = args.values[OPT_OUT];
+  if (strcmp(command, "convert") == 0) {
+    if (out == NULL) {
+      return accel_tool_usage_error(&k_spec, "convert needs -o OUT.pftrace");
+    }
+    return convert(input, out);
   }
-  return usage();
+  if (strcmp(command, "summary") == 0) {
+    if (out != NULL) {
+      return accel_tool_usage_error(&k_spec, "summary takes no -o");
+    }
+    return summary(input);
+  }
+  return accel_tool_usage_error(&k_spec,
+                                "unknown command \"%s\" (convert or summary)",
+                                command);
 }
