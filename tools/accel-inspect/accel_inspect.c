@@ -208,6 +208,89 @@ static void print_json(const axe_view_t *v, const char *path, bool hashed) {
   printf("}}\n");
 }
 
+static void hex128(const uint8_t h[16], char out[33]) {
+  for (int i = 0; i < 16; ++i) {
+    sprintf(out + 2 * i, "%02x", h[i]);
+  }
+}
+
+// After a failed parse: when the structure is sound and only content hashes
+// differ, names every section whose hash differs with both hashes, which
+// says more than the loader's first "content hash mismatch". A hash tells
+// that some byte of a section changed, not which or how many. Returns the
+// number of sections reported.
+static uint32_t report_hash_mismatches(const void *data, uint64_t size,
+                                       const char *path, bool json) {
+  axe_view_t v;
+  if (axe_parse(data, size, true, &v) != ACCEL_OK) {
+    return 0;  // the structure itself is bad: the loader's message says how
+  }
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < v.section_count; ++i) {
+    const axe_section_t *s = &v.sections[i];
+    uint8_t actual[16];
+    axe_hash128(v.data + s->offset, s->size, actual);
+    if (memcmp(actual, s->hash, 16) == 0) {
+      continue;
+    }
+    char want[33], got[33];
+    hex128(s->hash, want);
+    hex128(actual, got);
+    const char *name = s->name ? axe_string(&v, s->name) : "";
+    if (json) {
+      printf("%s{\"section\": %u, \"kind\": \"%s\", \"name\": ", count ? ", " : "",
+             i, axe_section_kind_name(s->kind));
+      json_string(name);
+      printf(", \"offset\": %llu, \"size\": %llu, \"expected_hash\": "
+             "\"%s\", \"actual_hash\": \"%s\"}",
+             (unsigned long long)s->offset, (unsigned long long)s->size, want,
+             got);
+    } else {
+      fprintf(stderr,
+              "accel-inspect: %s: section %u (%s%s%s, %llu bytes at offset "
+              "%llu): content hash differs: expected %s (recorded when the "
+              "file was written), actual %s (of the bytes now in the file); "
+              "at least one byte of this section changed\n",
+              path, i, axe_section_kind_name(s->kind), name[0] ? " " : "",
+              name, (unsigned long long)s->size,
+              (unsigned long long)s->offset, want, got);
+    }
+    count++;
+  }
+  return count;
+}
+
+// Reports why |data| failed to parse with |st| (the loader's message in
+// accel_last_error), on stderr and, with |json|, as a JSON object on stdout.
+static void report_invalid(const void *data, uint64_t size, const char *path,
+                           accel_status_t st, bool json, bool skip_hashes) {
+  char message[1024];
+  snprintf(message, sizeof(message), "%s", accel_last_error());
+  if (json) {
+    printf("{\"file\": ");
+    json_string(path);
+    printf(", \"valid\": false, \"status\": \"%s\", \"error\": ",
+           accel_status_name(st));
+    json_string(message);
+    printf(", \"hash_mismatches\": [");
+  }
+  uint32_t mismatches =
+      skip_hashes ? 0 : report_hash_mismatches(data, size, path, json);
+  if (json) {
+    printf("]}\n");
+  }
+  if (mismatches == 0) {
+    fprintf(stderr, "accel-inspect: %s is not valid: %s: %s\n", path,
+            accel_status_name(st), message);
+  } else {
+    fprintf(stderr,
+            "accel-inspect: %s is not valid: %u section%s hold%s content "
+            "that differs from what was written (structure ok)\n",
+            path, mismatches, mismatches == 1 ? "" : "s",
+            mismatches == 1 ? "s" : "");
+  }
+}
+
 static const accel_tool_option_t k_options[] = {
     {"--json", NULL, 0, "print the file's contents as one JSON object"},
     {"--skip-hashes", NULL, 0,
@@ -262,16 +345,7 @@ int main(int argc, char **argv) {
   accel_status_t st =
       axe_parse(data ? data : empty, size, skip_hashes, &view);
   if (st != ACCEL_OK) {
-    if (json) {
-      printf("{\"file\": ");
-      json_string(path);
-      printf(", \"valid\": false, \"status\": \"%s\", \"error\": ",
-             accel_status_name(st));
-      json_string(accel_last_error());
-      printf("}\n");
-    }
-    fprintf(stderr, "accel-inspect: %s is not valid: %s: %s\n", path,
-            accel_status_name(st), accel_last_error());
+    report_invalid(data ? data : empty, size, path, st, json, skip_hashes);
     if (data) {
       munmap(data, size);
     }
