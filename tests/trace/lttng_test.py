@@ -260,7 +260,7 @@ def check_accel_trace(trace_dir, tmp):
     want = {"copy h2d": ("copy", N, N * 65536),
             "copy d2h": ("copy", N + 1, N * 65536 + 4096),
             "copy d2d": ("copy", N, N * 4096),
-            "host_call": ("kernel", N + 1 + copies, 0),
+            "host_call": ("host", N + 1 + copies, 0),
             "axpy": ("kernel", N, 0),
             "fill": ("command", N, N * 4096)}
     for name, (cat, count, nbytes) in want.items():
@@ -269,6 +269,9 @@ def check_accel_trace(trace_dir, tmp):
         expect((c, n, b) == (cat, count, nbytes),
                f"summary {name}: {rows[name]} != {(cat, count, nbytes)}")
         expect(0 <= p50 <= p99 and total >= p99, f"summary {name} times")
+    # Every launch ran its kernel: the axpy row holds them, and no launch
+    # row repeats its totals.
+    expect("launch" not in rows, f"summary repeats launches: {r.stdout}")
     return r.stdout
 
 

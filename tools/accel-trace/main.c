@@ -577,6 +577,7 @@ typedef struct open_slice {
   char name[96];
   uint64_t ts;
   uint64_t bytes;
+  bool has_child;  // a slice began on the same track while this one was open
 } open_slice_t;
 
 typedef struct stat_entry {
@@ -635,60 +636,93 @@ static void add_duration(summary_t *s, const char *name, uint64_t ns,
   e->bytes += bytes;
 }
 
-static void track_event(summary_t *s, uint64_t ts, rd_t te) {
+// The fields of a TrackEvent that summary reads.
+typedef struct te_fields {
+  uint64_t type;
+  uint64_t track;
+  uint64_t bytes;  // the "bytes" debug annotation, 0 if none
+  char name[96];
+} te_fields_t;
+
+// Reads a DebugAnnotation; returns its value when it is named "bytes".
+static uint64_t annotation_bytes(rd_t da) {
   uint32_t f, w;
-  uint64_t v = 0, type = 0, track = 0, bytes = 0;
+  uint64_t v = 0, value = 0;
   rd_t sub;
-  char name[96] = "";
-  while (rd_field(&te, &f, &w, &v, &sub)) {
-    if (f == 9 && w == 0) {
-      type = v;
-    } else if (f == 11 && w == 0) {
-      track = v;
-    } else if (f == 23 && w == 2) {
-      size_t n = (size_t)(sub.end - sub.p);
-      n = n < sizeof(name) - 1 ? n : sizeof(name) - 1;
-      memcpy(name, sub.p, n);
-      name[n] = '\0';
-    } else if (f == 4 && w == 2) {
-      // DebugAnnotation: keep "bytes".
-      uint32_t f2, w2;
-      uint64_t v2 = 0, uv = 0;
-      rd_t s2;
-      bool is_bytes = false;
-      while (rd_field(&sub, &f2, &w2, &v2, &s2)) {
-        if (f2 == 10 && w2 == 2) {
-          is_bytes = (size_t)(s2.end - s2.p) == 5 &&
-                     memcmp(s2.p, "bytes", 5) == 0;
-        } else if (f2 == 3 && w2 == 0) {
-          uv = v2;
-        }
-      }
-      if (is_bytes) {
-        bytes = uv;
-      }
+  bool is_bytes = false;
+  while (rd_field(&da, &f, &w, &v, &sub)) {
+    if (f == 10 && w == 2) {
+      is_bytes =
+          (size_t)(sub.end - sub.p) == 5 && memcmp(sub.p, "bytes", 5) == 0;
+    } else if (f == 3 && w == 0) {
+      value = v;
     }
   }
-  if (type == 1) {
+  return is_bytes ? value : 0;
+}
+
+static void read_track_event(rd_t te, te_fields_t *out) {
+  uint32_t f, w;
+  uint64_t v = 0;
+  rd_t sub;
+  memset(out, 0, sizeof(*out));
+  while (rd_field(&te, &f, &w, &v, &sub)) {
+    if (f == 9 && w == 0) {
+      out->type = v;
+    } else if (f == 11 && w == 0) {
+      out->track = v;
+    } else if (f == 23 && w == 2) {
+      size_t n = (size_t)(sub.end - sub.p);
+      n = n < sizeof(out->name) - 1 ? n : sizeof(out->name) - 1;
+      memcpy(out->name, sub.p, n);
+      out->name[n] = '\0';
+    } else if (f == 4 && w == 2 && out->bytes == 0) {
+      out->bytes = annotation_bytes(sub);
+    }
+  }
+}
+
+// The innermost open slice on |track|, or NULL.
+static open_slice_t *innermost(summary_t *s, uint64_t track) {
+  for (size_t i = s->open_count; i-- > 0;) {
+    if (s->open[i].track == track) {
+      return &s->open[i];
+    }
+  }
+  return NULL;
+}
+
+static void track_event(summary_t *s, uint64_t ts, rd_t te) {
+  te_fields_t e;
+  read_track_event(te, &e);
+  if (e.type == 1) {
+    open_slice_t *parent = innermost(s, e.track);
+    if (parent != NULL) {
+      parent->has_child = true;
+    }
     if (grow((void **)&s->open, &s->open_cap, s->open_count + 1,
              sizeof(*s->open))) {
       open_slice_t *o = &s->open[s->open_count++];
-      o->track = track;
-      o->ts = ts;
-      o->bytes = bytes;
-      snprintf(o->name, sizeof(o->name), "%s", name);
+      *o = (open_slice_t){.track = e.track, .ts = ts, .bytes = e.bytes};
+      snprintf(o->name, sizeof(o->name), "%s", e.name);
     }
-  } else if (type == 2) {
-    for (size_t i = s->open_count; i-- > 0;) {
-      if (s->open[i].track == track) {
-        open_slice_t o = s->open[i];
-        memmove(&s->open[i], &s->open[i + 1],
-                (s->open_count - i - 1) * sizeof(*s->open));
-        s->open_count--;
-        add_duration(s, o.name, ts >= o.ts ? ts - o.ts : 0, o.bytes);
-        break;
-      }
+  } else if (e.type == 2) {
+    open_slice_t *top = innermost(s, e.track);
+    if (top == NULL) {
+      return;
     }
+    open_slice_t o = *top;
+    size_t i = (size_t)(top - s->open);
+    memmove(&s->open[i], &s->open[i + 1],
+            (s->open_count - i - 1) * sizeof(*s->open));
+    s->open_count--;
+    // A launch command holds its kernel's slice: the kernel's row counts
+    // that time, so the launch row keeps only launches with no kernel slice
+    // (those that failed before their kernel ran).
+    if (strcmp(o.name, "launch") == 0 && o.has_child) {
+      return;
+    }
+    add_duration(s, o.name, ts >= o.ts ? ts - o.ts : 0, o.bytes);
   }
 }
 
@@ -702,9 +736,15 @@ static int cmp_stat(const void *a, const void *b) {
                 ((const stat_entry_t *)b)->name);
 }
 
+// The summary's category of a slice name: "host" for host calls, "copy",
+// "command" for the other stream commands, and "kernel" for kernel launches
+// (their slices are named by the kernel).
 static const char *category(const char *name) {
   static const char *const k_commands[] = {"fill", "signal", "wait",
                                            "semaphore wait", "launch"};
+  if (strcmp(name, "host_call") == 0) {
+    return "host";
+  }
   if (strncmp(name, "copy ", 5) == 0) {
     return "copy";
   }
@@ -713,7 +753,7 @@ static const char *category(const char *name) {
       return "command";
     }
   }
-  return "kernel";  // kernel launches by name, and host calls
+  return "kernel";
 }
 
 // Nearest-rank percentile of sorted |d|.
@@ -776,8 +816,8 @@ static int summarize_file(const char *path) {
   qsort(s.stats, s.stat_count, sizeof(*s.stats), cmp_stat);
   printf("%-8s %-24s %8s %12s %10s %10s %14s\n", "category", "name", "count",
          "total_us", "p50_us", "p99_us", "bytes");
-  static const char *const k_order[] = {"kernel", "copy", "command"};
-  for (size_t c = 0; c < 3; ++c) {
+  static const char *const k_order[] = {"kernel", "host", "copy", "command"};
+  for (size_t c = 0; c < sizeof(k_order) / sizeof(k_order[0]); ++c) {
     for (size_t i = 0; i < s.stat_count; ++i) {
       stat_entry_t *e = &s.stats[i];
       if (strcmp(category(e->name), k_order[c]) != 0) {
