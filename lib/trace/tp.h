@@ -8,6 +8,13 @@
 #undef LTTNG_UST_TRACEPOINT_INCLUDE
 #define LTTNG_UST_TRACEPOINT_INCLUDE "trace/tp.h"
 
+#ifndef ACCEL_TRACE_TP_DECLS_H_
+#define ACCEL_TRACE_TP_DECLS_H_
+// The process's command line, recorded by runtime_create (LTTng's procname
+// context holds at most 15 characters). Defined in recorder.c.
+const char *accel_trace_cmdline(void);
+#endif
+
 #if !defined(ACCEL_TRACE_TP_H_) || \
     defined(LTTNG_UST_TRACEPOINT_HEADER_MULTI_READ)
 #define ACCEL_TRACE_TP_H_
@@ -52,7 +59,8 @@ LTTNG_UST_TRACEPOINT_EVENT(accel, runtime_create,
   LTTNG_UST_TP_ARGS(uint64_t, runtime, uint32_t, device_count),
   LTTNG_UST_TP_FIELDS(
     lttng_ust_field_integer_hex(uint64_t, runtime, runtime)
-    lttng_ust_field_integer(uint32_t, device_count, device_count)))
+    lttng_ust_field_integer(uint32_t, device_count, device_count)
+    lttng_ust_field_string(cmdline, accel_trace_cmdline())))
 
 LTTNG_UST_TRACEPOINT_EVENT(accel, runtime_destroy,
   LTTNG_UST_TP_ARGS(uint64_t, runtime),

@@ -150,6 +150,33 @@ def test_env_recording(tmp):
     return len(trace_obj.packet)
 
 
+def test_two_recordings_joined_do_not_clash(tmp):
+    # Two recorder files concatenated (one trace of two processes, as the
+    # Perfetto UI opens them) share no track uuid and no flow id, and each
+    # names its process by its command line.
+    files = []
+    for i in range(2):
+        trace = os.path.join(tmp, f"join{i}.pftrace")
+        run([os.path.join(tmp, f"j{i}"), "--record", trace])
+        files.append(trace)
+    joined = os.path.join(tmp, "joined.pftrace")
+    with open(joined, "wb") as out:
+        for f in files:
+            with open(f, "rb") as src:
+                out.write(src.read())
+    trace, tracks = pc.load(joined)
+    slices, _, _, _ = pc.check(trace, tracks)
+    pc.expect(len(tracks) == 2 * len(pc.load(files[0])[1]),
+              f"joined: {len(tracks)} tracks")
+    procs = [t.process for t in tracks.values() if t.HasField("process")]
+    pc.expect(len(procs) == 2, f"joined: {len(procs)} processes")
+    name = os.path.basename(WORKLOAD)
+    for p in procs:
+        pc.expect(p.process_name.startswith(name + " " + os.path.join(tmp, "j")),
+                  f"process name {p.process_name!r} is not the command line")
+    return len(trace.packet)
+
+
 def test_flight_on_failure(tmp):
     flight = os.path.join(tmp, "flight")
     os.mkdir(flight)
@@ -225,6 +252,7 @@ def test_flight_on_fatal_signal(tmp):
 def main():
     with tempfile.TemporaryDirectory(prefix="accel-trace-") as tmp:
         for test in (test_api_recording, test_env_recording,
+                     test_two_recordings_joined_do_not_clash,
                      test_flight_on_failure, test_flight_dump_on_demand,
                      test_flight_on_fatal_signal,
                      test_bad_environment_fails_runtime_creation):
