@@ -1,10 +1,15 @@
 #!/bin/sh
 # The main job on the embedded default (the host device): installs what is
-# missing, builds, lists the devices, and runs the example program.
+# missing, builds, lists the devices, and runs the example program. Each
+# step says what it does first; a failing build shows its output and stops
+# the script with exit 1.
 set -eu
 cd "$(dirname "$0")/.."
+echo "== checking build dependencies (scripts/install-deps.sh)"
 scripts/install-deps.sh
-dir=$(scripts/build.sh release)
+echo "== building the release flavour into build/ (meson and ninja; a first build takes a minute)"
+dir=$(scripts/build.sh release --progress) || exit 1
+echo
 echo "== accel-info"
 "$dir/tools/accel-info/accel-info"
 echo

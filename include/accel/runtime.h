@@ -19,7 +19,7 @@ typedef struct accel_runtime_options {
   // Reserved, must be 0.
   uint32_t flags;
   // Comma-separated devices to expose, in order: indices into the full device
-  // list ("1,0") or ids ("host:0,cuda:1"). NULL or "" exposes every device.
+  // list ("1,0") or ids ("host:1,host:0"). NULL or "" exposes every device.
   // Overridden by ACCEL_VISIBLE_DEVICES.
   const char *visible_devices;
   // How long worker threads and host waits spin before parking, in ns.

@@ -8,7 +8,7 @@
 // Every environment variable accel reads, in one place (accel-info --env).
 static const accel_env_var_t k_env_vars[] = {
     {"ACCEL_VISIBLE_DEVICES",
-     "comma-separated device indices or ids (host:0,cuda:1) to expose, in "
+     "comma-separated device indices or ids (host:0,host:1) to expose, in "
      "order; default: all"},
     {"ACCEL_SPIN_NS",
      "ns that workers and host waits spin before parking; default 100000"},

@@ -36,8 +36,15 @@ static accel_topology_device_info_t *find_device(accel_topology_t *t,
 static accel_status_t enumerate_dri(accel_topology_t *t) {
   int n = drmGetDevices2(0, NULL, 0);
   if (n < 0) {
-    return accel_topo_add_note(t, "libdrm: no DRM devices (drmGetDevices2: %s)",
-                               strerror(-n));
+    // Say what the errno means here rather than strerror's generic text.
+    const char *why = -n == ENOENT ? "this machine has no /dev/dri (no GPU "
+                                     "display or render driver is loaded)"
+                      : -n == EACCES || -n == EPERM
+                          ? "/dev/dri is not accessible to this user"
+                          : "the DRM device list could not be read";
+    return accel_topo_add_note(
+        t, "libdrm: no DRM devices: %s (drmGetDevices2 failed with errno %d)",
+        why, -n);
   }
   if (n == 0) {
     return accel_topo_add_note(t, "libdrm: no DRM devices");
@@ -104,10 +111,14 @@ static accel_status_t enumerate_dri(accel_topology_t *t) {
 static accel_status_t enumerate_accel(accel_topology_t *t) {
   DIR *dir = opendir("/sys/class/accel");
   if (dir == NULL) {
-    return accel_topo_add_note(t,
-                               "/dev/accel: no accel devices "
-                               "(/sys/class/accel: %s)",
-                               strerror(errno));
+    int e = errno;
+    return accel_topo_add_note(
+        t, "/dev/accel: no accel devices: %s (opening /sys/class/accel failed "
+           "with errno %d)",
+        e == ENOENT ? "this kernel exposes no compute accelerators (no "
+                      "/sys/class/accel: no accel driver is loaded)"
+                    : "the kernel's accelerator list could not be read",
+        e);
   }
   accel_status_t st = ACCEL_OK;
   uint32_t found = 0;

@@ -136,10 +136,16 @@ accel_status_t accel_topo_enumerate_verbs(accel_topology_t *t) {
   struct ibv_device **list = ibv_get_device_list(&count);
   if (list == NULL) {
     int e = errno;
+    // Say what the errno means here rather than strerror's generic text.
+    const char *why = e == ENOSYS   ? "this kernel has no RDMA support"
+                      : e == ENOENT ? "no RDMA driver is loaded"
+                      : e == EPERM || e == EACCES
+                          ? "RDMA devices are not accessible to this user"
+                          : "the RDMA device list could not be read";
     return accel_topo_add_note(t,
-                               "libibverbs: no RDMA devices "
-                               "(ibv_get_device_list: %s)",
-                               e ? strerror(e) : "no devices");
+                               "libibverbs: no RDMA devices: %s "
+                               "(ibv_get_device_list failed with errno %d)",
+                               why, e);
   }
   accel_status_t st = ACCEL_OK;
   if (count == 0) {

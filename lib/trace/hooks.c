@@ -37,7 +37,8 @@ accel_status_t accel_trace_runtime_create_slow(void) {
 void accel_trace_runtime_ready_slow(const void *runtime, uint32_t devices) {
   accel_trace_emit(ACCEL_TEV_LIFECYCLE, ACCEL_TRACE_LIFE_RUNTIME_CREATE, 0,
                    (uint64_t)(uintptr_t)runtime, devices);
-  ACCEL_TP(runtime_create, (uint64_t)(uintptr_t)runtime, devices);
+  ACCEL_TP(runtime_create, (uint64_t)(uintptr_t)runtime, devices,
+           accel_trace_cmdline());
 }
 
 void accel_trace_runtime_destroy_slow(const void *runtime) {

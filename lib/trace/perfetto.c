@@ -184,9 +184,42 @@ static uint64_t clock_ns(clockid_t id) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+// A writer's uuids and flow ids are the fixed ones of perfetto.h XORed with
+// a mask drawn per trace, so that traces of two processes (or two files of
+// one) concatenated for one view never share a track or a flow.
+static uint64_t masked(const accel_pf_writer_t *w, uint64_t id) {
+  uint64_t v = id ^ w->uuid_mask;
+  return v != 0 ? v : id;  // 0 is "no uuid" to readers
+}
+
+static uint64_t track_uuid(const accel_pf_writer_t *w, uint32_t id) {
+  return masked(w, accel_pf_track_uuid(id));
+}
+
+static uint64_t flow_id(const accel_pf_writer_t *w, uint32_t stream,
+                        uint64_t seq) {
+  return masked(w, accel_pf_flow_id(stream, seq));
+}
+
+// splitmix64's finalizer: spreads the bits of the seed over the mask.
+static uint64_t mix64(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Writes the process descriptor of |pid| named |name| with uuid |uuid|.
+static void describe_process(accel_pf_writer_t *w, uint64_t uuid, int32_t pid,
+                             const char *name);
+
 void accel_pf_begin(accel_pf_writer_t *w, int fd, int32_t pid,
                     const char *process_name,
                     const accel_pf_source_t *source) {
+  // clock_gettime is async-signal-safe: the flight recorder begins here
+  // from a fatal-signal handler.
+  w->uuid_mask = mix64(clock_ns(CLOCK_REALTIME) ^
+                       ((uint64_t)(uint32_t)pid << 32) ^
+                       mix64(clock_ns(CLOCK_MONOTONIC) ^ (uintptr_t)w));
   w->fd = fd;
   w->failed = false;
   w->error = 0;
@@ -226,17 +259,37 @@ void accel_pf_begin(accel_pf_writer_t *w, int fd, int32_t pid,
   bit_set(w->sequence_started, SEQ_DESCRIPTORS);
   write_packet(w, &packet);
 
+  if (pid >= 0) {
+    describe_process(w, masked(w, 1), pid,
+                     process_name != NULL ? process_name : "accel");
+  }
+}
+
+static void describe_process(accel_pf_writer_t *w, uint64_t uuid, int32_t pid,
+                             const char *name) {
   PB(proc, 128);
   pb_u64(&proc, F_PD_PID, (uint64_t)(int64_t)pid);
-  pb_str(&proc, F_PD_PROCESS_NAME,
-         process_name != NULL ? process_name : "accel");
+  pb_str(&proc, F_PD_PROCESS_NAME, name);
   PB(td, 192);
-  pb_u64(&td, F_TD_UUID, 1);
+  pb_u64(&td, F_TD_UUID, uuid);
   pb_msg(&td, F_TD_PROCESS, &proc);
   PB(p2, 256);
   pb_msg(&p2, F_TP_TRACK_DESCRIPTOR, &td);
   pb_u64(&p2, F_TP_SEQUENCE_ID, SEQ_DESCRIPTORS);
   write_packet(w, &p2);
+}
+
+// The pid of thread track |t|: its parent process track's, else the
+// writer's.
+static int32_t thread_pid(accel_pf_writer_t *w, const accel_trace_track_t *t) {
+  accel_trace_track_t parent;
+  memset(&parent, 0, sizeof(parent));
+  if (t->parent != 0 &&
+      w->source.describe(w->source.ctx, t->parent, &parent) &&
+      parent.kind == ACCEL_TRACK_PROCESS) {
+    return parent.tid;
+  }
+  return w->pid;
 }
 
 static void describe_track(accel_pf_writer_t *w, uint32_t id) {
@@ -250,22 +303,29 @@ static void describe_track(accel_pf_writer_t *w, uint32_t id) {
     t.kind = ACCEL_TRACK_DEVICE;
     snprintf(t.name, sizeof(t.name), "track %u", id);
   }
-  if ((t.kind == ACCEL_TRACK_STREAM || t.kind == ACCEL_TRACK_QUEUE) &&
-      t.parent != 0) {
+  if (t.kind == ACCEL_TRACK_PROCESS) {
+    // A process of a trace that holds several (accel-trace convert): |tid|
+    // holds its pid.
+    describe_process(w, track_uuid(w, id), t.tid, t.name);
+    return;
+  }
+  if (t.parent != 0) {
     describe_track(w, t.parent);
   }
   PB(td, 512);
-  pb_u64(&td, F_TD_UUID, accel_pf_track_uuid(id));
+  pb_u64(&td, F_TD_UUID, track_uuid(w, id));
   if (t.kind == ACCEL_TRACK_THREAD) {
     PB(th, 160);
-    pb_u64(&th, F_THD_PID, (uint64_t)(int64_t)w->pid);
+    pb_u64(&th, F_THD_PID, (uint64_t)(int64_t)thread_pid(w, &t));
     pb_u64(&th, F_THD_TID, (uint64_t)(int64_t)t.tid);
     pb_str(&th, F_THD_THREAD_NAME, t.name);
     pb_msg(&td, F_TD_THREAD, &th);
   } else {
     pb_str(&td, F_TD_NAME, t.name);
-    pb_u64(&td, F_TD_PARENT_UUID,
-           t.parent != 0 ? accel_pf_track_uuid(t.parent) : 1);
+    if (t.parent != 0 || w->pid >= 0) {
+      pb_u64(&td, F_TD_PARENT_UUID,
+             t.parent != 0 ? track_uuid(w, t.parent) : masked(w, 1));
+    }
   }
   PB(packet, 640);
   pb_msg(&packet, F_TP_TRACK_DESCRIPTOR, &td);
@@ -296,9 +356,9 @@ static void describe_counter(accel_pf_writer_t *w, uint32_t owner,
          : strcmp(unit, "ns") == 0  ? UNIT_TIME_NS
                                     : UNIT_COUNT);
   PB(td, 256);
-  pb_u64(&td, F_TD_UUID, accel_pf_counter_uuid(owner, kind));
+  pb_u64(&td, F_TD_UUID, masked(w, accel_pf_counter_uuid(owner, kind)));
   pb_str(&td, F_TD_NAME, name);
-  pb_u64(&td, F_TD_PARENT_UUID, accel_pf_track_uuid(owner));
+  pb_u64(&td, F_TD_PARENT_UUID, track_uuid(w, owner));
   pb_msg(&td, F_TD_COUNTER, &cd);
   PB(packet, 320);
   pb_msg(&packet, F_TP_TRACK_DESCRIPTOR, &td);
@@ -340,10 +400,10 @@ static void emit_track_event(accel_pf_writer_t *w, uint64_t ts,
   }
 }
 
-static void begin_te(pb_t *te, uint32_t type, uint32_t track,
-                     const char *name) {
+static void begin_te(const accel_pf_writer_t *w, pb_t *te, uint32_t type,
+                     uint32_t track, const char *name) {
   pb_u64(te, F_TE_TYPE, type);
-  pb_u64(te, F_TE_TRACK_UUID, accel_pf_track_uuid(track));
+  pb_u64(te, F_TE_TRACK_UUID, track_uuid(w, track));
   if (name != NULL) {
     pb_str(te, F_TE_CATEGORIES, "accel");
     pb_str(te, F_TE_NAME, name);
@@ -377,7 +437,7 @@ static bool flow_slot(accel_pf_writer_t *w, uint64_t id, bool insert) {
 void accel_pf_expect_start(accel_pf_writer_t *w, uint32_t stream,
                            uint64_t seq) {
   w->filter_flows = true;
-  set_op(w->starts, accel_pf_flow_id(stream, seq), true);
+  set_op(w->starts, flow_id(w, stream, seq), true);
 }
 
 static const char *k_status[] = {
@@ -431,7 +491,7 @@ static void slice_end(accel_pf_writer_t *w, uint64_t ts, uint32_t seq_id,
   }
   w->depth[track]--;
   PB(te, 256);
-  begin_te(&te, TYPE_SLICE_END, track, NULL);
+  begin_te(w, &te, TYPE_SLICE_END, track, NULL);
   if (status != 0) {
     annotate_str(&te, "status", status_text(status));
   }
@@ -445,7 +505,7 @@ static void slice_begin(accel_pf_writer_t *w, uint64_t ts, uint32_t seq_id,
     w->depth[track]++;
   }
   PB(te, 768);
-  begin_te(&te, TYPE_SLICE_BEGIN, track, name);
+  begin_te(w, &te, TYPE_SLICE_BEGIN, track, name);
   if (extra != NULL) {
     pb_bytes(&te, extra->p, extra->n);
   }
@@ -456,7 +516,7 @@ static void instant(accel_pf_writer_t *w, uint64_t ts, uint32_t seq_id,
                     uint32_t track, const char *name, pb_t *extra) {
   describe_track(w, track);
   PB(te, 896);
-  begin_te(&te, TYPE_INSTANT, track, name);
+  begin_te(w, &te, TYPE_INSTANT, track, name);
   if (extra != NULL) {
     pb_bytes(&te, extra->p, extra->n);
   }
@@ -471,7 +531,8 @@ void accel_pf_counter(accel_pf_writer_t *w, uint64_t ts, uint32_t owner,
   describe_counter(w, owner, kind);
   PB(te, 64);
   pb_u64(&te, F_TE_TYPE, TYPE_COUNTER);
-  pb_u64(&te, F_TE_TRACK_UUID, accel_pf_counter_uuid(owner, kind));
+  pb_u64(&te, F_TE_TRACK_UUID,
+         masked(w, accel_pf_counter_uuid(owner, kind)));
   pb_u64(&te, F_TE_COUNTER_VALUE, value);
   emit_track_event(w, ts, SEQ_DESCRIPTORS, &te);
 }
@@ -499,7 +560,7 @@ static void on_cmd_enqueue(pf_event_ctx_t *c) {
   accel_pf_writer_t *w = c->w;
   char obj[64];
   char name[96];
-  uint64_t flow = accel_pf_flow_id(ev->track, ev->a);
+  uint64_t flow = flow_id(w, ev->track, ev->a);
   annotate_str(c->x, "stream", track_name(w, ev->track, obj, sizeof(obj)));
   annotate_u64(c->x, "seq", ev->a);
   annotate_bytes(c);
@@ -514,7 +575,7 @@ static void on_cmd_enqueue(pf_event_ctx_t *c) {
 
 static void on_cmd_start(pf_event_ctx_t *c) {
   const accel_trace_rec_t *ev = c->ev;
-  uint64_t flow = accel_pf_flow_id(ev->track, ev->a);
+  uint64_t flow = flow_id(c->w, ev->track, ev->a);
   annotate_u64(c->x, "seq", ev->a);
   annotate_bytes(c);
   if (flow_slot(c->w, flow, false)) {

@@ -31,8 +31,11 @@ typedef struct accel_pf_writer {
   int fd;
   bool failed;  // a write failed (errno kept in |error|)
   int error;
-  int32_t pid;
+  int32_t pid;  // < 0: no default process (the source describes processes)
   const char *process_name;
+  // XORed into every uuid and flow id written (see accel_pf_track_uuid), so
+  // that the uuids of two traces never meet when they are joined.
+  uint64_t uuid_mask;
   accel_pf_source_t source;
   uint64_t last_ts;
   size_t len;
@@ -50,7 +53,10 @@ typedef struct accel_pf_writer {
 } accel_pf_writer_t;
 
 // Starts a trace on |fd| (not owned): a clock snapshot and the process
-// track. |process_name| may be NULL.
+// track. |process_name| may be NULL. With |pid| < 0 no process track is
+// written: the source then describes processes as ACCEL_TRACK_PROCESS
+// tracks (their |tid| is the pid), parents of the threads and devices of
+// each process (accel-trace convert of a trace of several processes).
 void accel_pf_begin(accel_pf_writer_t *w, int fd, int32_t pid,
                     const char *process_name, const accel_pf_source_t *source);
 
@@ -73,7 +79,8 @@ void accel_pf_close_slices(accel_pf_writer_t *w, uint64_t end_ts);
 // Writes buffered bytes; returns false (and sets failed) on a write error.
 bool accel_pf_flush(accel_pf_writer_t *w);
 
-// The uuid of a track id in traces (process = 1).
+// The uuid of a track id before the writer's uuid_mask is applied
+// (process = 1).
 static inline uint64_t accel_pf_track_uuid(uint32_t id) {
   return 1000ull + id;
 }

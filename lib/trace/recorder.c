@@ -398,20 +398,58 @@ static const char *string_of(void *ctx, uint32_t id) {
   return accel_trace_string(id);
 }
 
-static void process_name(char *out, size_t size) {
-  snprintf(out, size, "accel");
-  int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+// Reads the first |size| - 1 bytes of |path| into |out| (NUL-terminated);
+// returns the count. open/read/close only: the flight recorder calls this
+// from a fatal-signal handler.
+static size_t read_proc_file(const char *path, char *out, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, out, size - 1) : -1;
   if (fd >= 0) {
-    ssize_t n = read(fd, out, size - 1);
-    if (n > 0) {
-      out[n] = '\0';
-      char *nl = strchr(out, '\n');
-      if (nl != NULL) {
-        *nl = '\0';
-      }
-    }
     close(fd);
   }
+  out[n > 0 ? n : 0] = '\0';
+  return n > 0 ? (size_t)n : 0;
+}
+
+// The process's name for traces: its command line with the program's folder
+// left out ("trainer --steps 10"), cut to |size| - 1 bytes; /proc/self/comm
+// (at most 15 characters) only where the command line cannot be read.
+static void process_name(char *out, size_t size) {
+  char line[256];
+  size_t n = read_proc_file("/proc/self/cmdline", line, sizeof(line));
+  if (n == 0) {
+    if (read_proc_file("/proc/self/comm", out, size) == 0) {
+      snprintf(out, size, "accel");
+    }
+    out[strcspn(out, "\n")] = '\0';
+    return;
+  }
+  const char *base = line;
+  for (const char *c = line; *c != '\0'; ++c) {
+    if (*c == '/') {
+      base = c + 1;
+    }
+  }
+  size_t o = 0;
+  for (const char *c = base; c < line + n && o + 1 < size; ++c) {
+    out[o++] = *c != '\0' ? *c : ' ';
+  }
+  while (o > 0 && out[o - 1] == ' ') {
+    o--;
+  }
+  out[o] = '\0';
+}
+
+static pthread_once_t g_cmdline_once = PTHREAD_ONCE_INIT;
+static char g_cmdline[64];
+
+static void read_cmdline_once(void) {
+  process_name(g_cmdline, sizeof(g_cmdline));
+}
+
+const char *accel_trace_cmdline(void) {
+  pthread_once(&g_cmdline_once, read_cmdline_once);
+  return g_cmdline;
 }
 
 static void write_samples(accel_pf_writer_t *w, uint64_t ts) {

@@ -8,6 +8,7 @@
 #undef LTTNG_UST_TRACEPOINT_INCLUDE
 #define LTTNG_UST_TRACEPOINT_INCLUDE "trace/tp.h"
 
+
 #if !defined(ACCEL_TRACE_TP_H_) || \
     defined(LTTNG_UST_TRACEPOINT_HEADER_MULTI_READ)
 #define ACCEL_TRACE_TP_H_
@@ -49,10 +50,15 @@ LTTNG_UST_TRACEPOINT_ENUM(accel, status,
     lttng_ust_field_enum_value("internal", 14)))
 
 LTTNG_UST_TRACEPOINT_EVENT(accel, runtime_create,
-  LTTNG_UST_TP_ARGS(uint64_t, runtime, uint32_t, device_count),
+  // |cmdline|: the process's command line (LTTng's procname context holds
+  // at most 15 characters), passed in: the probes live in their own
+  // library (tp.c), which calls nothing of libaccel.
+  LTTNG_UST_TP_ARGS(uint64_t, runtime, uint32_t, device_count,
+                    const char *, cmdline),
   LTTNG_UST_TP_FIELDS(
     lttng_ust_field_integer_hex(uint64_t, runtime, runtime)
-    lttng_ust_field_integer(uint32_t, device_count, device_count)))
+    lttng_ust_field_integer(uint32_t, device_count, device_count)
+    lttng_ust_field_string(cmdline, cmdline)))
 
 LTTNG_UST_TRACEPOINT_EVENT(accel, runtime_destroy,
   LTTNG_UST_TP_ARGS(uint64_t, runtime),

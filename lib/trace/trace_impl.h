@@ -376,4 +376,9 @@ void accel_trace_clock_set(uint32_t device, uint64_t host_ns,
                            uint64_t device_ns);
 uint64_t accel_trace_device_to_host_ns(uint32_t device, uint64_t device_ns);
 
+// The process's command line for traces ("trainer --steps 10": the
+// program without its folder, then its arguments), cut to 63 bytes; read
+// once. Thread-safe.
+const char *accel_trace_cmdline(void);
+
 #endif  // ACCEL_TRACE_TRACE_IMPL_H_

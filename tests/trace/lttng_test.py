@@ -260,7 +260,7 @@ def check_accel_trace(trace_dir, tmp):
     want = {"copy h2d": ("copy", N, N * 65536),
             "copy d2h": ("copy", N + 1, N * 65536 + 4096),
             "copy d2d": ("copy", N, N * 4096),
-            "host_call": ("kernel", N + 1 + copies, 0),
+            "host_call": ("host", N + 1 + copies, 0),
             "axpy": ("kernel", N, 0),
             "fill": ("command", N, N * 4096)}
     for name, (cat, count, nbytes) in want.items():
@@ -269,7 +269,88 @@ def check_accel_trace(trace_dir, tmp):
         expect((c, n, b) == (cat, count, nbytes),
                f"summary {name}: {rows[name]} != {(cat, count, nbytes)}")
         expect(0 <= p50 <= p99 and total >= p99, f"summary {name} times")
+    # Every launch ran its kernel: the axpy row holds them, and no launch
+    # row repeats its totals.
+    expect("launch" not in rows, f"summary repeats launches: {r.stdout}")
     return r.stdout
+
+
+# A program name longer than LTTng's procname (15 characters).
+LONG_NAME = "trace-workload-second-process"
+
+
+def record_two_processes(tmp, env):
+    """Records two workloads running at once, one under LONG_NAME; returns
+    the trace directory and {pid: program name}."""
+    trace_dir = os.path.join(tmp, "multi")
+    long_path = os.path.join(tmp, LONG_NAME)
+    os.symlink(os.path.abspath(WORKLOAD), long_path)
+    lttng(["create", "accel-multi", f"--output={trace_dir}"], env)
+    lttng(["enable-event", "-u", "accel:*"], env)
+    lttng(["add-context", "-u", "-t", "vtid", "-t", "vpid", "-t", "procname"],
+          env)
+    lttng(["start"], env)
+    procs = {}
+    for i, prog in enumerate((WORKLOAD, long_path)):
+        p = subprocess.Popen([prog, os.path.join(tmp, f"multi-c{i}"),
+                              "--iterations", "2"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        procs[p.pid] = (p, os.path.basename(prog))
+    for p, _ in procs.values():
+        _, err = p.communicate(timeout=60)
+        expect(p.returncode == 0, f"workload: {err}")
+    lttng(["stop"], env)
+    lttng(["destroy"], env)
+    return trace_dir, {pid: name for pid, (_, name) in procs.items()}
+
+
+def check_two_processes(trace_dir, pids, tmp):
+    """accel-trace convert of two processes: one Perfetto process each (pid
+    and full program name), threads and streams under their own process."""
+    out = os.path.join(tmp, "multi.pftrace")
+    r = subprocess.run([TOOL, "convert", trace_dir, "-o", out],
+                       capture_output=True, text=True, timeout=60)
+    expect(r.returncode == 0, f"accel-trace convert (two processes): {r.stderr}")
+    sys.path.insert(0, HERE)
+    import perfetto_check as pc
+    try:
+        trace, tracks = pc.load(out)
+        pc.check(trace, tracks)
+    except pc.Failure as e:
+        fail(f"converted trace of two processes: {e}")
+    procs = {td.process.pid: td for td in tracks.values()
+             if td.HasField("process")}
+    expect(sorted(procs) == sorted(pids),
+           f"two processes: pids {sorted(procs)} != {sorted(pids)}")
+    for pid, name in pids.items():
+        got = procs[pid].process.process_name
+        expect(got.split(" ")[0] == name,
+               f"process {pid}: name {got!r}, expected {name!r} (whole)")
+
+    def process_of(td):
+        seen = set()
+        while not td.HasField("process"):
+            expect(td.uuid not in seen and td.parent_uuid in tracks,
+                   f"track {td.name!r} reaches no process")
+            seen.add(td.uuid)
+            td = tracks[td.parent_uuid]
+        return td.process.pid
+
+    threads = [td for td in tracks.values() if td.HasField("thread")]
+    for td in threads:
+        expect(td.thread.pid in pids, f"thread {td.thread.tid}: pid "
+               f"{td.thread.pid} is neither process")
+    expect({td.thread.pid for td in threads} == set(pids),
+           "each process has threads")
+    streams = collections.defaultdict(set)
+    for td in tracks.values():
+        if td.name and not td.HasField("counter") and \
+                not td.HasField("process") and not td.HasField("thread"):
+            streams[td.name].add(process_of(td))
+    both = [n for n, owners in streams.items() if owners == set(pids)]
+    expect(len(both) >= 2, f"tracks of both processes kept apart: {dict(streams)}")
+    return (f"two processes: {len(procs)} Perfetto processes, "
+            f"{len(threads)} threads, {len(both)} tracks in each")
 
 
 def main():
@@ -300,7 +381,8 @@ def main():
     try:
         lttng(["create", "accel-e2e", f"--output={trace_dir}"], env)
         lttng(["enable-event", "-u", "accel:*"], env)
-        lttng(["add-context", "-u", "-t", "vtid", "-t", "procname"], env)
+        lttng(["add-context", "-u", "-t", "vtid", "-t", "vpid", "-t",
+               "procname"], env)
         lttng(["start"], env)
         r = subprocess.run([WORKLOAD, os.path.join(tmp, "counters"), "--fail",
                             "--iterations", str(N)], env=env,
@@ -308,11 +390,13 @@ def main():
         expect(r.returncode == 0, f"workload: {r.stderr}")
         lttng(["stop"], env)
         lttng(["destroy"], env)
+        multi_dir, multi_pids = record_two_processes(tmp, env)
     finally:
         stop_sessiond(pid)
     n = check_lttng_events(read_events(trace_dir))
     print(f"lttng: {n} events checked")
     print(check_accel_trace(trace_dir, tmp))
+    print(check_two_processes(multi_dir, multi_pids, tmp))
     shutil.rmtree(tmp, ignore_errors=True)
     print("OK")
     return 0

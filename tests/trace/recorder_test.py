@@ -124,12 +124,15 @@ def test_api_recording(tmp):
             rows[" ".join(cols[1:-5])] = (cols[0], int(cols[-5]),
                                           int(cols[-1]))
         for name, want in {"axpy": ("kernel", N, 0),
-                           "host_call": ("kernel", N + COPIES, 0),
+                           "host_call": ("host", N + COPIES, 0),
                            "copy h2d": ("copy", N, N * 65536),
                            "copy d2d": ("copy", N, N * 4096),
                            "wait": ("command", N + COPIES, 0)}.items():
             pc.expect(rows.get(name) == want,
                       f"summary {name}: {rows.get(name)} != {want}")
+        # Every launch ran its kernel: the axpy row holds them, and no
+        # launch row repeats its totals.
+        pc.expect("launch" not in rows, f"summary repeats launches: {r.stdout}")
     return n
 
 
@@ -145,6 +148,33 @@ def test_env_recording(tmp):
     pc.expect(counters.get("host:0/compute host_calls") == 3 * N + 1,
               "env: host_calls counter")
     return len(trace_obj.packet)
+
+
+def test_two_recordings_joined_do_not_clash(tmp):
+    # Two recorder files concatenated (one trace of two processes, as the
+    # Perfetto UI opens them) share no track uuid and no flow id, and each
+    # names its process by its command line.
+    files = []
+    for i in range(2):
+        trace = os.path.join(tmp, f"join{i}.pftrace")
+        run([os.path.join(tmp, f"j{i}"), "--record", trace])
+        files.append(trace)
+    joined = os.path.join(tmp, "joined.pftrace")
+    with open(joined, "wb") as out:
+        for f in files:
+            with open(f, "rb") as src:
+                out.write(src.read())
+    trace, tracks = pc.load(joined)
+    slices, _, _, _ = pc.check(trace, tracks)
+    pc.expect(len(tracks) == 2 * len(pc.load(files[0])[1]),
+              f"joined: {len(tracks)} tracks")
+    procs = [t.process for t in tracks.values() if t.HasField("process")]
+    pc.expect(len(procs) == 2, f"joined: {len(procs)} processes")
+    name = os.path.basename(WORKLOAD)
+    for p in procs:
+        pc.expect(p.process_name.startswith(name + " " + os.path.join(tmp, "j")),
+                  f"process name {p.process_name!r} is not the command line")
+    return len(trace.packet)
 
 
 def test_flight_on_failure(tmp):
@@ -222,6 +252,7 @@ def test_flight_on_fatal_signal(tmp):
 def main():
     with tempfile.TemporaryDirectory(prefix="accel-trace-") as tmp:
         for test in (test_api_recording, test_env_recording,
+                     test_two_recordings_joined_do_not_clash,
                      test_flight_on_failure, test_flight_dump_on_demand,
                      test_flight_on_fatal_signal,
                      test_bad_environment_fails_runtime_creation):

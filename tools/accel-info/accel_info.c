@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "accel/accel.h"
+#include "tool_cli.h"
 
 static void print_caps(accel_device_caps_t caps) {
   static const struct {
@@ -29,27 +30,40 @@ static void print_caps(accel_device_caps_t caps) {
   }
 }
 
-static int usage(void) {
-  fprintf(stderr, "usage: accel-info [--json | --env]\n");
-  return 2;
+static const accel_tool_option_t k_options[] = {
+    {"--json", NULL, 1, "print the devices as one JSON object"},
+    {"--env", NULL, 1,
+     "list every ACCEL_* environment variable and what it sets"},
+};
+enum { OPT_JSON, OPT_ENV };
+
+static const accel_tool_spec_t k_spec = {
+    .name = "accel-info",
+    .synopsis = "[--json | --env]",
+    .description = "Lists the devices accel sees and their properties.",
+    .options = k_options,
+    .option_count = sizeof(k_options) / sizeof(k_options[0]),
+};
+
+static int print_env(void) {
+  size_t n = 0;
+  const accel_env_var_t *vars = accel_env_vars(&n);
+  for (size_t j = 0; j < n; ++j) {
+    printf("%-28s %s\n", vars[j].name, vars[j].description);
+  }
+  return 0;
 }
 
 int main(int argc, char **argv) {
-  int json = 0;
-  for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--json") == 0) {
-      json = 1;
-    } else if (strcmp(argv[i], "--env") == 0) {
-      size_t n = 0;
-      const accel_env_var_t *vars = accel_env_vars(&n);
-      for (size_t j = 0; j < n; ++j) {
-        printf("%-28s %s\n", vars[j].name, vars[j].description);
-      }
-      return 0;
-    } else {
-      return usage();
-    }
+  accel_tool_args_t args;
+  int rc = accel_tool_parse(&k_spec, argc, argv, &args);
+  if (rc != ACCEL_TOOL_CONTINUE) {
+    return rc;
   }
+  if (args.values[OPT_ENV] != NULL) {
+    return print_env();
+  }
+  int json = args.values[OPT_JSON] != NULL;
   accel_runtime_t *rt = NULL;
   accel_status_t st = accel_runtime_create(NULL, &rt);
   if (st != ACCEL_OK) {

@@ -14,6 +14,7 @@
 
 #include "abi/axe_reader.h"
 #include "accel/accel.h"
+#include "tool_cli.h"
 
 static void json_string(const char *s) {
   putchar('"');
@@ -207,27 +208,117 @@ static void print_json(const axe_view_t *v, const char *path, bool hashed) {
   printf("}}\n");
 }
 
-int main(int argc, char **argv) {
-  const char *path = NULL;
-  bool json = false, skip_hashes = false;
-  for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--json") == 0) {
-      json = true;
-    } else if (strcmp(argv[i], "--skip-hashes") == 0) {
-      skip_hashes = true;
-    } else if (argv[i][0] != '-' && path == NULL) {
-      path = argv[i];
-    } else {
-      path = NULL;
-      break;
+static void hex128(const uint8_t h[16], char out[33]) {
+  for (int i = 0; i < 16; ++i) {
+    sprintf(out + 2 * i, "%02x", h[i]);
+  }
+}
+
+// After a failed parse: when the structure is sound and only content hashes
+// differ, names every section whose hash differs with both hashes, which
+// says more than the loader's first "content hash mismatch". A hash tells
+// that some byte of a section changed, not which or how many. Returns the
+// number of sections reported.
+static uint32_t report_hash_mismatches(const void *data, uint64_t size,
+                                       const char *path, bool json) {
+  axe_view_t v;
+  if (axe_parse(data, size, true, &v) != ACCEL_OK) {
+    return 0;  // the structure itself is bad: the loader's message says how
+  }
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < v.section_count; ++i) {
+    const axe_section_t *s = &v.sections[i];
+    uint8_t actual[16];
+    axe_hash128(v.data + s->offset, s->size, actual);
+    if (memcmp(actual, s->hash, 16) == 0) {
+      continue;
     }
+    char want[33], got[33];
+    hex128(s->hash, want);
+    hex128(actual, got);
+    const char *name = s->name ? axe_string(&v, s->name) : "";
+    if (json) {
+      printf("%s{\"section\": %u, \"kind\": \"%s\", \"name\": ", count ? ", " : "",
+             i, axe_section_kind_name(s->kind));
+      json_string(name);
+      printf(", \"offset\": %llu, \"size\": %llu, \"expected_hash\": "
+             "\"%s\", \"actual_hash\": \"%s\"}",
+             (unsigned long long)s->offset, (unsigned long long)s->size, want,
+             got);
+    } else {
+      fprintf(stderr,
+              "accel-inspect: %s: section %u (%s%s%s, %llu bytes at offset "
+              "%llu): content hash differs: expected %s (recorded when the "
+              "file was written), actual %s (of the bytes now in the file); "
+              "at least one byte of this section changed\n",
+              path, i, axe_section_kind_name(s->kind), name[0] ? " " : "",
+              name, (unsigned long long)s->size,
+              (unsigned long long)s->offset, want, got);
+    }
+    count++;
   }
-  if (path == NULL) {
+  return count;
+}
+
+// Reports why |data| failed to parse with |st| (the loader's message in
+// accel_last_error), on stderr and, with |json|, as a JSON object on stdout.
+static void report_invalid(const void *data, uint64_t size, const char *path,
+                           accel_status_t st, bool json, bool skip_hashes) {
+  char message[1024];
+  snprintf(message, sizeof(message), "%s", accel_last_error());
+  if (json) {
+    printf("{\"file\": ");
+    json_string(path);
+    printf(", \"valid\": false, \"status\": \"%s\", \"error\": ",
+           accel_status_name(st));
+    json_string(message);
+    printf(", \"hash_mismatches\": [");
+  }
+  uint32_t mismatches =
+      skip_hashes ? 0 : report_hash_mismatches(data, size, path, json);
+  if (json) {
+    printf("]}\n");
+  }
+  if (mismatches == 0) {
+    fprintf(stderr, "accel-inspect: %s is not valid: %s: %s\n", path,
+            accel_status_name(st), message);
+  } else {
     fprintf(stderr,
-            "usage: accel-inspect FILE.axe [--json] [--skip-hashes]\n"
-            "  verifies an .axe executable and prints what it holds\n");
-    return 2;
+            "accel-inspect: %s is not valid: %u section%s hold%s content "
+            "that differs from what was written (structure ok)\n",
+            path, mismatches, mismatches == 1 ? "" : "s",
+            mismatches == 1 ? "s" : "");
   }
+}
+
+static const accel_tool_option_t k_options[] = {
+    {"--json", NULL, 0, "print the file's contents as one JSON object"},
+    {"--skip-hashes", NULL, 0,
+     "check the structure only, not the section hashes"},
+};
+enum { OPT_JSON, OPT_SKIP_HASHES };
+
+static const accel_tool_spec_t k_spec = {
+    .name = "accel-inspect",
+    .synopsis = "FILE.axe [--json] [--skip-hashes]",
+    .description = "Verifies an .axe executable (structure, versions, every "
+                   "section hash) and prints what it holds; exits 1 when the "
+                   "file is not valid.",
+    .options = k_options,
+    .option_count = sizeof(k_options) / sizeof(k_options[0]),
+    .min_positional = 1,
+    .max_positional = 1,
+};
+
+int main(int argc, char **argv) {
+  accel_tool_args_t args;
+  int rc = accel_tool_parse(&k_spec, argc, argv, &args);
+  if (rc != ACCEL_TOOL_CONTINUE) {
+    return rc;
+  }
+  const char *path = args.positional[0];
+  bool json = args.values[OPT_JSON] != NULL;
+  bool skip_hashes = args.values[OPT_SKIP_HASHES] != NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     fprintf(stderr, "accel-inspect: cannot open %s: %s\n", path,
@@ -254,16 +345,7 @@ int main(int argc, char **argv) {
   accel_status_t st =
       axe_parse(data ? data : empty, size, skip_hashes, &view);
   if (st != ACCEL_OK) {
-    if (json) {
-      printf("{\"file\": ");
-      json_string(path);
-      printf(", \"valid\": false, \"status\": \"%s\", \"error\": ",
-             accel_status_name(st));
-      json_string(accel_last_error());
-      printf("}\n");
-    }
-    fprintf(stderr, "accel-inspect: %s is not valid: %s: %s\n", path,
-            accel_status_name(st), accel_last_error());
+    report_invalid(data ? data : empty, size, path, st, json, skip_hashes);
     if (data) {
       munmap(data, size);
     }

@@ -6,11 +6,12 @@
 //
 // convert reads the CTF trace with libbabeltrace2 (source.ctf.fs through a
 // muxer into a simple sink) and writes the same Perfetto format as the
-// built-in recorder (lib/trace/perfetto.c): one track per device, stream and
-// thread (from the vtid context when recorded), command slices with flows
-// from enqueue to execution, and counter tracks. summary prints, per kernel
-// and per copy direction (and other command kinds), the count, total, p50 and
-// p99 durations and the bytes moved.
+// built-in recorder (lib/trace/perfetto.c): one Perfetto process per traced
+// process (from the vpid context), holding one track per device, stream and
+// thread (from the vtid context), command slices with flows from enqueue to
+// execution, and counter tracks. summary prints, per kernel, host calls,
+// copy direction and other command kinds, the count, total, p50 and p99
+// durations and the bytes moved.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -24,6 +25,7 @@
 
 #include "trace/perfetto.h"
 #include "trace/trace_impl.h"
+#include "tool_cli.h"
 
 #if ACCEL_TRACE_HAVE_BABELTRACE
 #include <babeltrace2/babeltrace.h>
@@ -33,15 +35,23 @@
 // Names collected from the LTTng trace.
 // ---------------------------------------------------------------------------
 
-#define THREAD_TRACK_BASE 50000u
-#define MAX_THREADS 8192u
 #define MAX_STRINGS 8192u
+// Slots of the map from (process, LTTng id) to this trace's track ids: a
+// power of two, twice the most tracks a trace can hold.
+#define ID_MAP_SLOTS (2u * ACCEL_PF_MAX_TRACKS)
 
+// LTTng ids (devices, streams, queues) are numbered per process, so two
+// traced processes both have a stream 3: every track of the converted trace
+// gets an id of its own here, keyed by the process (LTTng's vpid) it belongs
+// to, and each process becomes one Perfetto process (a track of kind
+// ACCEL_TRACK_PROCESS whose tid is the pid) holding its threads, devices and
+// streams.
 typedef struct lt_state {
-  accel_trace_track_t tracks[ACCEL_PF_MAX_TRACKS];  // by id; kind 0 = unknown
+  accel_trace_track_t tracks[ACCEL_PF_MAX_TRACKS];  // by id
   bool known[ACCEL_PF_MAX_TRACKS];
-  int64_t tids[MAX_THREADS];
-  uint32_t tid_count;
+  uint32_t next_id;  // the next free track id (ids start at 1)
+  uint64_t map_keys[ID_MAP_SLOTS];  // 0: empty
+  uint32_t map_ids[ID_MAP_SLOTS];
   char *strings[MAX_STRINGS];
   uint32_t string_count;
   accel_pf_writer_t writer;
@@ -96,36 +106,82 @@ static uint32_t lt_intern(lt_state_t *s, const char *text) {
   return s->strings[s->string_count] != NULL ? ++s->string_count : 0;
 }
 
-static void lt_track(lt_state_t *s, uint64_t id, uint32_t kind,
+// Key spaces of the id map: what a key stands for, above the process and
+// the LTTng id.
+enum { KEY_TRACK = 1, KEY_THREAD = 2, KEY_PROCESS = 3 };
+
+static uint64_t map_key(uint32_t space, uint32_t proc, uint64_t id) {
+  return (uint64_t)space << 62 | (uint64_t)(proc & 0x3fffffu) << 40 |
+         (id & 0xffffffffffull);
+}
+
+// This trace's track id for |key|, made (and |*out_new| set) on first use;
+// 0 when the trace has no ids left.
+static uint32_t map_id(lt_state_t *s, uint64_t key, bool *out_new) {
+  uint32_t h = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 40);
+  for (uint32_t i = 0; i < ID_MAP_SLOTS; ++i) {
+    uint32_t slot = (h + i) & (ID_MAP_SLOTS - 1);
+    if (s->map_keys[slot] == key) {
+      return s->map_ids[slot];
+    }
+    if (s->map_keys[slot] == 0) {
+      if (s->next_id + 1 >= ACCEL_PF_MAX_TRACKS) {
+        return 0;
+      }
+      s->map_keys[slot] = key;
+      s->map_ids[slot] = ++s->next_id;
+      *out_new = true;
+      return s->map_ids[slot];
+    }
+  }
+  return 0;
+}
+
+static void lt_track(lt_state_t *s, uint32_t id, uint32_t kind,
                      uint32_t parent, const char *name) {
-  if (id == 0 || id >= ACCEL_PF_MAX_TRACKS) {
+  if (id == 0) {
     return;
   }
   accel_trace_track_t *t = &s->tracks[id];
   memset(t, 0, sizeof(*t));
-  t->id = (uint32_t)id;
+  t->id = id;
   t->kind = kind;
   t->parent = parent;
   snprintf(t->name, sizeof(t->name), "%s", name);
   s->known[id] = true;
 }
 
-static uint32_t lt_thread(lt_state_t *s, int64_t tid, const char *procname) {
-  for (uint32_t i = 0; i < s->tid_count; ++i) {
-    if (s->tids[i] == tid) {
-      return THREAD_TRACK_BASE + i;
-    }
+// The track of process |vpid|, named |procname| until its command line is
+// known (runtime_create).
+static uint32_t lt_process(lt_state_t *s, int64_t vpid, const char *procname) {
+  bool fresh = false;
+  uint32_t id = map_id(s, map_key(KEY_PROCESS, 0, (uint64_t)vpid), &fresh);
+  if (fresh) {
+    lt_track(s, id, ACCEL_TRACK_PROCESS, 0,
+             procname != NULL && procname[0] ? procname : "accel");
+    s->tracks[id].tid = (int32_t)vpid;
   }
-  if (s->tid_count == MAX_THREADS) {
-    return THREAD_TRACK_BASE;
-  }
-  uint32_t id = THREAD_TRACK_BASE + s->tid_count;
-  s->tids[s->tid_count++] = tid;
-  char name[64];
-  snprintf(name, sizeof(name), "%s", procname != NULL ? procname : "thread");
-  lt_track(s, id, ACCEL_TRACK_THREAD, 0, name);
-  s->tracks[id].tid = (int32_t)tid;
   return id;
+}
+
+static uint32_t lt_thread(lt_state_t *s, uint32_t proc, int64_t tid,
+                          const char *procname) {
+  bool fresh = false;
+  uint32_t id = map_id(s, map_key(KEY_THREAD, proc, (uint64_t)tid), &fresh);
+  if (fresh) {
+    lt_track(s, id, ACCEL_TRACK_THREAD, proc,
+             procname != NULL && procname[0] ? procname : "thread");
+    s->tracks[id].tid = (int32_t)tid;
+  }
+  return id;
+}
+
+// This trace's id of the device, stream or queue |lttng_id| of |proc|; 0
+// stays 0 (no track).
+static uint32_t lt_object(lt_state_t *s, uint32_t proc, uint64_t lttng_id) {
+  bool fresh = false;
+  return lttng_id != 0 ? map_id(s, map_key(KEY_TRACK, proc, lttng_id), &fresh)
+                       : 0;
 }
 
 static uint32_t counter_kind_by_name(const char *name) {
@@ -168,134 +224,192 @@ static const char *str(const bt_field *st, const char *name) {
   return bt_field_string_get_value(f);
 }
 
-static void handle_event(lt_state_t *s, const bt_message *msg) {
-  const bt_event *event = bt_message_event_borrow_event_const(msg);
-  const char *full = bt_event_class_get_name(bt_event_borrow_class_const(event));
-  if (full == NULL || strncmp(full, "accel:", 6) != 0) {
-    return;
+// One event being converted: its payload and the process it came from.
+typedef struct lt_event {
+  lt_state_t *s;
+  const char *name;  // without the "accel:" prefix
+  const bt_field *p;  // payload
+  uint32_t proc;      // the process's track
+  uint64_t ts;
+} lt_event_t;
+
+// The converted trace's id of the payload's LTTng id field |field|.
+static uint32_t obj(const lt_event_t *e, const char *field) {
+  return lt_object(e->s, e->proc, u64(e->p, field));
+}
+
+static void ev_device_open(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_CLOCK_PAIR;
+  r->track = obj(e, "device");
+  lt_track(e->s, r->track, ACCEL_TRACK_DEVICE, e->proc, str(e->p, "name"));
+  r->a = u64(e->p, "clock_host_ns");
+  r->b = u64(e->p, "clock_device_ns");
+}
+
+static void ev_stream_create(const lt_event_t *e, accel_trace_rec_t *r) {
+  uint32_t device = obj(e, "device");
+  r->type = ACCEL_TEV_LIFECYCLE;
+  r->aux = ACCEL_TRACE_LIFE_STREAM_CREATE;
+  r->track = obj(e, "stream");
+  lt_track(e->s, r->track, ACCEL_TRACK_STREAM, device ? device : e->proc,
+           str(e->p, "name"));
+}
+
+static void ev_stream_destroy(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_LIFECYCLE;
+  r->aux = ACCEL_TRACE_LIFE_STREAM_DESTROY;
+  r->track = obj(e, "stream");
+}
+
+static void ev_runtime_create(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_LIFECYCLE;
+  r->aux = ACCEL_TRACE_LIFE_RUNTIME_CREATE;
+  // The command line names the process better than procname (15 bytes).
+  const char *cmdline = str(e->p, "cmdline");
+  if (cmdline[0] != '\0') {
+    snprintf(e->s->tracks[e->proc].name, sizeof(e->s->tracks[e->proc].name),
+             "%s", cmdline);
   }
-  const char *name = full + 6;
-  const bt_clock_snapshot *cs =
-      bt_message_event_borrow_default_clock_snapshot_const(msg);
-  // LTTng's default clock counts CLOCK_MONOTONIC; keep that time base (the
-  // built-in recorder's) rather than the offset-to-epoch one.
-  uint64_t cycles = bt_clock_snapshot_get_value(cs);
-  uint64_t ts = s->clock_freq == 1000000000ull
-                    ? cycles
-                    : (uint64_t)((double)cycles * 1e9 / (double)s->clock_freq);
-  const bt_field *p = bt_event_borrow_payload_field_const(event);
-  const bt_field *ctx = bt_event_borrow_common_context_field_const(event);
-  int64_t tid = ctx != NULL && member(ctx, "vtid") != NULL
-                    ? (int64_t)u64(ctx, "vtid")
-                    : 0;
-  const char *procname =
-      ctx != NULL && member(ctx, "procname") != NULL ? str(ctx, "procname")
-                                                      : NULL;
-  uint32_t thread = lt_thread(s, tid, procname);
-  accel_trace_rec_t r = {.ts = ts};
-  if (strcmp(name, "device_open") == 0) {
-    lt_track(s, u64(p, "device"), ACCEL_TRACK_DEVICE, 0, str(p, "name"));
-    r.type = ACCEL_TEV_CLOCK_PAIR;
-    r.track = (uint32_t)u64(p, "device");
-    r.a = u64(p, "clock_host_ns");
-    r.b = u64(p, "clock_device_ns");
-  } else if (strcmp(name, "stream_create") == 0) {
-    lt_track(s, u64(p, "stream"), ACCEL_TRACK_STREAM,
-             (uint32_t)u64(p, "device"), str(p, "name"));
-    r.type = ACCEL_TEV_LIFECYCLE;
-    r.aux = ACCEL_TRACE_LIFE_STREAM_CREATE;
-    r.track = (uint32_t)u64(p, "stream");
-  } else if (strcmp(name, "stream_destroy") == 0) {
-    r.type = ACCEL_TEV_LIFECYCLE;
-    r.aux = ACCEL_TRACE_LIFE_STREAM_DESTROY;
-    r.track = (uint32_t)u64(p, "stream");
-  } else if (strcmp(name, "runtime_create") == 0 ||
-             strcmp(name, "runtime_destroy") == 0) {
-    r.type = ACCEL_TEV_LIFECYCLE;
-    r.aux = name[8] == 'c' ? ACCEL_TRACE_LIFE_RUNTIME_CREATE
-                           : ACCEL_TRACE_LIFE_RUNTIME_DESTROY;
-  } else if (strcmp(name, "device_close") == 0) {
-    r.type = ACCEL_TEV_LIFECYCLE;
-    r.aux = ACCEL_TRACE_LIFE_DEVICE_CLOSE;
-    r.track = (uint32_t)u64(p, "device");
-  } else if (strcmp(name, "cmd_enqueue") == 0 ||
-             strcmp(name, "cmd_start") == 0) {
-    r.type = name[4] == 'e' ? ACCEL_TEV_CMD_ENQUEUE : ACCEL_TEV_CMD_START;
-    uint32_t kind = (uint32_t)u64(p, "kind");
-    uint32_t dir = kind == 2 ? (uint32_t)u64(p, "flags") & 0xff : 0;
-    r.aux = kind | (dir << 8);
-    r.track = (uint32_t)u64(p, "stream");
-    r.a = u64(p, "seq");
-    r.b = u64(p, "bytes");
-    uint64_t enqueue_ns = u64(p, "enqueue_ns");
-    if (r.type == ACCEL_TEV_CMD_ENQUEUE && enqueue_ns != 0 && enqueue_ns <= ts) {
-      r.ts = enqueue_ns;  // the event is emitted after the submit returns
-    }
-  } else if (strcmp(name, "cmd_end") == 0) {
-    r.type = ACCEL_TEV_CMD_END;
-    r.aux = (uint32_t)u64(p, "kind") | ((uint32_t)u64(p, "status") << 8);
-    r.track = (uint32_t)u64(p, "stream");
-    r.a = u64(p, "seq");
-  } else if (strcmp(name, "launch_begin") == 0) {
-    r.type = ACCEL_TEV_LAUNCH_BEGIN;
-    r.track = (uint32_t)u64(p, "stream");
-    r.a = u64(p, "seq");
-    r.b = lt_intern(s, str(p, "kernel"));
-  } else if (strcmp(name, "launch_end") == 0) {
-    r.type = ACCEL_TEV_LAUNCH_END;
-    r.track = (uint32_t)u64(p, "stream");
-    r.a = u64(p, "seq");
-    r.aux = (uint32_t)u64(p, "status");
-  } else if (strcmp(name, "semaphore_signal") == 0 ||
-             strcmp(name, "semaphore_wait") == 0 ||
-             strcmp(name, "semaphore_wake") == 0) {
-    r.type = strcmp(name, "semaphore_signal") == 0 ? ACCEL_TEV_SEM_SIGNAL
-             : strcmp(name, "semaphore_wait") == 0   ? ACCEL_TEV_SEM_WAIT
+}
+
+static void ev_runtime_destroy(const lt_event_t *e, accel_trace_rec_t *r) {
+  (void)e;
+  r->type = ACCEL_TEV_LIFECYCLE;
+  r->aux = ACCEL_TRACE_LIFE_RUNTIME_DESTROY;
+}
+
+static void ev_device_close(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_LIFECYCLE;
+  r->aux = ACCEL_TRACE_LIFE_DEVICE_CLOSE;
+  r->track = obj(e, "device");
+}
+
+static void ev_cmd(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = e->name[4] == 'e' ? ACCEL_TEV_CMD_ENQUEUE : ACCEL_TEV_CMD_START;
+  uint32_t kind = (uint32_t)u64(e->p, "kind");
+  uint32_t dir = kind == 2 ? (uint32_t)u64(e->p, "flags") & 0xff : 0;
+  r->aux = kind | (dir << 8);
+  r->track = obj(e, "stream");
+  r->a = u64(e->p, "seq");
+  r->b = u64(e->p, "bytes");
+  uint64_t enqueue_ns = u64(e->p, "enqueue_ns");
+  if (r->type == ACCEL_TEV_CMD_ENQUEUE && enqueue_ns != 0 &&
+      enqueue_ns <= e->ts) {
+    r->ts = enqueue_ns;  // the event is emitted after the submit returns
+  }
+}
+
+static void ev_cmd_end(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_CMD_END;
+  r->aux = (uint32_t)u64(e->p, "kind") | ((uint32_t)u64(e->p, "status") << 8);
+  r->track = obj(e, "stream");
+  r->a = u64(e->p, "seq");
+}
+
+static void ev_launch_begin(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_LAUNCH_BEGIN;
+  r->track = obj(e, "stream");
+  r->a = u64(e->p, "seq");
+  r->b = lt_intern(e->s, str(e->p, "kernel"));
+}
+
+static void ev_launch_end(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_LAUNCH_END;
+  r->track = obj(e, "stream");
+  r->a = u64(e->p, "seq");
+  r->aux = (uint32_t)u64(e->p, "status");
+}
+
+static void ev_semaphore(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = strcmp(e->name, "semaphore_signal") == 0 ? ACCEL_TEV_SEM_SIGNAL
+            : strcmp(e->name, "semaphore_wait") == 0 ? ACCEL_TEV_SEM_WAIT
                                                      : ACCEL_TEV_SEM_WAKE;
-    r.track = (uint32_t)u64(p, "device");
-    r.a = u64(p, "semaphore");
-    r.b = u64(p, "value");
-    r.aux = (uint32_t)u64(p, "status");
-  } else if (strcmp(name, "event_record") == 0) {
-    r.type = ACCEL_TEV_EVENT_RECORD;
-    r.track = (uint32_t)u64(p, "stream");
-    r.a = u64(p, "event");
-    r.b = u64(p, "value");
-  } else if (strcmp(name, "event_complete") == 0) {
-    r.type = ACCEL_TEV_EVENT_COMPLETE;
-    r.track = (uint32_t)u64(p, "stream");
-    r.a = u64(p, "event");
-    r.b = u64(p, "device_ns");
-    r.ts = u64(p, "host_ns") != 0 && u64(p, "host_ns") <= ts ? u64(p, "host_ns")
-                                                           : ts;
-  } else if (strcmp(name, "buffer_alloc") == 0 ||
-             strcmp(name, "buffer_free") == 0) {
-    r.type = name[7] == 'a' ? ACCEL_TEV_BUF_ALLOC : ACCEL_TEV_BUF_FREE;
-    r.track = (uint32_t)u64(p, "device");
-    r.a = u64(p, "address");
-    r.b = u64(p, "size");
-  } else if (strcmp(name, "error") == 0) {
-    r.type = ACCEL_TEV_ERROR;
-    r.aux = (uint32_t)u64(p, "status");
-    r.a = lt_intern(s, str(p, "message"));
-  } else if (strcmp(name, "stream_fail") == 0) {
-    r.type = ACCEL_TEV_STREAM_FAIL;
-    r.track = (uint32_t)u64(p, "stream");
-    r.a = u64(p, "seq");
-    r.aux = (uint32_t)u64(p, "status");
-  } else if (strcmp(name, "counter_sample") == 0) {
-    r.type = ACCEL_TEV_COUNTER;
-    r.track = (uint32_t)u64(p, "scope");
-    r.aux = counter_kind_by_name(str(p, "name"));
-    r.a = u64(p, "value");
-    if (r.track < ACCEL_PF_MAX_TRACKS && !s->known[r.track]) {
-      lt_track(s, r.track, ACCEL_TRACK_STREAM, 0, str(p, "scope_name"));
-    }
-  } else {
-    return;  // copy_* events repeat cmd_* for copies
+  r->track = obj(e, "device");
+  r->a = u64(e->p, "semaphore");
+  r->b = u64(e->p, "value");
+  r->aux = (uint32_t)u64(e->p, "status");
+}
+
+static void ev_event_record(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_EVENT_RECORD;
+  r->track = obj(e, "stream");
+  r->a = u64(e->p, "event");
+  r->b = u64(e->p, "value");
+}
+
+static void ev_event_complete(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_EVENT_COMPLETE;
+  r->track = obj(e, "stream");
+  r->a = u64(e->p, "event");
+  r->b = u64(e->p, "device_ns");
+  uint64_t host_ns = u64(e->p, "host_ns");
+  r->ts = host_ns != 0 && host_ns <= e->ts ? host_ns : e->ts;
+}
+
+static void ev_buffer(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = e->name[7] == 'a' ? ACCEL_TEV_BUF_ALLOC : ACCEL_TEV_BUF_FREE;
+  r->track = obj(e, "device");
+  r->a = u64(e->p, "address");
+  r->b = u64(e->p, "size");
+}
+
+static void ev_error(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_ERROR;
+  r->aux = (uint32_t)u64(e->p, "status");
+  r->a = lt_intern(e->s, str(e->p, "message"));
+}
+
+static void ev_stream_fail(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_STREAM_FAIL;
+  r->track = obj(e, "stream");
+  r->a = u64(e->p, "seq");
+  r->aux = (uint32_t)u64(e->p, "status");
+}
+
+static void ev_counter(const lt_event_t *e, accel_trace_rec_t *r) {
+  r->type = ACCEL_TEV_COUNTER;
+  r->track = obj(e, "scope");
+  r->aux = counter_kind_by_name(str(e->p, "name"));
+  r->a = u64(e->p, "value");
+  if (r->track != 0 && !e->s->known[r->track]) {
+    lt_track(e->s, r->track, ACCEL_TRACK_STREAM, e->proc,
+             str(e->p, "scope_name"));
   }
-  if (r.ts > s->last_ts) {
-    s->last_ts = r.ts;
+}
+
+// The accel events converted, by name; others (copy_* repeat cmd_* for
+// copies) are skipped.
+static const struct {
+  const char *name;
+  void (*fn)(const lt_event_t *e, accel_trace_rec_t *r);
+} k_events[] = {
+    {"device_open", ev_device_open},
+    {"stream_create", ev_stream_create},
+    {"stream_destroy", ev_stream_destroy},
+    {"runtime_create", ev_runtime_create},
+    {"runtime_destroy", ev_runtime_destroy},
+    {"device_close", ev_device_close},
+    {"cmd_enqueue", ev_cmd},
+    {"cmd_start", ev_cmd},
+    {"cmd_end", ev_cmd_end},
+    {"launch_begin", ev_launch_begin},
+    {"launch_end", ev_launch_end},
+    {"semaphore_signal", ev_semaphore},
+    {"semaphore_wait", ev_semaphore},
+    {"semaphore_wake", ev_semaphore},
+    {"event_record", ev_event_record},
+    {"event_complete", ev_event_complete},
+    {"buffer_alloc", ev_buffer},
+    {"buffer_free", ev_buffer},
+    {"error", ev_error},
+    {"stream_fail", ev_stream_fail},
+    {"counter_sample", ev_counter},
+};
+
+static void add_rec(lt_state_t *s, const accel_trace_rec_t *r,
+                    uint32_t thread) {
+  if (r->ts > s->last_ts) {
+    s->last_ts = r->ts;
   }
   if (s->rec_count == s->rec_cap) {
     size_t cap = s->rec_cap ? s->rec_cap * 2 : 4096;
@@ -306,9 +420,48 @@ static void handle_event(lt_state_t *s, const bt_message *msg) {
     s->recs = grown;
     s->rec_cap = cap;
   }
-  s->recs[s->rec_count] = (struct lt_rec){r, thread, s->rec_count};
+  s->recs[s->rec_count] = (struct lt_rec){*r, thread, s->rec_count};
   s->rec_count++;
   s->events++;
+}
+
+// The event's time in ns of CLOCK_MONOTONIC: LTTng's default clock counts
+// it; keep that time base (the built-in recorder's) rather than the
+// offset-to-epoch one.
+static uint64_t event_ns(const lt_state_t *s, const bt_message *msg) {
+  uint64_t cycles = bt_clock_snapshot_get_value(
+      bt_message_event_borrow_default_clock_snapshot_const(msg));
+  return s->clock_freq == 1000000000ull
+             ? cycles
+             : (uint64_t)((double)cycles * 1e9 / (double)s->clock_freq);
+}
+
+static void handle_event(lt_state_t *s, const bt_message *msg) {
+  const bt_event *event = bt_message_event_borrow_event_const(msg);
+  const char *full = bt_event_class_get_name(bt_event_borrow_class_const(event));
+  if (full == NULL || strncmp(full, "accel:", 6) != 0) {
+    return;
+  }
+  size_t k = 0;
+  while (k < sizeof(k_events) / sizeof(k_events[0]) &&
+         strcmp(k_events[k].name, full + 6) != 0) {
+    k++;
+  }
+  if (k == sizeof(k_events) / sizeof(k_events[0])) {
+    return;
+  }
+  const bt_field *ctx = bt_event_borrow_common_context_field_const(event);
+  const char *procname =
+      member(ctx, "procname") != NULL ? str(ctx, "procname") : NULL;
+  lt_event_t e = {.s = s,
+                  .name = full + 6,
+                  .p = bt_event_borrow_payload_field_const(event),
+                  .proc = lt_process(s, (int64_t)u64(ctx, "vpid"), procname),
+                  .ts = event_ns(s, msg)};
+  uint32_t thread = lt_thread(s, e.proc, (int64_t)u64(ctx, "vtid"), procname);
+  accel_trace_rec_t r = {.ts = e.ts};
+  k_events[k].fn(&e, &r);
+  add_rec(s, &r, thread);
 }
 
 static bt_graph_simple_sink_component_consume_func_status consume(
@@ -468,7 +621,8 @@ static int convert(const char *dir, const char *out_path) {
     return 1;
   }
   accel_pf_source_t source = {lt_describe, lt_string, s};
-  accel_pf_begin(&s->writer, fd, 0, "accel (from LTTng)", &source);
+  // No default process: each traced process is a track of its own.
+  accel_pf_begin(&s->writer, fd, -1, NULL, &source);
   int rc = read_lttng(s, dir);
   if (rc == 0) {
     qsort(s->recs, s->rec_count, sizeof(*s->recs), cmp_rec);
@@ -576,6 +730,7 @@ typedef struct open_slice {
   char name[96];
   uint64_t ts;
   uint64_t bytes;
+  bool has_child;  // a slice began on the same track while this one was open
 } open_slice_t;
 
 typedef struct stat_entry {
@@ -634,60 +789,93 @@ static void add_duration(summary_t *s, const char *name, uint64_t ns,
   e->bytes += bytes;
 }
 
-static void track_event(summary_t *s, uint64_t ts, rd_t te) {
+// The fields of a TrackEvent that summary reads.
+typedef struct te_fields {
+  uint64_t type;
+  uint64_t track;
+  uint64_t bytes;  // the "bytes" debug annotation, 0 if none
+  char name[96];
+} te_fields_t;
+
+// Reads a DebugAnnotation; returns its value when it is named "bytes".
+static uint64_t annotation_bytes(rd_t da) {
   uint32_t f, w;
-  uint64_t v = 0, type = 0, track = 0, bytes = 0;
+  uint64_t v = 0, value = 0;
   rd_t sub;
-  char name[96] = "";
-  while (rd_field(&te, &f, &w, &v, &sub)) {
-    if (f == 9 && w == 0) {
-      type = v;
-    } else if (f == 11 && w == 0) {
-      track = v;
-    } else if (f == 23 && w == 2) {
-      size_t n = (size_t)(sub.end - sub.p);
-      n = n < sizeof(name) - 1 ? n : sizeof(name) - 1;
-      memcpy(name, sub.p, n);
-      name[n] = '\0';
-    } else if (f == 4 && w == 2) {
-      // DebugAnnotation: keep "bytes".
-      uint32_t f2, w2;
-      uint64_t v2 = 0, uv = 0;
-      rd_t s2;
-      bool is_bytes = false;
-      while (rd_field(&sub, &f2, &w2, &v2, &s2)) {
-        if (f2 == 10 && w2 == 2) {
-          is_bytes = (size_t)(s2.end - s2.p) == 5 &&
-                     memcmp(s2.p, "bytes", 5) == 0;
-        } else if (f2 == 3 && w2 == 0) {
-          uv = v2;
-        }
-      }
-      if (is_bytes) {
-        bytes = uv;
-      }
+  bool is_bytes = false;
+  while (rd_field(&da, &f, &w, &v, &sub)) {
+    if (f == 10 && w == 2) {
+      is_bytes =
+          (size_t)(sub.end - sub.p) == 5 && memcmp(sub.p, "bytes", 5) == 0;
+    } else if (f == 3 && w == 0) {
+      value = v;
     }
   }
-  if (type == 1) {
+  return is_bytes ? value : 0;
+}
+
+static void read_track_event(rd_t te, te_fields_t *out) {
+  uint32_t f, w;
+  uint64_t v = 0;
+  rd_t sub;
+  memset(out, 0, sizeof(*out));
+  while (rd_field(&te, &f, &w, &v, &sub)) {
+    if (f == 9 && w == 0) {
+      out->type = v;
+    } else if (f == 11 && w == 0) {
+      out->track = v;
+    } else if (f == 23 && w == 2) {
+      size_t n = (size_t)(sub.end - sub.p);
+      n = n < sizeof(out->name) - 1 ? n : sizeof(out->name) - 1;
+      memcpy(out->name, sub.p, n);
+      out->name[n] = '\0';
+    } else if (f == 4 && w == 2 && out->bytes == 0) {
+      out->bytes = annotation_bytes(sub);
+    }
+  }
+}
+
+// The innermost open slice on |track|, or NULL.
+static open_slice_t *innermost(summary_t *s, uint64_t track) {
+  for (size_t i = s->open_count; i-- > 0;) {
+    if (s->open[i].track == track) {
+      return &s->open[i];
+    }
+  }
+  return NULL;
+}
+
+static void track_event(summary_t *s, uint64_t ts, rd_t te) {
+  te_fields_t e;
+  read_track_event(te, &e);
+  if (e.type == 1) {
+    open_slice_t *parent = innermost(s, e.track);
+    if (parent != NULL) {
+      parent->has_child = true;
+    }
     if (grow((void **)&s->open, &s->open_cap, s->open_count + 1,
              sizeof(*s->open))) {
       open_slice_t *o = &s->open[s->open_count++];
-      o->track = track;
-      o->ts = ts;
-      o->bytes = bytes;
-      snprintf(o->name, sizeof(o->name), "%s", name);
+      *o = (open_slice_t){.track = e.track, .ts = ts, .bytes = e.bytes};
+      snprintf(o->name, sizeof(o->name), "%s", e.name);
     }
-  } else if (type == 2) {
-    for (size_t i = s->open_count; i-- > 0;) {
-      if (s->open[i].track == track) {
-        open_slice_t o = s->open[i];
-        memmove(&s->open[i], &s->open[i + 1],
-                (s->open_count - i - 1) * sizeof(*s->open));
-        s->open_count--;
-        add_duration(s, o.name, ts >= o.ts ? ts - o.ts : 0, o.bytes);
-        break;
-      }
+  } else if (e.type == 2) {
+    open_slice_t *top = innermost(s, e.track);
+    if (top == NULL) {
+      return;
     }
+    open_slice_t o = *top;
+    size_t i = (size_t)(top - s->open);
+    memmove(&s->open[i], &s->open[i + 1],
+            (s->open_count - i - 1) * sizeof(*s->open));
+    s->open_count--;
+    // A launch command holds its kernel's slice: the kernel's row counts
+    // that time, so the launch row keeps only launches with no kernel slice
+    // (those that failed before their kernel ran).
+    if (strcmp(o.name, "launch") == 0 && o.has_child) {
+      return;
+    }
+    add_duration(s, o.name, ts >= o.ts ? ts - o.ts : 0, o.bytes);
   }
 }
 
@@ -701,9 +889,15 @@ static int cmp_stat(const void *a, const void *b) {
                 ((const stat_entry_t *)b)->name);
 }
 
+// The summary's category of a slice name: "host" for host calls, "copy",
+// "command" for the other stream commands, and "kernel" for kernel launches
+// (their slices are named by the kernel).
 static const char *category(const char *name) {
   static const char *const k_commands[] = {"fill", "signal", "wait",
                                            "semaphore wait", "launch"};
+  if (strcmp(name, "host_call") == 0) {
+    return "host";
+  }
   if (strncmp(name, "copy ", 5) == 0) {
     return "copy";
   }
@@ -712,7 +906,7 @@ static const char *category(const char *name) {
       return "command";
     }
   }
-  return "kernel";  // kernel launches by name, and host calls
+  return "kernel";
 }
 
 // Nearest-rank percentile of sorted |d|.
@@ -775,8 +969,8 @@ static int summarize_file(const char *path) {
   qsort(s.stats, s.stat_count, sizeof(*s.stats), cmp_stat);
   printf("%-8s %-24s %8s %12s %10s %10s %14s\n", "category", "name", "count",
          "total_us", "p50_us", "p99_us", "bytes");
-  static const char *const k_order[] = {"kernel", "copy", "command"};
-  for (size_t c = 0; c < 3; ++c) {
+  static const char *const k_order[] = {"kernel", "host", "copy", "command"};
+  for (size_t c = 0; c < sizeof(k_order) / sizeof(k_order[0]); ++c) {
     for (size_t i = 0; i < s.stat_count; ++i) {
       stat_entry_t *e = &s.stats[i];
       if (strcmp(category(e->name), k_order[c]) != 0) {
@@ -827,21 +1021,46 @@ static int summary(const char *path) {
   return rc;
 }
 
-static int usage(void) {
-  fprintf(stderr,
-          "usage: accel-trace convert LTTNG_TRACE_DIR -o OUT.pftrace\n"
-          "       accel-trace summary TRACE   (LTTng trace directory or "
-          ".pftrace)\n");
-  return 2;
-}
+static const accel_tool_option_t k_options[] = {
+    {"-o", "OUT.pftrace", 0, "convert: the Perfetto trace to write"},
+};
+enum { OPT_OUT };
+
+static const accel_tool_spec_t k_spec = {
+    .name = "accel-trace",
+    .synopsis = "convert LTTNG_TRACE_DIR -o OUT.pftrace\n"
+                "       accel-trace summary TRACE",
+    .description =
+        "Turns LTTng traces of accel into Perfetto traces (convert) and "
+        "prints per-kernel, per-copy and per-command statistics of an LTTng "
+        "trace directory or a .pftrace file (summary).",
+    .options = k_options,
+    .option_count = sizeof(k_options) / sizeof(k_options[0]),
+    .min_positional = 2,
+    .max_positional = 2,
+};
 
 int main(int argc, char **argv) {
-  if (argc == 5 && strcmp(argv[1], "convert") == 0 &&
-      strcmp(argv[3], "-o") == 0) {
-    return convert(argv[2], argv[4]);
+  accel_tool_args_t args;
+  int rc = accel_tool_parse(&k_spec, argc, argv, &args);
+  if (rc != ACCEL_TOOL_CONTINUE) {
+    return rc;
   }
-  if (argc == 3 && strcmp(argv[1], "summary") == 0) {
-    return summary(argv[2]);
+  const char *command = args.positional[0], *input = args.positional[1];
+  const char *out = args.values[OPT_OUT];
+  if (strcmp(command, "convert") == 0) {
+    if (out == NULL) {
+      return accel_tool_usage_error(&k_spec, "convert needs -o OUT.pftrace");
+    }
+    return convert(input, out);
   }
-  return usage();
+  if (strcmp(command, "summary") == 0) {
+    if (out != NULL) {
+      return accel_tool_usage_error(&k_spec, "summary takes no -o");
+    }
+    return summary(input);
+  }
+  return accel_tool_usage_error(&k_spec,
+                                "unknown command \"%s\" (convert or summary)",
+                                command);
 }
