@@ -482,81 +482,151 @@ static void wake_engine(host_engine_t *e) {
   }
 }
 
-static void *engine_main(void *arg) {
-  host_engine_t *e = arg;
+// What an engine thread keeps between passes: its copy of the ring list
+// (taken when |generation| moves) and the semaphores its stalled rings wait
+// for, found by the last pass.
+typedef struct engine_view {
+  accel_drv_dma_ring_t **rings;
+  uint32_t ring_count;
+  uint32_t capacity;  // of |rings|, |stall_sems| and |stall_values|
+  uint64_t seen;      // the generation |rings| was copied at
+  uint32_t stall_count;
+  accel_drv_semaphore_t **stall_sems;
+  uint64_t *stall_values;
+} engine_view_t;
+
+// Runs the engine thread on its device's cores (from lib/topo; best effort:
+// the engine runs unbound if the set is refused).
+static void engine_bind_cpus(host_engine_t *e) {
   if (e->device->has_affinity) {
-    // The cores of the device's NUMA node, from lib/topo (best effort: the
-    // engine runs unbound if the set is refused).
     (void)pthread_setaffinity_np(pthread_self(), sizeof(e->device->affinity),
                                  &e->device->affinity);
   }
+}
+
+// Grows |v|'s arrays to |cap| rings. On failure keeps the old capacity (the
+// arrays that did grow stay, larger than needed).
+static void engine_view_grow(engine_view_t *v, uint32_t cap) {
+  accel_drv_dma_ring_t **ns = realloc(v->rings, cap * sizeof(*ns));
+  if (ns != NULL) v->rings = ns;
+  accel_drv_semaphore_t **nsem = realloc(v->stall_sems, cap * sizeof(*nsem));
+  if (nsem != NULL) v->stall_sems = nsem;
+  uint64_t *nval = realloc(v->stall_values, cap * sizeof(*nval));
+  if (nval != NULL) v->stall_values = nval;
+  if (ns != NULL && nsem != NULL && nval != NULL) {
+    v->capacity = cap;
+  }
+}
+
+// Tells a detaching thread waiting in engine_await_generation that the
+// engine now holds generation |v->seen|'s ring list.
+static void engine_ack_generation(host_engine_t *e, const engine_view_t *v) {
+  // Seq_cst: the ack must precede the |ack_waiters| load (Dekker with
+  // engine_await_generation); a detaching thread that sees it knows the
+  // engine no longer holds the old snapshot.
+  atomic_store_explicit(&e->seen_generation, v->seen, memory_order_seq_cst);
+  if (atomic_load_explicit(&e->ack_waiters, memory_order_seq_cst) != 0) {
+    atomic_fetch_add_explicit(&e->ack_word, 1, memory_order_release);
+    accel_host_futex_wake_all(&e->ack_word);
+  }
+}
+
+// Copies the ring list of generation |gen| into |v| and acknowledges it.
+// Keeps the previous copy if growing it failed and retries on the next pass
+// (the ring list stays ahead of |v->seen|).
+static void engine_view_refresh(host_engine_t *e, engine_view_t *v,
+                                uint64_t gen) {
+  pthread_mutex_lock(&e->lock);
+  if (e->ring_count > v->capacity) {
+    engine_view_grow(v, e->ring_capacity);
+  }
+  if (e->ring_count <= v->capacity) {
+    if (e->ring_count > 0) {  // both may be NULL with no rings
+      memcpy(v->rings, e->rings, e->ring_count * sizeof(*v->rings));
+    }
+    v->ring_count = e->ring_count;
+    v->seen = gen;
+  }
+  pthread_mutex_unlock(&e->lock);
+  engine_ack_generation(e, v);
+}
+
+// One pass over the rings: services each, and collects the semaphores of
+// the rings stalled on a WAIT. Returns whether any ring made progress;
+// |*out_share_cpu| says whether one of those rings' producer runs on this
+// CPU.
+static bool engine_service_rings(engine_view_t *v, bool *out_share_cpu) {
+  int my_cpu = sched_getcpu();
+  bool progress = false;
+  bool share_cpu = false;
+  v->stall_count = 0;
+  for (uint32_t i = 0; i < v->ring_count; ++i) {
+    accel_dma_hw_desc_t *stall = NULL;
+    if (service(v->rings[i], &stall)) {
+      progress = true;
+      share_cpu |= atomic_load_explicit(&v->rings[i]->producer_cpu,
+                                        memory_order_relaxed) == my_cpu;
+    }
+    if (stall != NULL) {
+      v->stall_sems[v->stall_count] = stall->sem.semaphore;
+      v->stall_values[v->stall_count] = stall->sem.value;
+      v->stall_count++;
+    }
+  }
+  *out_share_cpu = share_cpu && my_cpu >= 0;
+  return progress;
+}
+
+// Whether anything the engine waits for happened: a doorbell, a stalled
+// semaphore moved, a ring-list change or a stop.
+static bool engine_has_news(host_engine_t *e, const engine_view_t *v) {
+  for (uint32_t i = 0; i < v->ring_count; ++i) {
+    if (ring_has_new(v->rings[i])) {
+      return true;
+    }
+  }
+  return stalled_moved(v->stall_count, v->stall_sems, v->stall_values) ||
+         atomic_load_explicit(&e->generation, memory_order_relaxed) !=
+             v->seen ||
+         atomic_load_explicit(&e->stopping, memory_order_relaxed);
+}
+
+// Spins on the rings' tails (the doorbells), the stalled semaphores and the
+// ring list for up to |spin_ns| before the caller parks: a parked engine
+// takes tens of microseconds to wake. Returns whether news came.
+static bool engine_spin_for_news(host_engine_t *e, const engine_view_t *v,
+                                 uint64_t spin_ns) {
+  accel_host_spin_t spin =
+      accel_host_spin_start(spin_ns, ACCEL_HOST_SPIN_YIELD_NS);
+  for (;;) {
+    accel_host_cpu_relax();
+    if (engine_has_news(e, v)) {
+      return true;
+    }
+    if (!accel_host_spin_continue(&spin)) {
+      return false;
+    }
+  }
+}
+
+static void *engine_main(void *arg) {
+  host_engine_t *e = arg;
+  engine_bind_cpus(e);
   uint64_t spin_ns = e->device->spin_ns;
-  accel_drv_dma_ring_t **snap = NULL;
-  uint32_t snap_count = 0;
-  uint32_t snap_capacity = 0;
-  accel_drv_semaphore_t **stall_sems = NULL;
-  uint64_t *stall_values = NULL;
-  uint64_t seen = UINT64_MAX;
+  engine_view_t view = {.seen = UINT64_MAX};
   for (;;) {
     // Acquire: pairs with the release in attach/detach so that the ring list
     // read under the lock is the one of this generation.
     uint64_t gen = atomic_load_explicit(&e->generation, memory_order_acquire);
-    if (gen != seen) {
-      pthread_mutex_lock(&e->lock);
-      if (e->ring_count > snap_capacity) {
-        uint32_t cap = e->ring_capacity;
-        accel_drv_dma_ring_t **ns = realloc(snap, cap * sizeof(*ns));
-        if (ns != NULL) snap = ns;
-        accel_drv_semaphore_t **nsem =
-            realloc(stall_sems, cap * sizeof(*nsem));
-        if (nsem != NULL) stall_sems = nsem;
-        uint64_t *nval = realloc(stall_values, cap * sizeof(*nval));
-        if (nval != NULL) stall_values = nval;
-        if (ns != NULL && nsem != NULL && nval != NULL) {
-          snap_capacity = cap;
-        }
-      }
-      // Keeps the previous snapshot if growing it failed and retries on the
-      // next pass (the ring list stays ahead of |seen|).
-      if (e->ring_count <= snap_capacity) {
-        if (e->ring_count > 0) {  // both may be NULL with no rings
-          memcpy(snap, e->rings, e->ring_count * sizeof(*snap));
-        }
-        snap_count = e->ring_count;
-        seen = gen;
-      }
-      pthread_mutex_unlock(&e->lock);
-      // Seq_cst: the ack must precede the |ack_waiters| load (Dekker with
-      // engine_await_generation); a detaching thread that sees it knows the
-      // engine no longer holds the old snapshot.
-      atomic_store_explicit(&e->seen_generation, seen, memory_order_seq_cst);
-      if (atomic_load_explicit(&e->ack_waiters, memory_order_seq_cst) != 0) {
-        atomic_fetch_add_explicit(&e->ack_word, 1, memory_order_release);
-        accel_host_futex_wake_all(&e->ack_word);
-      }
+    if (gen != view.seen) {
+      engine_view_refresh(e, &view, gen);
     }
-    int my_cpu = sched_getcpu();
-    bool progress = false;
-    bool share_cpu = false;
-    uint32_t stall_count = 0;
-    for (uint32_t i = 0; i < snap_count; ++i) {
-      accel_dma_hw_desc_t *stall = NULL;
-      if (service(snap[i], &stall)) {
-        progress = true;
-        share_cpu |= atomic_load_explicit(&snap[i]->producer_cpu,
-                                          memory_order_relaxed) == my_cpu;
-      }
-      if (stall != NULL) {
-        stall_sems[stall_count] = stall->sem.semaphore;
-        stall_values[stall_count] = stall->sem.value;
-        stall_count++;
-      }
-    }
-    if (progress) {
+    bool share_cpu;
+    if (engine_service_rings(&view, &share_cpu)) {
       // The submitter runs on this CPU (an oversubscribed machine put us
       // together): it cannot see our signals, or submit more, while we spin,
       // so hand the CPU over now rather than after the spin's yield period.
-      if (share_cpu && my_cpu >= 0) {
+      if (share_cpu) {
         sched_yield();
       }
       continue;
@@ -564,34 +634,14 @@ static void *engine_main(void *arg) {
     if (atomic_load_explicit(&e->stopping, memory_order_acquire)) {
       break;
     }
-    // Spin on the rings' tails (the doorbells), the stalled semaphores and
-    // the ring list before parking: a parked engine takes tens of
-    // microseconds to wake.
-    accel_host_spin_t spin =
-        accel_host_spin_start(spin_ns, ACCEL_HOST_SPIN_YIELD_NS);
-    bool found = false;
-    for (;;) {
-      accel_host_cpu_relax();
-      for (uint32_t i = 0; i < snap_count && !found; ++i) {
-        found = ring_has_new(snap[i]);
-      }
-      found = found ||
-              stalled_moved(stall_count, stall_sems, stall_values) ||
-              atomic_load_explicit(&e->generation, memory_order_relaxed) !=
-                  seen ||
-              atomic_load_explicit(&e->stopping, memory_order_relaxed);
-      if (found || !accel_host_spin_continue(&spin)) {
-        break;
-      }
-    }
-    if (!found) {
-      engine_park(e, snap, snap_count, seen, stall_count, stall_sems,
-                  stall_values);
+    if (!engine_spin_for_news(e, &view, spin_ns)) {
+      engine_park(e, view.rings, view.ring_count, view.seen, view.stall_count,
+                  view.stall_sems, view.stall_values);
     }
   }
-  free(snap);
-  free(stall_sems);
-  free(stall_values);
+  free(view.rings);
+  free(view.stall_sems);
+  free(view.stall_values);
   return NULL;
 }
 
