@@ -116,7 +116,7 @@ static inline accel_status_t submit_finish(accel_drv_queue_t *q,
     atomic_store_explicit(q->submitted_seq, q->next_seq, memory_order_relaxed);
   }
   // Read under the lock, or after a light fence by the owner: see the
-  // parking protocol in worker_main.
+  // parking protocol at worker_park.
   if (owner) {
     accel_host_light_fence();
   }

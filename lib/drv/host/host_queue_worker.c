@@ -271,7 +271,7 @@ static void run_quiet_burst(accel_drv_queue_t *q) {
 
 // Publishes progress: the completion semaphore reaches the last command that
 // ran (batched, so that a burst of commands costs one signal).
-static void post_completion(accel_drv_queue_t *q) {
+static inline void post_completion(accel_drv_queue_t *q) {
   count_quiet_calls(q);
   if (!q->poisoned && q->completion_posted != q->consumed) {
     q->completion_posted = q->consumed;
@@ -322,55 +322,116 @@ static bool has_ready(accel_drv_queue_t *q) {
 }
 
 
-static void *worker_main(void *arg) {
-  accel_drv_queue_t *q = arg;
-  q->error_buffer = accel_error_buffer();
+// Runs the worker on its device's cores at the stream's priority (both best
+// effort: a failure leaves the thread where and as the scheduler puts it).
+static void worker_bind_cpus(accel_drv_queue_t *q) {
   if (q->device->has_affinity) {
-    // Best effort: a failure leaves the thread where the scheduler puts it.
     pthread_setaffinity_np(pthread_self(), sizeof(q->device->affinity),
                            &q->device->affinity);
   }
   set_priority(q->priority);
+}
+
+// Runs the published record |rec| (header |header|) and posts completion
+// when due. |*was_idle| is true while the worker found the queue empty
+// before this record: such a command is most likely waited for on its own
+// (a submit then a synchronize), so its completion is posted at once
+// instead of after a poll of the next record's header, whose line is
+// usually not in this core's cache.
+static inline void worker_run_record(accel_drv_queue_t *q,
+                                     record_word_t *rec, uint64_t header,
+                                     bool *was_idle) {
+  if (*was_idle) {
+    q->quiet = accel_trace_cmd_hooks_quiet();
+  }
+  // The record stays in place (its chunk is recycled only once the worker
+  // moved past it); the next one starts after it.
+  q->head_pos += header_words(header);
+  if (quiet_shape(header) && q->quiet && !q->poisoned &&
+      !atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
+    process_quiet(q, rec, header);
+    q->consumed++;
+    if (!*was_idle && !q->poisoned) {
+      // In a burst: the calls that follow, without the loop's steps.
+      run_quiet_burst(q);
+    }
+  } else {
+    accel_cmd_t cmd;
+    accel_host_queue_record_read(q, rec, header, q->consumed + 1, &cmd);
+    if (cmd.kind == ACCEL_CMD_WAIT) {
+      post_completion(q);  // waits may block: report what ran before
+    }
+    process(q, &cmd);
+    q->consumed++;
+  }
+  if (*was_idle || q->consumed - q->completion_posted >= COMPLETION_BATCH) {
+    post_completion(q);
+    q->quiet = accel_trace_cmd_hooks_quiet();
+    *was_idle = false;
+  }
+}
+
+// Spins for new work (or a stop) for up to |spin_ns| before the caller
+// parks. The clock is first read after 64 polls: the next command of a
+// tight submit/synchronize loop arrives within a few hundred ns, and a
+// clock read there would delay seeing it. Returns whether work came.
+static bool worker_spin_for_work(accel_drv_queue_t *q, uint64_t spin_ns) {
+  uint64_t spin_until = 0;
+  uint32_t iter = 0;
+  for (;;) {
+    if (has_ready(q) ||
+        atomic_load_explicit(&q->stopping, memory_order_relaxed)) {
+      return true;
+    }
+    accel_host_cpu_relax();
+    if ((++iter & 63) == 0) {
+      uint64_t now = accel_host_now_ns();
+      if (spin_until == 0) {
+        spin_until = now + spin_ns;
+      } else if (now >= spin_until) {
+        return false;
+      }
+    }
+  }
+}
+
+// Parks the worker until a producer wakes it. Parking protocol: |parked| is
+// set under the submit lock, and read under it by producers that take it.
+// A producer whose critical section came first has published its command
+// and the re-check below sees it; one that comes after sees |parked| and
+// sets the futex word, which we cleared before taking the lock. A biased
+// owner does not take the lock: it publishes, then reads |parked| after a
+// light fence, and the heavy fence here pairs with it (either the re-check
+// sees its command or it sees |parked|).
+static void worker_park(accel_drv_queue_t *q) {
+  atomic_store_explicit(&q->waiter.word, 0, memory_order_relaxed);
+  submit_lock(q);
+  atomic_store_explicit(&q->parked, 1, memory_order_relaxed);
+  bool biased = atomic_load_explicit(&q->bias, memory_order_relaxed) ==
+                BIAS_OWNED;
+  submit_unlock(q);
+  if (biased) {
+    accel_host_heavy_fence();
+  }
+  if (!has_ready(q) &&
+      !atomic_load_explicit(&q->stopping, memory_order_acquire)) {
+    accel_host_futex_wait(&q->waiter.word, 0, UINT64_MAX);
+  }
+  // A stale 1 seen by a producer only costs it a spare wake-up.
+  atomic_store_explicit(&q->parked, 0, memory_order_relaxed);
+}
+
+static void *worker_main(void *arg) {
+  accel_drv_queue_t *q = arg;
+  q->error_buffer = accel_error_buffer();
+  worker_bind_cpus(q);
   uint64_t spin_ns = q->device->spin_ns;
-  // True while the worker found the queue empty before its current command:
-  // such a command is most likely waited for on its own (a submit then a
-  // synchronize), so its completion is posted at once instead of after a
-  // poll of the next record's header, whose line is usually not in this
-  // core's cache.
-  bool was_idle = true;
+  bool was_idle = true;  // see worker_run_record
   for (;;) {
     uint64_t header;
     record_word_t *rec = next_ready(q, &header);
     if (rec != NULL) {
-      if (was_idle) {
-        q->quiet = accel_trace_cmd_hooks_quiet();
-      }
-      // The record stays in place (its chunk is recycled only once the
-      // worker moved past it); the next one starts after it.
-      q->head_pos += header_words(header);
-      if (quiet_shape(header) && q->quiet && !q->poisoned &&
-          !atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
-        process_quiet(q, rec, header);
-        q->consumed++;
-        if (!was_idle && !q->poisoned) {
-          // In a burst: the calls that follow, without the loop's steps.
-          run_quiet_burst(q);
-        }
-      } else {
-        accel_cmd_t cmd;
-        accel_host_queue_record_read(q, rec, header, q->consumed + 1, &cmd);
-        if (cmd.kind == ACCEL_CMD_WAIT) {
-          post_completion(q);  // waits may block: report what ran before
-        }
-        process(q, &cmd);
-        q->consumed++;
-      }
-      if (was_idle ||
-          q->consumed - q->completion_posted >= COMPLETION_BATCH) {
-        post_completion(q);
-        q->quiet = accel_trace_cmd_hooks_quiet();
-        was_idle = false;
-      }
+      worker_run_record(q, rec, header, &was_idle);
       continue;
     }
     was_idle = true;
@@ -383,54 +444,9 @@ static void *worker_main(void *arg) {
       }
       continue;
     }
-    // Spin for new work before parking. The clock is first read after 64
-    // polls: the next command of a tight submit/synchronize loop arrives
-    // within a few hundred ns, and a clock read there would delay seeing it.
-    uint64_t spin_until = 0;
-    bool found = false;
-    uint32_t iter = 0;
-    for (;;) {
-      if (has_ready(q) ||
-          atomic_load_explicit(&q->stopping, memory_order_relaxed)) {
-        found = true;
-        break;
-      }
-      accel_host_cpu_relax();
-      if ((++iter & 63) == 0) {
-        uint64_t now = accel_host_now_ns();
-        if (spin_until == 0) {
-          spin_until = now + spin_ns;
-        } else if (now >= spin_until) {
-          break;
-        }
-      }
+    if (!worker_spin_for_work(q, spin_ns)) {
+      worker_park(q);
     }
-    if (found) {
-      continue;
-    }
-    // Parking protocol: |parked| is set under the submit lock, and read
-    // under it by producers that take it. A producer whose critical section
-    // came first has published its command and the re-check below sees it;
-    // one that comes after sees |parked| and sets the futex word, which we
-    // cleared before taking the lock. A biased owner does not take the lock:
-    // it publishes, then reads |parked| after a light fence, and the heavy
-    // fence here pairs with it (either the re-check sees its command or it
-    // sees |parked|).
-    atomic_store_explicit(&q->waiter.word, 0, memory_order_relaxed);
-    submit_lock(q);
-    atomic_store_explicit(&q->parked, 1, memory_order_relaxed);
-    bool biased = atomic_load_explicit(&q->bias, memory_order_relaxed) ==
-                  BIAS_OWNED;
-    submit_unlock(q);
-    if (biased) {
-      accel_host_heavy_fence();
-    }
-    if (!has_ready(q) &&
-        !atomic_load_explicit(&q->stopping, memory_order_acquire)) {
-      accel_host_futex_wait(&q->waiter.word, 0, UINT64_MAX);
-    }
-    // A stale 1 seen by a producer only costs it a spare wake-up.
-    atomic_store_explicit(&q->parked, 0, memory_order_relaxed);
   }
   return NULL;
 }
@@ -487,7 +503,7 @@ void accel_host_queue_destroy(accel_drv_queue_t *q) {
     // Release: the worker reads |cancel| before deciding to run a command.
     atomic_store_explicit(&q->cancel, 1, memory_order_release);
   }
-  // Under the lock, like a submit: see the parking protocol in worker_main.
+  // Under the lock, like a submit: see the parking protocol at worker_park.
   submit_lock(q);
   atomic_store_explicit(&q->stopping, 1, memory_order_release);
   submit_unlock(q);
