@@ -52,7 +52,7 @@ struct accel_drv_dma_ring {
 
   // Engine side (its thread only).
   _Alignas(64) uint64_t consumed;
-  bool stalled;           // the last service() stopped at a WAIT
+  bool stalled;           // the last service_ring() stopped at a WAIT
   bool poisoned;
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
@@ -233,7 +233,7 @@ static void count_bytes(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d) {
 
 // Records the ring's first failure: the fence fails with a message that names
 // the descriptor; everything after it is aborted.
-static void poison(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d,
+static void poison_ring(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d,
                    accel_status_t st, const char *why) {
   r->poisoned = true;
   r->poison_status = st;
@@ -270,7 +270,7 @@ static void finish_signal(accel_drv_dma_ring_t *r,
 
 // Moves the bytes of a healthy COPY or FILL whose start was reported, counts
 // them and reports its end (the engine's pass and dma_ring_execute_now).
-static void transfer(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d) {
+static void transfer_bytes(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d) {
   if (d->op == ACCEL_DMA_HW_COPY) {
     execute_copy(d);
   } else {
@@ -285,7 +285,7 @@ static void transfer(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d) {
 
 // Executes one descriptor. Returns false (nothing done) if it is a WAIT whose
 // value is not reached yet, with the semaphore and value in |*out_stall|.
-static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
+static bool execute_desc(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
                     accel_dma_hw_desc_t **out_stall) {
   if (r->poisoned) {
     if (d->op == ACCEL_DMA_HW_SIGNAL) {
@@ -312,14 +312,14 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
         char why[128];
         snprintf(why, sizeof(why), "engine %u error: injected fault (%s)",
                  r->engine->index, accel_status_name(injected));
-        poison(r, d, (accel_status_t)injected, why);
+        poison_ring(r, d, (accel_status_t)injected, why);
         if (d->trace_seq != 0) {
           trace_desc_end(r, d, r->poison_status);
         }
         finish_signal(r, d);
         return true;
       }
-      transfer(r, d);
+      transfer_bytes(r, d);
       finish_signal(r, d);
       return true;
     }
@@ -336,7 +336,7 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
         char why[ACCEL_ERROR_MESSAGE_MAX];
         snprintf(why, sizeof(why), "waited semaphore failed: %s",
                  accel_last_error());
-        poison(r, d, st, why);
+        poison_ring(r, d, st, why);
         return true;
       }
       *out_stall = d;
@@ -345,7 +345,7 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
     default: {
       char why[64];
       snprintf(why, sizeof(why), "unknown descriptor op %u", d->op);
-      poison(r, d, ACCEL_ERROR_INTERNAL, why);
+      poison_ring(r, d, ACCEL_ERROR_INTERNAL, why);
       return true;
     }
   }
@@ -360,7 +360,7 @@ static inline bool slot_ready(const accel_drv_dma_ring_t *r, uint64_t pos,
 
 // Runs |r| until it is empty or stalls. Returns true if it retired anything;
 // a stall is reported in |*out_stall|.
-static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
+static bool service_ring(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
   r->stalled = false;
   bool progress = false;
   // Acquire: pairs with the host's release of the ownership word, so that
@@ -370,10 +370,10 @@ static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
     // Acquire: pairs with dma_ring_abort's release.
     if (!r->poisoned &&
         atomic_load_explicit(&r->abort, memory_order_acquire) != 0) {
-      poison(r, d, ACCEL_ERROR_ABORTED,
+      poison_ring(r, d, ACCEL_ERROR_ABORTED,
              "aborted: dma queue destroyed with pending work");
     }
-    if (!execute(r, d, out_stall)) {
+    if (!execute_desc(r, d, out_stall)) {
       r->stalled = true;
       break;
     }
@@ -562,7 +562,7 @@ static bool engine_service_rings(engine_view_t *v, bool *out_share_cpu) {
   v->stall_count = 0;
   for (uint32_t i = 0; i < v->ring_count; ++i) {
     accel_dma_hw_desc_t *stall = NULL;
-    if (service(v->rings[i], &stall)) {
+    if (service_ring(v->rings[i], &stall)) {
       progress = true;
       share_cpu |= atomic_load_explicit(&v->rings[i]->producer_cpu,
                                         memory_order_relaxed) == my_cpu;
@@ -900,7 +900,7 @@ accel_status_t accel_host_dma_ring_execute_now(accel_drv_dma_ring_t *r,
   if (d->trace_seq != 0) {
     trace_desc_start(r, d);
   }
-  transfer(r, d);
+  transfer_bytes(r, d);
   // Not finish_signal: it reads |poisoned|, which the engine thread owns;
   // the checks above found the ring healthy.
   if (d->signal_semaphore != NULL) {

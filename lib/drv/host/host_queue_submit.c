@@ -93,7 +93,7 @@ static inline record_word_t *tail_reserve(accel_drv_queue_t *q,
 
 // The stored failure of a queue that has failed, else ACCEL_OK.
 static inline accel_status_t submit_check_failed(accel_drv_queue_t *q) {
-  // Acquire: pairs with poison()'s release, so the stored error is complete.
+  // Acquire: pairs with poison_queue()'s release, so the stored error is complete.
   if (atomic_load_explicit(&q->failed, memory_order_acquire)) {
     return accel_error(q->poison_status, "%s", q->poison_message);
   }

@@ -62,7 +62,7 @@ static inline accel_status_t run_host_fn(accel_drv_queue_t *q,
 }
 
 // Executes one command. Returns non-OK with the thread message set on failure.
-static accel_status_t execute(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+static accel_status_t run_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   switch (cmd->kind) {
     case ACCEL_CMD_HOST_CALL:
       return run_host_fn(q, cmd->host_call.fn, cmd->host_call.user_data);
@@ -115,7 +115,7 @@ static void count_quiet_calls(accel_drv_queue_t *q) {
 }
 
 // Records the first failure; the queue then aborts everything after it.
-static void poison(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st,
+static void poison_queue(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st,
                    const char *why) {
   count_quiet_calls(q);
   q->poisoned = true;
@@ -132,7 +132,7 @@ static void poison(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st,
 }
 
 // Handles a command that will not run: its signal fails with the poison.
-static void skip(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+static void skip_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   if (cmd->kind == ACCEL_CMD_SIGNAL) {
     accel_host_semaphore_fail(cmd->signal.semaphore, q->poison_status,
                               q->poison_message);
@@ -140,11 +140,11 @@ static void skip(accel_drv_queue_t *q, accel_cmd_t *cmd) {
 }
 
 // |cmd| failed with |st| (the thread's message says why): poisons the queue.
-static void fail(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st) {
+static void fail_command(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st) {
   char why[ACCEL_ERROR_MESSAGE_MAX];
   snprintf(why, sizeof(why), "%s", accel_last_error());
-  poison(q, cmd, st, why);
-  skip(q, cmd);
+  poison_queue(q, cmd, st, why);
+  skip_command(q, cmd);
 }
 
 // |cmd| in the plain numbers the trace hooks take.
@@ -159,23 +159,23 @@ static inline accel_trace_cmd_t trace_cmd(const accel_cmd_t *cmd) {
                                               : NULL};
 }
 
-static void process(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+static void process_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   const accel_trace_cmd_t tc = trace_cmd(cmd);
   accel_trace_cmd_start(q, &tc);
   if (!q->poisoned &&
       atomic_load_explicit(&q->cancel, memory_order_acquire)) {
     char why[96];
     snprintf(why, sizeof(why), "aborted: stream destroyed with pending work");
-    poison(q, cmd, ACCEL_ERROR_ABORTED, why);
+    poison_queue(q, cmd, ACCEL_ERROR_ABORTED, why);
   }
   if (q->poisoned) {
     accel_trace_cmd_end(q, &tc, q->poison_status);
-    skip(q, cmd);
+    skip_command(q, cmd);
   } else {
-    accel_status_t st = execute(q, cmd);
+    accel_status_t st = run_command(q, cmd);
     accel_trace_cmd_end(q, &tc, st);
     if (st != ACCEL_OK) {
-      fail(q, cmd, st);
+      fail_command(q, cmd, st);
     }
   }
   release_refs(cmd);
@@ -189,7 +189,7 @@ static void quiet_failed(accel_drv_queue_t *q, const record_word_t *rec,
   accel_host_queue_record_read(q, rec, header, q->consumed + 1, &cmd);
   const accel_trace_cmd_t tc = trace_cmd(&cmd);
   accel_trace_cmd_end(q, &tc, st);
-  fail(q, &cmd, st);
+  fail_command(q, &cmd, st);
   release_refs(&cmd);
 }
 
@@ -361,7 +361,7 @@ static inline void worker_run_record(accel_drv_queue_t *q,
     if (cmd.kind == ACCEL_CMD_WAIT) {
       post_completion(q);  // waits may block: report what ran before
     }
-    process(q, &cmd);
+    process_command(q, &cmd);
     q->consumed++;
   }
   if (*was_idle || q->consumed - q->completion_posted >= COMPLETION_BATCH) {

@@ -205,7 +205,7 @@ void accel_host_semaphore_fail(accel_drv_semaphore_t *sem,
 
 // Checks the wait condition. Returns OK when satisfied, NOT_READY when not,
 // or a semaphore's failure (with message) when it decides the wait.
-static accel_status_t check(uint32_t count, accel_drv_semaphore_t *const *sems,
+static accel_status_t check_wait_condition(uint32_t count, accel_drv_semaphore_t *const *sems,
                             const uint64_t *values, accel_wait_mode_t mode,
                             uint32_t *out_index) {
   int failed_index = -1;
@@ -260,7 +260,7 @@ static accel_status_t wait_spin(uint32_t count,
                                 accel_host_spin_t *spin) {
   for (;;) {
     accel_host_cpu_relax();
-    accel_status_t st = check(count, sems, values, mode, out_index);
+    accel_status_t st = check_wait_condition(count, sems, values, mode, out_index);
     if (st != ACCEL_ERROR_NOT_READY) {
       return st;
     }
@@ -306,7 +306,7 @@ static accel_status_t wait_sleep(uint32_t count,
     // Relaxed reset, then the seq_cst re-check: a signal after the reset
     // sets the word again, so the futex wait below cannot miss it.
     atomic_store_explicit(&waiter->word, 0, memory_order_seq_cst);
-    accel_status_t st = check(count, sems, values, mode, out_index);
+    accel_status_t st = check_wait_condition(count, sems, values, mode, out_index);
     if (st != ACCEL_ERROR_NOT_READY) {
       return st;
     }
@@ -327,7 +327,7 @@ accel_status_t accel_host_semaphore_wait_ex(
     uint32_t count, accel_drv_semaphore_t *const *sems, const uint64_t *values,
     accel_wait_mode_t mode, uint64_t timeout_ns, uint32_t *out_index,
     accel_host_waiter_t *waiter, uint64_t spin_ns) {
-  accel_status_t st = check(count, sems, values, mode, out_index);
+  accel_status_t st = check_wait_condition(count, sems, values, mode, out_index);
   if (st != ACCEL_ERROR_NOT_READY) {
     return st;
   }
