@@ -125,11 +125,11 @@ static pthread_key_t g_tcache_key;
 static pthread_once_t g_tcache_once = PTHREAD_ONCE_INIT;
 
 // Single-writer counter update (only the owning thread writes).
-static inline void bump(_Atomic int64_t *c, int64_t d) {
+static inline void counter_add_owned(_Atomic int64_t *c, int64_t d) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d,
                         memory_order_relaxed);
 }
-static inline void bumpu(_Atomic uint64_t *c) {
+static inline void counter_inc_owned(_Atomic uint64_t *c) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                         memory_order_relaxed);
 }
@@ -280,7 +280,7 @@ static accel_status_t spare_record_locked(slab_t *s, accel_buffer_t **out) {
 }
 
 // Refills half a magazine of class |c| from the depot. Shard lock held.
-static accel_status_t refill(slab_t *s, slab_tcache_t *sh, int c) {
+static accel_status_t refill_magazine(slab_t *s, slab_tcache_t *sh, int c) {
   pthread_mutex_lock(&s->depot_lock);
   accel_status_t st = ACCEL_OK;
   uint32_t want = SLAB_MAG / 2;
@@ -501,7 +501,7 @@ accel_status_t accel_mem_slab_alloc(accel_mem_allocator_t *a, uint64_t size,
                        a->name);
   }
   if (sh->mag[c].count == 0) {
-    accel_status_t st = refill(s, sh, c);
+    accel_status_t st = refill_magazine(s, sh, c);
     if (st != ACCEL_OK) {
       accel_mem_counters_fail(&a->counters);
       return accel_error_context(
@@ -515,9 +515,9 @@ accel_status_t accel_mem_slab_alloc(accel_mem_allocator_t *a, uint64_t size,
     // The next allocation of this class writes that record: start the miss.
     __builtin_prefetch(sh->mag[c].recs[sh->mag[c].count - 1], 1, 3);
   }
-  bump(&sh->bytes_in_use, (int64_t)size);
-  bump(&sh->live, 1);
-  bumpu(&sh->allocs);
+  counter_add_owned(&sh->bytes_in_use, (int64_t)size);
+  counter_add_owned(&sh->live, 1);
+  counter_inc_owned(&sh->allocs);
   // The record is bound to its block: device, address, kind, allocator and
   // destroy function are already set (refill).
   atomic_init(&rec->object.ref_count, 1);
@@ -564,8 +564,8 @@ static void slab_free(accel_mem_allocator_t *a, accel_buffer_t *buf) {
     flush_half(s, sh, c);
   }
   sh->mag[c].recs[sh->mag[c].count++] = buf;
-  bump(&sh->bytes_in_use, -(int64_t)buf->size_bytes);
-  bumpu(&sh->frees);
+  counter_add_owned(&sh->bytes_in_use, -(int64_t)buf->size_bytes);
+  counter_inc_owned(&sh->frees);
   // Release, and last: a pool destroy that sees the live count drop
   // (acquire) also sees that this free is done with the slab.
   atomic_store_explicit(

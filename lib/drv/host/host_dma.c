@@ -52,7 +52,7 @@ struct accel_drv_dma_ring {
 
   // Engine side (its thread only).
   _Alignas(64) uint64_t consumed;
-  bool stalled;           // the last service() stopped at a WAIT
+  bool stalled;           // the last service_ring() stopped at a WAIT
   bool poisoned;
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
@@ -233,7 +233,7 @@ static void count_bytes(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d) {
 
 // Records the ring's first failure: the fence fails with a message that names
 // the descriptor; everything after it is aborted.
-static void poison(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d,
+static void poison_ring(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d,
                    accel_status_t st, const char *why) {
   r->poisoned = true;
   r->poison_status = st;
@@ -270,7 +270,7 @@ static void finish_signal(accel_drv_dma_ring_t *r,
 
 // Moves the bytes of a healthy COPY or FILL whose start was reported, counts
 // them and reports its end (the engine's pass and dma_ring_execute_now).
-static void transfer(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d) {
+static void transfer_bytes(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d) {
   if (d->op == ACCEL_DMA_HW_COPY) {
     execute_copy(d);
   } else {
@@ -285,7 +285,7 @@ static void transfer(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d) {
 
 // Executes one descriptor. Returns false (nothing done) if it is a WAIT whose
 // value is not reached yet, with the semaphore and value in |*out_stall|.
-static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
+static bool execute_desc(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
                     accel_dma_hw_desc_t **out_stall) {
   if (r->poisoned) {
     if (d->op == ACCEL_DMA_HW_SIGNAL) {
@@ -312,14 +312,14 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
         char why[128];
         snprintf(why, sizeof(why), "engine %u error: injected fault (%s)",
                  r->engine->index, accel_status_name(injected));
-        poison(r, d, (accel_status_t)injected, why);
+        poison_ring(r, d, (accel_status_t)injected, why);
         if (d->trace_seq != 0) {
           trace_desc_end(r, d, r->poison_status);
         }
         finish_signal(r, d);
         return true;
       }
-      transfer(r, d);
+      transfer_bytes(r, d);
       finish_signal(r, d);
       return true;
     }
@@ -336,7 +336,7 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
         char why[ACCEL_ERROR_MESSAGE_MAX];
         snprintf(why, sizeof(why), "waited semaphore failed: %s",
                  accel_last_error());
-        poison(r, d, st, why);
+        poison_ring(r, d, st, why);
         return true;
       }
       *out_stall = d;
@@ -345,7 +345,7 @@ static bool execute(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
     default: {
       char why[64];
       snprintf(why, sizeof(why), "unknown descriptor op %u", d->op);
-      poison(r, d, ACCEL_ERROR_INTERNAL, why);
+      poison_ring(r, d, ACCEL_ERROR_INTERNAL, why);
       return true;
     }
   }
@@ -360,7 +360,7 @@ static inline bool slot_ready(const accel_drv_dma_ring_t *r, uint64_t pos,
 
 // Runs |r| until it is empty or stalls. Returns true if it retired anything;
 // a stall is reported in |*out_stall|.
-static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
+static bool service_ring(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
   r->stalled = false;
   bool progress = false;
   // Acquire: pairs with the host's release of the ownership word, so that
@@ -370,10 +370,10 @@ static bool service(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t **out_stall) {
     // Acquire: pairs with dma_ring_abort's release.
     if (!r->poisoned &&
         atomic_load_explicit(&r->abort, memory_order_acquire) != 0) {
-      poison(r, d, ACCEL_ERROR_ABORTED,
+      poison_ring(r, d, ACCEL_ERROR_ABORTED,
              "aborted: dma queue destroyed with pending work");
     }
-    if (!execute(r, d, out_stall)) {
+    if (!execute_desc(r, d, out_stall)) {
       r->stalled = true;
       break;
     }
@@ -482,81 +482,151 @@ static void wake_engine(host_engine_t *e) {
   }
 }
 
-static void *engine_main(void *arg) {
-  host_engine_t *e = arg;
+// What an engine thread keeps between passes: its copy of the ring list
+// (taken when |generation| moves) and the semaphores its stalled rings wait
+// for, found by the last pass.
+typedef struct engine_view {
+  accel_drv_dma_ring_t **rings;
+  uint32_t ring_count;
+  uint32_t capacity;  // of |rings|, |stall_sems| and |stall_values|
+  uint64_t seen;      // the generation |rings| was copied at
+  uint32_t stall_count;
+  accel_drv_semaphore_t **stall_sems;
+  uint64_t *stall_values;
+} engine_view_t;
+
+// Runs the engine thread on its device's cores (from lib/topo; best effort:
+// the engine runs unbound if the set is refused).
+static void engine_bind_cpus(host_engine_t *e) {
   if (e->device->has_affinity) {
-    // The cores of the device's NUMA node, from lib/topo (best effort: the
-    // engine runs unbound if the set is refused).
     (void)pthread_setaffinity_np(pthread_self(), sizeof(e->device->affinity),
                                  &e->device->affinity);
   }
+}
+
+// Grows |v|'s arrays to |cap| rings. On failure keeps the old capacity (the
+// arrays that did grow stay, larger than needed).
+static void engine_view_grow(engine_view_t *v, uint32_t cap) {
+  accel_drv_dma_ring_t **ns = realloc(v->rings, cap * sizeof(*ns));
+  if (ns != NULL) v->rings = ns;
+  accel_drv_semaphore_t **nsem = realloc(v->stall_sems, cap * sizeof(*nsem));
+  if (nsem != NULL) v->stall_sems = nsem;
+  uint64_t *nval = realloc(v->stall_values, cap * sizeof(*nval));
+  if (nval != NULL) v->stall_values = nval;
+  if (ns != NULL && nsem != NULL && nval != NULL) {
+    v->capacity = cap;
+  }
+}
+
+// Tells a detaching thread waiting in engine_await_generation that the
+// engine now holds generation |v->seen|'s ring list.
+static void engine_ack_generation(host_engine_t *e, const engine_view_t *v) {
+  // Seq_cst: the ack must precede the |ack_waiters| load (Dekker with
+  // engine_await_generation); a detaching thread that sees it knows the
+  // engine no longer holds the old snapshot.
+  atomic_store_explicit(&e->seen_generation, v->seen, memory_order_seq_cst);
+  if (atomic_load_explicit(&e->ack_waiters, memory_order_seq_cst) != 0) {
+    atomic_fetch_add_explicit(&e->ack_word, 1, memory_order_release);
+    accel_host_futex_wake_all(&e->ack_word);
+  }
+}
+
+// Copies the ring list of generation |gen| into |v| and acknowledges it.
+// Keeps the previous copy if growing it failed and retries on the next pass
+// (the ring list stays ahead of |v->seen|).
+static void engine_view_refresh(host_engine_t *e, engine_view_t *v,
+                                uint64_t gen) {
+  pthread_mutex_lock(&e->lock);
+  if (e->ring_count > v->capacity) {
+    engine_view_grow(v, e->ring_capacity);
+  }
+  if (e->ring_count <= v->capacity) {
+    if (e->ring_count > 0) {  // both may be NULL with no rings
+      memcpy(v->rings, e->rings, e->ring_count * sizeof(*v->rings));
+    }
+    v->ring_count = e->ring_count;
+    v->seen = gen;
+  }
+  pthread_mutex_unlock(&e->lock);
+  engine_ack_generation(e, v);
+}
+
+// One pass over the rings: services each, and collects the semaphores of
+// the rings stalled on a WAIT. Returns whether any ring made progress;
+// |*out_share_cpu| says whether one of those rings' producer runs on this
+// CPU.
+static bool engine_service_rings(engine_view_t *v, bool *out_share_cpu) {
+  int my_cpu = sched_getcpu();
+  bool progress = false;
+  bool share_cpu = false;
+  v->stall_count = 0;
+  for (uint32_t i = 0; i < v->ring_count; ++i) {
+    accel_dma_hw_desc_t *stall = NULL;
+    if (service_ring(v->rings[i], &stall)) {
+      progress = true;
+      share_cpu |= atomic_load_explicit(&v->rings[i]->producer_cpu,
+                                        memory_order_relaxed) == my_cpu;
+    }
+    if (stall != NULL) {
+      v->stall_sems[v->stall_count] = stall->sem.semaphore;
+      v->stall_values[v->stall_count] = stall->sem.value;
+      v->stall_count++;
+    }
+  }
+  *out_share_cpu = share_cpu && my_cpu >= 0;
+  return progress;
+}
+
+// Whether anything the engine waits for happened: a doorbell, a stalled
+// semaphore moved, a ring-list change or a stop.
+static bool engine_has_news(host_engine_t *e, const engine_view_t *v) {
+  for (uint32_t i = 0; i < v->ring_count; ++i) {
+    if (ring_has_new(v->rings[i])) {
+      return true;
+    }
+  }
+  return stalled_moved(v->stall_count, v->stall_sems, v->stall_values) ||
+         atomic_load_explicit(&e->generation, memory_order_relaxed) !=
+             v->seen ||
+         atomic_load_explicit(&e->stopping, memory_order_relaxed);
+}
+
+// Spins on the rings' tails (the doorbells), the stalled semaphores and the
+// ring list for up to |spin_ns| before the caller parks: a parked engine
+// takes tens of microseconds to wake. Returns whether news came.
+static bool engine_spin_for_news(host_engine_t *e, const engine_view_t *v,
+                                 uint64_t spin_ns) {
+  accel_host_spin_t spin =
+      accel_host_spin_start(spin_ns, ACCEL_HOST_SPIN_YIELD_NS);
+  for (;;) {
+    accel_host_cpu_relax();
+    if (engine_has_news(e, v)) {
+      return true;
+    }
+    if (!accel_host_spin_continue(&spin)) {
+      return false;
+    }
+  }
+}
+
+static void *engine_main(void *arg) {
+  host_engine_t *e = arg;
+  engine_bind_cpus(e);
   uint64_t spin_ns = e->device->spin_ns;
-  accel_drv_dma_ring_t **snap = NULL;
-  uint32_t snap_count = 0;
-  uint32_t snap_capacity = 0;
-  accel_drv_semaphore_t **stall_sems = NULL;
-  uint64_t *stall_values = NULL;
-  uint64_t seen = UINT64_MAX;
+  engine_view_t view = {.seen = UINT64_MAX};
   for (;;) {
     // Acquire: pairs with the release in attach/detach so that the ring list
     // read under the lock is the one of this generation.
     uint64_t gen = atomic_load_explicit(&e->generation, memory_order_acquire);
-    if (gen != seen) {
-      pthread_mutex_lock(&e->lock);
-      if (e->ring_count > snap_capacity) {
-        uint32_t cap = e->ring_capacity;
-        accel_drv_dma_ring_t **ns = realloc(snap, cap * sizeof(*ns));
-        if (ns != NULL) snap = ns;
-        accel_drv_semaphore_t **nsem =
-            realloc(stall_sems, cap * sizeof(*nsem));
-        if (nsem != NULL) stall_sems = nsem;
-        uint64_t *nval = realloc(stall_values, cap * sizeof(*nval));
-        if (nval != NULL) stall_values = nval;
-        if (ns != NULL && nsem != NULL && nval != NULL) {
-          snap_capacity = cap;
-        }
-      }
-      // Keeps the previous snapshot if growing it failed and retries on the
-      // next pass (the ring list stays ahead of |seen|).
-      if (e->ring_count <= snap_capacity) {
-        if (e->ring_count > 0) {  // both may be NULL with no rings
-          memcpy(snap, e->rings, e->ring_count * sizeof(*snap));
-        }
-        snap_count = e->ring_count;
-        seen = gen;
-      }
-      pthread_mutex_unlock(&e->lock);
-      // Seq_cst: the ack must precede the |ack_waiters| load (Dekker with
-      // engine_await_generation); a detaching thread that sees it knows the
-      // engine no longer holds the old snapshot.
-      atomic_store_explicit(&e->seen_generation, seen, memory_order_seq_cst);
-      if (atomic_load_explicit(&e->ack_waiters, memory_order_seq_cst) != 0) {
-        atomic_fetch_add_explicit(&e->ack_word, 1, memory_order_release);
-        accel_host_futex_wake_all(&e->ack_word);
-      }
+    if (gen != view.seen) {
+      engine_view_refresh(e, &view, gen);
     }
-    int my_cpu = sched_getcpu();
-    bool progress = false;
-    bool share_cpu = false;
-    uint32_t stall_count = 0;
-    for (uint32_t i = 0; i < snap_count; ++i) {
-      accel_dma_hw_desc_t *stall = NULL;
-      if (service(snap[i], &stall)) {
-        progress = true;
-        share_cpu |= atomic_load_explicit(&snap[i]->producer_cpu,
-                                          memory_order_relaxed) == my_cpu;
-      }
-      if (stall != NULL) {
-        stall_sems[stall_count] = stall->sem.semaphore;
-        stall_values[stall_count] = stall->sem.value;
-        stall_count++;
-      }
-    }
-    if (progress) {
+    bool share_cpu;
+    if (engine_service_rings(&view, &share_cpu)) {
       // The submitter runs on this CPU (an oversubscribed machine put us
       // together): it cannot see our signals, or submit more, while we spin,
       // so hand the CPU over now rather than after the spin's yield period.
-      if (share_cpu && my_cpu >= 0) {
+      if (share_cpu) {
         sched_yield();
       }
       continue;
@@ -564,34 +634,14 @@ static void *engine_main(void *arg) {
     if (atomic_load_explicit(&e->stopping, memory_order_acquire)) {
       break;
     }
-    // Spin on the rings' tails (the doorbells), the stalled semaphores and
-    // the ring list before parking: a parked engine takes tens of
-    // microseconds to wake.
-    accel_host_spin_t spin =
-        accel_host_spin_start(spin_ns, ACCEL_HOST_SPIN_YIELD_NS);
-    bool found = false;
-    for (;;) {
-      accel_host_cpu_relax();
-      for (uint32_t i = 0; i < snap_count && !found; ++i) {
-        found = ring_has_new(snap[i]);
-      }
-      found = found ||
-              stalled_moved(stall_count, stall_sems, stall_values) ||
-              atomic_load_explicit(&e->generation, memory_order_relaxed) !=
-                  seen ||
-              atomic_load_explicit(&e->stopping, memory_order_relaxed);
-      if (found || !accel_host_spin_continue(&spin)) {
-        break;
-      }
-    }
-    if (!found) {
-      engine_park(e, snap, snap_count, seen, stall_count, stall_sems,
-                  stall_values);
+    if (!engine_spin_for_news(e, &view, spin_ns)) {
+      engine_park(e, view.rings, view.ring_count, view.seen, view.stall_count,
+                  view.stall_sems, view.stall_values);
     }
   }
-  free(snap);
-  free(stall_sems);
-  free(stall_values);
+  free(view.rings);
+  free(view.stall_sems);
+  free(view.stall_values);
   return NULL;
 }
 
@@ -850,7 +900,7 @@ accel_status_t accel_host_dma_ring_execute_now(accel_drv_dma_ring_t *r,
   if (d->trace_seq != 0) {
     trace_desc_start(r, d);
   }
-  transfer(r, d);
+  transfer_bytes(r, d);
   // Not finish_signal: it reads |poisoned|, which the engine thread owns;
   // the checks above found the ring healthy.
   if (d->signal_semaphore != NULL) {

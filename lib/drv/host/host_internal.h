@@ -250,7 +250,8 @@ const accel_error_state_t *accel_host_semaphore_error(
     accel_drv_semaphore_t *semaphore);
 
 // ---------------------------------------------------------------------------
-// Queues (host_queue.c).
+// Queues (host_queue_worker.c: create, destroy; host_queue_submit.c: the
+// rest).
 // ---------------------------------------------------------------------------
 
 accel_status_t accel_host_queue_create(accel_drv_device_t *device,

@@ -205,7 +205,7 @@ void accel_host_semaphore_fail(accel_drv_semaphore_t *sem,
 
 // Checks the wait condition. Returns OK when satisfied, NOT_READY when not,
 // or a semaphore's failure (with message) when it decides the wait.
-static accel_status_t check(uint32_t count, accel_drv_semaphore_t *const *sems,
+static accel_status_t check_wait_condition(uint32_t count, accel_drv_semaphore_t *const *sems,
                             const uint64_t *values, accel_wait_mode_t mode,
                             uint32_t *out_index) {
   int failed_index = -1;
@@ -240,37 +240,106 @@ void accel_host_waiter_wake(accel_host_waiter_t *waiter) {
   accel_host_futex_wake_all(&waiter->word);
 }
 
+// Whether |waiter|'s owner cancelled the wait (|waiter| may be NULL).
+static bool wait_cancelled(const accel_host_waiter_t *waiter) {
+  // Acquire: pairs with the canceller's release of its reason.
+  return waiter != NULL && waiter->cancel != NULL &&
+         atomic_load_explicit(waiter->cancel, memory_order_acquire) != 0;
+}
+
+// Spins first: a parked thread takes tens of microseconds to wake. The
+// first yield comes at the spin's first clock read: a wait that outlasts 64
+// polls is likely on work that another thread of this CPU (an engine or a
+// worker on an oversubscribed machine) has to run. Returns the wait's result,
+// or ACCEL_ERROR_NOT_READY (no message) when the spin ran out.
+static accel_status_t wait_spin(uint32_t count,
+                                accel_drv_semaphore_t *const *sems,
+                                const uint64_t *values, accel_wait_mode_t mode,
+                                uint32_t *out_index,
+                                const accel_host_waiter_t *waiter,
+                                accel_host_spin_t *spin) {
+  for (;;) {
+    accel_host_cpu_relax();
+    accel_status_t st = check_wait_condition(count, sems, values, mode, out_index);
+    if (st != ACCEL_ERROR_NOT_READY) {
+      return st;
+    }
+    if (wait_cancelled(waiter)) {
+      return accel_error(ACCEL_ERROR_ABORTED, "semaphore wait cancelled");
+    }
+    if (!accel_host_spin_continue(spin)) {
+      return ACCEL_ERROR_NOT_READY;
+    }
+  }
+}
+
+// Registers |nodes| (one per semaphore) so that signals wake |waiter|.
+static void wait_register(uint32_t count, accel_drv_semaphore_t *const *sems,
+                          wait_node_t *nodes, accel_host_waiter_t *waiter) {
+  for (uint32_t i = 0; i < count; ++i) {
+    nodes[i] = (wait_node_t){.waiter = waiter, .fd = -1};
+    pthread_mutex_lock(&sems[i]->lock);
+    list_add_locked(sems[i], &nodes[i]);
+    pthread_mutex_unlock(&sems[i]->lock);
+  }
+  accel_host_heavy_fence();  // registration before the first re-check
+}
+
+static void wait_unregister(uint32_t count, accel_drv_semaphore_t *const *sems,
+                            wait_node_t *nodes) {
+  for (uint32_t i = 0; i < count; ++i) {
+    pthread_mutex_lock(&sems[i]->lock);
+    list_remove_locked(sems[i], &nodes[i]);
+    pthread_mutex_unlock(&sems[i]->lock);
+  }
+}
+
+// Sleeps on |waiter|'s futex word, registered, until the wait is decided
+// or |deadline| passes (the timeout's message counts from |start_ns|).
+static accel_status_t wait_sleep(uint32_t count,
+                                 accel_drv_semaphore_t *const *sems,
+                                 const uint64_t *values, accel_wait_mode_t mode,
+                                 uint32_t *out_index,
+                                 accel_host_waiter_t *waiter,
+                                 uint64_t deadline, uint64_t start_ns) {
+  for (;;) {
+    // Relaxed reset, then the seq_cst re-check: a signal after the reset
+    // sets the word again, so the futex wait below cannot miss it.
+    atomic_store_explicit(&waiter->word, 0, memory_order_seq_cst);
+    accel_status_t st = check_wait_condition(count, sems, values, mode, out_index);
+    if (st != ACCEL_ERROR_NOT_READY) {
+      return st;
+    }
+    if (wait_cancelled(waiter)) {
+      return accel_error(ACCEL_ERROR_ABORTED, "semaphore wait cancelled");
+    }
+    uint64_t now = accel_host_now_ns();
+    if (now >= deadline) {
+      return accel_error(ACCEL_ERROR_TIMEOUT,
+                         "semaphore wait timed out after %llu ns",
+                         (unsigned long long)(now - start_ns));
+    }
+    accel_host_futex_wait(&waiter->word, 0, deadline);
+  }
+}
+
 accel_status_t accel_host_semaphore_wait_ex(
     uint32_t count, accel_drv_semaphore_t *const *sems, const uint64_t *values,
     accel_wait_mode_t mode, uint64_t timeout_ns, uint32_t *out_index,
     accel_host_waiter_t *waiter, uint64_t spin_ns) {
-  accel_status_t st = check(count, sems, values, mode, out_index);
-  if (st != ACCEL_ERROR_NOT_READY || timeout_ns == 0) {
-    if (st == ACCEL_ERROR_NOT_READY) {
-      return accel_error(ACCEL_ERROR_TIMEOUT,
-                         "semaphore wait: value not reached (timeout 0)");
-    }
+  accel_status_t st = check_wait_condition(count, sems, values, mode, out_index);
+  if (st != ACCEL_ERROR_NOT_READY) {
     return st;
   }
-  // Spin first: a parked thread takes tens of microseconds to wake. The
-  // first yield comes at the spin's first clock read: a wait that outlasts
-  // 64 polls is likely on work that another thread of this CPU (an engine or
-  // a worker on an oversubscribed machine) has to run.
+  if (timeout_ns == 0) {
+    return accel_error(ACCEL_ERROR_TIMEOUT,
+                       "semaphore wait: value not reached (timeout 0)");
+  }
   accel_host_spin_t spin =
       accel_host_spin_start(spin_ns < timeout_ns ? spin_ns : timeout_ns, 0);
-  for (;;) {
-    accel_host_cpu_relax();
-    st = check(count, sems, values, mode, out_index);
-    if (st != ACCEL_ERROR_NOT_READY) {
-      return st;
-    }
-    if (waiter != NULL && waiter->cancel != NULL &&
-        atomic_load_explicit(waiter->cancel, memory_order_acquire)) {
-      return accel_error(ACCEL_ERROR_ABORTED, "semaphore wait cancelled");
-    }
-    if (!accel_host_spin_continue(&spin)) {
-      break;
-    }
+  st = wait_spin(count, sems, values, mode, out_index, waiter, &spin);
+  if (st != ACCEL_ERROR_NOT_READY) {
+    return st;
   }
 
   uint64_t deadline = accel_host_deadline(timeout_ns);
@@ -289,40 +358,10 @@ accel_status_t accel_host_semaphore_wait_ex(
                          count);
     }
   }
-  for (uint32_t i = 0; i < count; ++i) {
-    nodes[i] = (wait_node_t){.waiter = waiter, .fd = -1};
-    pthread_mutex_lock(&sems[i]->lock);
-    list_add_locked(sems[i], &nodes[i]);
-    pthread_mutex_unlock(&sems[i]->lock);
-  }
-  accel_host_heavy_fence();  // registration before the first re-check below
-  for (;;) {
-    // Relaxed reset, then the seq_cst re-check: a signal after the reset
-    // sets the word again, so the futex wait below cannot miss it.
-    atomic_store_explicit(&waiter->word, 0, memory_order_seq_cst);
-    st = check(count, sems, values, mode, out_index);
-    if (st != ACCEL_ERROR_NOT_READY) {
-      break;
-    }
-    if (waiter->cancel != NULL &&
-        atomic_load_explicit(waiter->cancel, memory_order_acquire)) {
-      st = accel_error(ACCEL_ERROR_ABORTED, "semaphore wait cancelled");
-      break;
-    }
-    uint64_t now = accel_host_now_ns();
-    if (now >= deadline) {
-      st = accel_error(ACCEL_ERROR_TIMEOUT,
-                       "semaphore wait timed out after %llu ns",
-                       (unsigned long long)(now - spin.start));
-      break;
-    }
-    accel_host_futex_wait(&waiter->word, 0, deadline);
-  }
-  for (uint32_t i = 0; i < count; ++i) {
-    pthread_mutex_lock(&sems[i]->lock);
-    list_remove_locked(sems[i], &nodes[i]);
-    pthread_mutex_unlock(&sems[i]->lock);
-  }
+  wait_register(count, sems, nodes, waiter);
+  st = wait_sleep(count, sems, values, mode, out_index, waiter, deadline,
+                  spin.start);
+  wait_unregister(count, sems, nodes);
   if (nodes != nodes_stack) {
     free(nodes);
   }

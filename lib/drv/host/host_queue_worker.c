@@ -1,0 +1,519 @@
+// Host queues' worker thread: runs the records in order (the quiet fast
+// path without the trace hooks, bursts of short host calls), posts
+// completions in batches, poisons the queue on the first failure, spins
+// then parks; and the queue's create and destroy, which start and stop it.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "drv/host/host_queue_impl.h"
+#include "trace/trace_hooks.h"
+
+static void release_refs(accel_cmd_t *cmd) {
+  accel_object_release(cmd->refs[0]);
+  accel_object_release(cmd->refs[1]);
+}
+
+static void fill_pattern(uint8_t *dst, uint64_t size, uint64_t pattern,
+                         uint32_t pattern_size) {
+  if (pattern_size == 1) {
+    memset(dst, (int)(pattern & 0xff), size);
+    return;
+  }
+  uint8_t bytes[8];
+  for (uint32_t i = 0; i < 8; ++i) {
+    bytes[i] = (uint8_t)(pattern >> (8 * (i % pattern_size)));
+  }
+  // Fill 8 bytes at a time with the pattern repeated (size and offset are
+  // multiples of pattern_size, so phase is preserved).
+  uint64_t word;
+  memcpy(&word, bytes, 8);
+  uint64_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    memcpy(dst + i, &word, 8);
+  }
+  for (; i < size; ++i) {
+    dst[i] = bytes[i % 8];
+  }
+}
+
+// Runs a host call's function. Returns non-OK with the thread message set
+// on failure.
+// A host function returned |st| (not OK): sets the thread's message to say
+// so, with the function's own message, and returns |st|.
+static __attribute__((noinline)) accel_status_t run_host_fn_status(
+    accel_status_t st) {
+  char msg[ACCEL_ERROR_MESSAGE_MAX];
+  snprintf(msg, sizeof(msg), "%s", accel_last_error());
+  return accel_error(st, "host function returned %s%s%s",
+                     accel_status_name(st), msg[0] ? ": " : "", msg);
+}
+
+static inline accel_status_t run_host_fn(accel_drv_queue_t *q,
+                                         accel_host_fn_t fn, void *user_data) {
+  q->error_buffer[0] = '\0';  // attribute a message to this call only
+  accel_status_t st = fn(user_data);
+  if (__builtin_expect(st != ACCEL_OK, 0)) {
+    return run_host_fn_status(st);
+  }
+  return ACCEL_OK;
+}
+
+// Executes one command. Returns non-OK with the thread message set on failure.
+static accel_status_t run_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+  switch (cmd->kind) {
+    case ACCEL_CMD_HOST_CALL:
+      return run_host_fn(q, cmd->host_call.fn, cmd->host_call.user_data);
+    case ACCEL_CMD_FILL:
+      fill_pattern((uint8_t *)(uintptr_t)cmd->fill.dst, cmd->fill.size_bytes,
+                   cmd->fill.pattern, cmd->fill.pattern_size);
+      return ACCEL_OK;
+    case ACCEL_CMD_COPY:
+      memmove((void *)(uintptr_t)cmd->copy.dst,
+              (const void *)(uintptr_t)cmd->copy.src, cmd->copy.size_bytes);
+      return ACCEL_OK;
+    case ACCEL_CMD_SIGNAL:
+      if (cmd->signal.timestamp_out != NULL) {
+        // Release: a reader that sees the signalled value sees this time.
+        atomic_store_explicit(cmd->signal.timestamp_out, accel_host_now_ns(),
+                              memory_order_release);
+      }
+      accel_host_semaphore_signal_max(cmd->signal.semaphore,
+                                      cmd->signal.value);
+      return ACCEL_OK;
+    case ACCEL_CMD_WAIT: {
+      accel_drv_semaphore_t *sem = cmd->wait.semaphore;
+      accel_status_t st = accel_host_semaphore_wait_ex(
+          1, &sem, &cmd->wait.value, ACCEL_WAIT_ALL, ACCEL_TIMEOUT_INFINITE,
+          NULL, &q->waiter, q->device->spin_ns);
+      if (st == ACCEL_ERROR_ABORTED) {
+        return accel_error(st, "aborted: stream destroyed with pending work");
+      }
+      if (st != ACCEL_OK) {
+        return accel_error_context(st, "waited semaphore failed");
+      }
+      return ACCEL_OK;
+    }
+    case ACCEL_CMD_LAUNCH:
+      return cmd->launch.exec(cmd->launch.payload, q->device);
+    default:
+      return accel_error(ACCEL_ERROR_INTERNAL, "unknown command kind %u",
+                         cmd->kind);
+  }
+}
+
+// Counts the host calls that ran without the trace hooks; before their
+// completion is posted or the queue fails.
+static void count_quiet_calls(accel_drv_queue_t *q) {
+  if (q->quiet_host_calls + q->quiet_launches != 0) {
+    accel_trace_count_quiet(q, q->quiet_host_calls, q->quiet_launches);
+    q->quiet_host_calls = 0;
+    q->quiet_launches = 0;
+  }
+}
+
+// Records the first failure; the queue then aborts everything after it.
+static void poison_queue(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st,
+                   const char *why) {
+  count_quiet_calls(q);
+  q->poisoned = true;
+  q->poison_status = st;
+  snprintf(q->poison_message, sizeof(q->poison_message),
+           "stream \"%s\" command #%llu (%s) failed: %s", q->name,
+           (unsigned long long)cmd->seq, accel_cmd_kind_name(cmd->kind), why);
+  accel_trace_stream_fail(q, cmd->seq, st, q->poison_message);
+  // Release: a producer that sees the flag finds the stored message. Before
+  // the completion fails: a synchronize that returns the failure wakes up
+  // after it, and a submit that follows must be refused.
+  atomic_store_explicit(&q->failed, 1, memory_order_release);
+  accel_host_semaphore_fail(q->completion, st, q->poison_message);
+}
+
+// Handles a command that will not run: its signal fails with the poison.
+static void skip_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+  if (cmd->kind == ACCEL_CMD_SIGNAL) {
+    accel_host_semaphore_fail(cmd->signal.semaphore, q->poison_status,
+                              q->poison_message);
+  }
+}
+
+// |cmd| failed with |st| (the thread's message says why): poisons the queue.
+static void fail_command(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st) {
+  char why[ACCEL_ERROR_MESSAGE_MAX];
+  snprintf(why, sizeof(why), "%s", accel_last_error());
+  poison_queue(q, cmd, st, why);
+  skip_command(q, cmd);
+}
+
+// |cmd| in the plain numbers the trace hooks take.
+static inline accel_trace_cmd_t trace_cmd(const accel_cmd_t *cmd) {
+  return (accel_trace_cmd_t){.kind = cmd->kind,
+                             .direction = accel_cmd_direction(cmd),
+                             .seq = cmd->seq,
+                             .bytes = accel_cmd_bytes(cmd),
+                             .event = accel_cmd_event_id(cmd),
+                             .timestamp = cmd->kind == ACCEL_CMD_SIGNAL
+                                              ? cmd->signal.timestamp_out
+                                              : NULL};
+}
+
+static void process_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+  const accel_trace_cmd_t tc = trace_cmd(cmd);
+  accel_trace_cmd_start(q, &tc);
+  if (!q->poisoned &&
+      atomic_load_explicit(&q->cancel, memory_order_acquire)) {
+    char why[96];
+    snprintf(why, sizeof(why), "aborted: stream destroyed with pending work");
+    poison_queue(q, cmd, ACCEL_ERROR_ABORTED, why);
+  }
+  if (q->poisoned) {
+    accel_trace_cmd_end(q, &tc, q->poison_status);
+    skip_command(q, cmd);
+  } else {
+    accel_status_t st = run_command(q, cmd);
+    accel_trace_cmd_end(q, &tc, st);
+    if (st != ACCEL_OK) {
+      fail_command(q, cmd, st);
+    }
+  }
+  release_refs(cmd);
+}
+
+// The quiet record |rec| failed with |st| (the thread's message says why):
+// the full path's end of a command, which poisons the queue.
+static void quiet_failed(accel_drv_queue_t *q, const record_word_t *rec,
+                         uint64_t header, accel_status_t st) {
+  accel_cmd_t cmd;
+  accel_host_queue_record_read(q, rec, header, q->consumed + 1, &cmd);
+  const accel_trace_cmd_t tc = trace_cmd(&cmd);
+  accel_trace_cmd_end(q, &tc, st);
+  fail_command(q, &cmd, st);
+  release_refs(&cmd);
+}
+
+// True for the records process_quiet runs: host calls without references
+// (short or full) and launches.
+static inline bool quiet_shape(uint64_t header) {
+  uint64_t shape = header & 0xffffffu;  // all but a short call's place
+  return shape == header_make(RECORD_HOST_CALL_SHORT, 2, 0, 0) ||
+         header == header_make(ACCEL_CMD_HOST_CALL, 3, 0, 0) ||
+         header_kind(header) == ACCEL_CMD_LAUNCH;
+}
+
+// Runs the record |rec| of quiet_shape when the trace hooks are quiet and
+// the queue healthy, without building its command or calling the hooks,
+// and counts it for count_quiet_calls.
+static inline void process_quiet(accel_drv_queue_t *q,
+                                 const record_word_t *rec, uint64_t header) {
+  accel_status_t st;
+  uint32_t kind = header_kind(header);
+  if (kind == ACCEL_CMD_LAUNCH) {
+    st = rec[1].exec(rec[2].p, q->device);
+    if (__builtin_expect(st == ACCEL_OK, 1)) {
+      q->quiet_launches++;
+      const record_word_t *ref = rec + 1 + body_words[ACCEL_CMD_LAUNCH];
+      for (uint32_t refs = header_refs(header); refs != 0; refs >>= 1) {
+        if (refs & 1u) {
+          accel_object_release((ref++)->ref);
+        }
+      }
+      return;
+    }
+  } else {
+    st = kind == RECORD_HOST_CALL_SHORT
+             ? run_host_fn(q, q->fn_table[header_fn_slot(header)], rec[1].p)
+             : run_host_fn(q, rec[1].host_fn, rec[2].p);
+    if (__builtin_expect(st == ACCEL_OK, 1)) {
+      q->quiet_host_calls++;
+      return;
+    }
+  }
+  quiet_failed(q, rec, header, st);
+}
+
+// Runs the short host calls that follow, back to back, while they are
+// published and the completion batch lasts, with the worker's cursor in
+// registers: the commonest stretch of a busy queue. Stops before anything
+// else (another kind, a jump, a record not yet published), which the main
+// loop takes.
+static void run_quiet_burst(accel_drv_queue_t *q) {
+  record_word_t *words = q->head_chunk->words;
+  uint32_t pos = q->head_pos;
+  uint64_t consumed = q->consumed;
+  uint64_t calls = 0;
+  uint64_t end = q->completion_posted + COMPLETION_BATCH;
+  while (consumed < end) {
+    uint64_t h = header_acquire(&words[pos]);
+    if ((h & 0xffffffu) != header_make(RECORD_HOST_CALL_SHORT, 2, 0, 0) ||
+        atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
+      break;
+    }
+    accel_status_t st =
+        run_host_fn(q, q->fn_table[header_fn_slot(h)], words[pos + 1].p);
+    if (__builtin_expect(st != ACCEL_OK, 0)) {
+      q->head_pos = pos + 2;
+      q->consumed = consumed;
+      q->quiet_host_calls += calls;
+      quiet_failed(q, &words[pos], h, st);
+      q->consumed++;
+      return;
+    }
+    pos += 2;
+    consumed++;
+    calls++;
+  }
+  q->head_pos = pos;
+  q->consumed = consumed;
+  q->quiet_host_calls += calls;
+}
+
+// Publishes progress: the completion semaphore reaches the last command that
+// ran (batched, so that a burst of commands costs one signal).
+static inline void post_completion(accel_drv_queue_t *q) {
+  count_quiet_calls(q);
+  if (!q->poisoned && q->completion_posted != q->consumed) {
+    q->completion_posted = q->consumed;
+    accel_host_semaphore_signal_single(q->completion, q->consumed);
+  }
+}
+
+static void set_priority(uint32_t priority) {
+  int nice_value = 0;
+  if (priority == ACCEL_STREAM_PRIORITY_HIGH) {
+    nice_value = -5;
+  } else if (priority == ACCEL_STREAM_PRIORITY_LOW) {
+    nice_value = 5;
+  }
+  if (nice_value != 0) {
+    // Raising priority needs CAP_SYS_NICE; without it the worker stays at
+    // normal priority (documented in stream.h).
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value);
+  }
+}
+
+// Returns the next published record, its header in |*out_header|, or NULL
+// if none is ready. Follows (and recycles past) jumps to the next chunk.
+static record_word_t *next_ready(accel_drv_queue_t *q, uint64_t *out_header) {
+  for (;;) {
+    record_word_t *rec = &q->head_chunk->words[q->head_pos];
+    uint64_t h = header_acquire(rec);
+    if (h == 0) {
+      return NULL;
+    }
+    if (header_kind(h) != RECORD_JUMP) {
+      *out_header = h;
+      return rec;
+    }
+    // Relaxed: the link was stored before the jump's header, which we read
+    // with acquire.
+    chunk_t *next =
+        atomic_load_explicit(&q->head_chunk->next, memory_order_relaxed);
+    accel_host_queue_chunk_put(q, q->head_chunk);
+    q->head_chunk = next;
+    q->head_pos = 0;
+  }
+}
+
+static bool has_ready(accel_drv_queue_t *q) {
+  uint64_t h;
+  return next_ready(q, &h) != NULL;
+}
+
+
+// Runs the worker on its device's cores at the stream's priority (both best
+// effort: a failure leaves the thread where and as the scheduler puts it).
+static void worker_bind_cpus(accel_drv_queue_t *q) {
+  if (q->device->has_affinity) {
+    pthread_setaffinity_np(pthread_self(), sizeof(q->device->affinity),
+                           &q->device->affinity);
+  }
+  set_priority(q->priority);
+}
+
+// Runs the published record |rec| (header |header|) and posts completion
+// when due. |*was_idle| is true while the worker found the queue empty
+// before this record: such a command is most likely waited for on its own
+// (a submit then a synchronize), so its completion is posted at once
+// instead of after a poll of the next record's header, whose line is
+// usually not in this core's cache.
+static inline void worker_run_record(accel_drv_queue_t *q,
+                                     record_word_t *rec, uint64_t header,
+                                     bool *was_idle) {
+  if (*was_idle) {
+    q->quiet = accel_trace_cmd_hooks_quiet();
+  }
+  // The record stays in place (its chunk is recycled only once the worker
+  // moved past it); the next one starts after it.
+  q->head_pos += header_words(header);
+  if (quiet_shape(header) && q->quiet && !q->poisoned &&
+      !atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
+    process_quiet(q, rec, header);
+    q->consumed++;
+    if (!*was_idle && !q->poisoned) {
+      // In a burst: the calls that follow, without the loop's steps.
+      run_quiet_burst(q);
+    }
+  } else {
+    accel_cmd_t cmd;
+    accel_host_queue_record_read(q, rec, header, q->consumed + 1, &cmd);
+    if (cmd.kind == ACCEL_CMD_WAIT) {
+      post_completion(q);  // waits may block: report what ran before
+    }
+    process_command(q, &cmd);
+    q->consumed++;
+  }
+  if (*was_idle || q->consumed - q->completion_posted >= COMPLETION_BATCH) {
+    post_completion(q);
+    q->quiet = accel_trace_cmd_hooks_quiet();
+    *was_idle = false;
+  }
+}
+
+// Spins for new work (or a stop) for up to |spin_ns| before the caller
+// parks. The clock is first read after 64 polls: the next command of a
+// tight submit/synchronize loop arrives within a few hundred ns, and a
+// clock read there would delay seeing it. Returns whether work came.
+static bool worker_spin_for_work(accel_drv_queue_t *q, uint64_t spin_ns) {
+  uint64_t spin_until = 0;
+  uint32_t iter = 0;
+  for (;;) {
+    if (has_ready(q) ||
+        atomic_load_explicit(&q->stopping, memory_order_relaxed)) {
+      return true;
+    }
+    accel_host_cpu_relax();
+    if ((++iter & 63) == 0) {
+      uint64_t now = accel_host_now_ns();
+      if (spin_until == 0) {
+        spin_until = now + spin_ns;
+      } else if (now >= spin_until) {
+        return false;
+      }
+    }
+  }
+}
+
+// Parks the worker until a producer wakes it. Parking protocol: |parked| is
+// set under the submit lock, and read under it by producers that take it.
+// A producer whose critical section came first has published its command
+// and the re-check below sees it; one that comes after sees |parked| and
+// sets the futex word, which we cleared before taking the lock. A biased
+// owner does not take the lock: it publishes, then reads |parked| after a
+// light fence, and the heavy fence here pairs with it (either the re-check
+// sees its command or it sees |parked|).
+static void worker_park(accel_drv_queue_t *q) {
+  atomic_store_explicit(&q->waiter.word, 0, memory_order_relaxed);
+  submit_lock(q);
+  atomic_store_explicit(&q->parked, 1, memory_order_relaxed);
+  bool biased = atomic_load_explicit(&q->bias, memory_order_relaxed) ==
+                BIAS_OWNED;
+  submit_unlock(q);
+  if (biased) {
+    accel_host_heavy_fence();
+  }
+  if (!has_ready(q) &&
+      !atomic_load_explicit(&q->stopping, memory_order_acquire)) {
+    accel_host_futex_wait(&q->waiter.word, 0, UINT64_MAX);
+  }
+  // A stale 1 seen by a producer only costs it a spare wake-up.
+  atomic_store_explicit(&q->parked, 0, memory_order_relaxed);
+}
+
+static void *worker_main(void *arg) {
+  accel_drv_queue_t *q = arg;
+  q->error_buffer = accel_error_buffer();
+  worker_bind_cpus(q);
+  uint64_t spin_ns = q->device->spin_ns;
+  bool was_idle = true;  // see worker_run_record
+  for (;;) {
+    uint64_t header;
+    record_word_t *rec = next_ready(q, &header);
+    if (rec != NULL) {
+      worker_run_record(q, rec, header, &was_idle);
+      continue;
+    }
+    was_idle = true;
+    post_completion(q);
+    // Acquire: destroy is called after every submit returned; seeing the
+    // flag makes their commands visible to next_ready below.
+    if (atomic_load_explicit(&q->stopping, memory_order_acquire)) {
+      if (!has_ready(q)) {
+        break;
+      }
+      continue;
+    }
+    if (!worker_spin_for_work(q, spin_ns)) {
+      worker_park(q);
+    }
+  }
+  return NULL;
+}
+
+
+accel_status_t accel_host_queue_create(accel_drv_device_t *device,
+                                       const accel_drv_queue_params_t *params,
+                                       accel_drv_queue_t **out_queue) {
+  accel_drv_queue_t *q = aligned_alloc(64, sizeof(*q));
+  if (q == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "host queue: cannot allocate %zu bytes", sizeof(*q));
+  }
+  memset(q, 0, sizeof(*q));
+  q->device = device;
+  q->completion = params->completion;
+  q->submitted_seq = params->submitted_seq;
+  q->priority = params->priority;
+  q->abort_on_destroy = params->abort_on_destroy;
+  snprintf(q->name, sizeof(q->name), "%s",
+           params->name != NULL ? params->name : "stream");
+  q->waiter.cancel = &q->cancel;
+  accel_status_t st;
+  q->tail_chunk = accel_host_queue_chunk_get(q);
+  if (q->tail_chunk == NULL) {
+    st = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                     "host queue: cannot allocate the first command chunk");
+    goto err_free_queue;
+  }
+  q->head_chunk = q->tail_chunk;
+  atomic_flag_clear(&q->submit_lock);
+  int rc = pthread_create(&q->thread, NULL, worker_main, q);
+  if (rc != 0) {
+    st = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                     "host queue: cannot start a worker thread: %s",
+                     strerror(rc));
+    goto err_free_chunk;
+  }
+  char thread_name[16];
+  snprintf(thread_name, sizeof(thread_name), "accel-q-%.7s", q->name);
+  pthread_setname_np(q->thread, thread_name);
+  *out_queue = q;
+  return ACCEL_OK;
+
+err_free_chunk:
+  free(q->tail_chunk);
+err_free_queue:
+  free(q);
+  return st;
+}
+
+void accel_host_queue_destroy(accel_drv_queue_t *q) {
+  if (q->abort_on_destroy) {
+    // Release: the worker reads |cancel| before deciding to run a command.
+    atomic_store_explicit(&q->cancel, 1, memory_order_release);
+  }
+  // Under the lock, like a submit: see the parking protocol at worker_park.
+  submit_lock(q);
+  atomic_store_explicit(&q->stopping, 1, memory_order_release);
+  submit_unlock(q);
+  accel_host_waiter_wake(&q->waiter);
+  pthread_join(q->thread, NULL);
+  // Everything submitted was processed; the worker left at most the current
+  // head chunk and the spare.
+  free(q->head_chunk);
+  for (int i = 0; i < SPARE_CHUNKS; ++i) {
+    free(atomic_load_explicit(&q->spare[i], memory_order_relaxed));
+  }
+  free(q);
+}
