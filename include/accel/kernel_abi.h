@@ -30,6 +30,14 @@ extern "C" {
 // Marks a symbol that a host code object exports (the library query below).
 #define ACCEL_KERNEL_EXPORT __attribute__((visibility("default")))
 
+// Marks a kernel entry point. Every kernel an .axe file names must be a
+// function defined in its code object's dynamic symbol table under the name
+// of its export, so that the loader checks it before the object's code runs
+// (docs/kernel-abi.md). Protected visibility: exported, yet the library's own
+// references (its export table) bind to its own definition, never to a
+// function of the same name elsewhere in the process.
+#define ACCEL_KERNEL_ENTRY __attribute__((visibility("protected")))
+
 // Access a kernel declares for a binding (bit set).
 enum accel_kernel_access_bits {
   ACCEL_KERNEL_ACCESS_NONE = 0,
@@ -93,7 +101,9 @@ typedef int32_t (*accel_kernel_fn_t)(const accel_kernel_dispatch_t *dispatch,
 
 // One kernel a code object exports.
 typedef struct accel_kernel_export {
-  // Symbol name the executable's kernel table refers to (NUL-terminated).
+  // Symbol name the executable's kernel table refers to (NUL-terminated);
+  // also the name of |fn| in the code object's dynamic symbol table
+  // (ACCEL_KERNEL_ENTRY). Unique within the library.
   const char *name;
   // The entry point.
   accel_kernel_fn_t fn;
@@ -102,9 +112,11 @@ typedef struct accel_kernel_export {
   int32_t (*setup)(void);
 } accel_kernel_export_t;
 
-// What a host code object describes about itself.
+// What a host code object describes about itself. The runtime refuses a
+// library whose |struct_size| is below 48 (this layout, ABI 1.0) or whose
+// export table repeats a name, with ACCEL_ERROR_FORMAT.
 typedef struct accel_kernel_library {
-  // sizeof(accel_kernel_library_t) as the library compiled it.
+  // sizeof(accel_kernel_library_t) as the library compiled it (>= 48).
   uint32_t struct_size;
   // ACCEL_KERNEL_ABI_VERSION the library was built against.
   uint32_t abi_version;
@@ -120,7 +132,8 @@ typedef struct accel_kernel_library {
   uint32_t export_count;
   // Reserved, zero.
   uint32_t reserved0;
-  // The kernels, in any order; names are unique.
+  // The kernels, in any order; names are unique (a repeated name fails the
+  // load).
   const accel_kernel_export_t *exports;
 } accel_kernel_library_t;
 
@@ -137,6 +150,23 @@ _Static_assert(offsetof(accel_kernel_dispatch_t, bindings) == 40,
                "kernel ABI layout");
 _Static_assert(sizeof(accel_kernel_dispatch_t) == 72, "kernel ABI layout");
 _Static_assert(sizeof(accel_kernel_workgroup_t) == 16, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_export_t, name) == 0, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_export_t, fn) == 8, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_export_t, setup) == 16,
+               "kernel ABI layout");
+_Static_assert(sizeof(accel_kernel_export_t) == 24, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, abi_version) == 4,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, name) == 8,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, init) == 16,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, fini) == 24,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, export_count) == 32,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, exports) == 40,
+               "kernel ABI layout");
 _Static_assert(sizeof(accel_kernel_library_t) == 48, "kernel ABI layout");
 #endif
 

@@ -79,6 +79,28 @@ static accel_status_t check_requirements(accel_executable_t *exe) {
   return ACCEL_OK;
 }
 
+// Every kernel's symbol must be a function the code object's dynamic symbol
+// table defines (docs/kernel-abi.md): checked from the bytes, before dlopen
+// runs any of the object's code, so that a refused file never runs code.
+static accel_status_t check_code_symbols(const axe_view_t *v,
+                                         const axe_section_t *code,
+                                         const char *what) {
+  accel_host_elf_t elf;
+  ACCEL_RETURN_IF_ERROR(
+      accel_host_elf_open(v->data + code->offset, code->size, what, &elf));
+  for (uint32_t i = 0; i < v->kernel_count; ++i) {
+    const axe_kernel_t *k = &v->kernels[i];
+    const char *sym = axe_string(v, k->symbol);
+    if (!accel_host_elf_defines(&elf, sym)) {
+      return accel_error(ACCEL_ERROR_FORMAT,
+                         "kernel %u (\"%s\") field symbol: \"%s\" is not a "
+                         "function in the dynamic symbol table of the %s",
+                         i, axe_string(v, k->name), sym, what);
+    }
+  }
+  return ACCEL_OK;
+}
+
 static accel_status_t load_code(accel_executable_t *exe) {
   const axe_view_t *v = &exe->view;
   accel_device_t *dev = exe->device;
@@ -118,6 +140,7 @@ static accel_status_t load_code(accel_executable_t *exe) {
   }
   char what[96];
   snprintf(what, sizeof(what), "code object for %s", dev->info.target);
+  ACCEL_RETURN_IF_ERROR(check_code_symbols(v, code, what));
   ACCEL_RETURN_IF_ERROR(accel_host_code_load(v->data + code->offset,
                                              code->size, what, &exe->code));
   for (uint32_t i = 0; i < v->kernel_count; ++i) {
