@@ -101,13 +101,10 @@ static accel_status_t check_code_symbols(const axe_view_t *v,
   return ACCEL_OK;
 }
 
-static accel_status_t load_code(accel_executable_t *exe) {
-  const axe_view_t *v = &exe->view;
-  accel_device_t *dev = exe->device;
-  snprintf(exe->target, sizeof(exe->target), "%s", dev->info.target);
-  if (v->kernel_count == 0) {
-    return ACCEL_OK;  // weights-only executable
-  }
+// The code section for |dev|'s target, or UNSUPPORTED naming the targets
+// the file has.
+static accel_status_t find_code(const axe_view_t *v, const accel_device_t *dev,
+                                const axe_section_t **out_code) {
   const axe_section_t *code = NULL;
   char have[128] = "";
   size_t used = 0;
@@ -125,12 +122,25 @@ static accel_status_t load_code(accel_executable_t *exe) {
                                used ? ", " : "", t);
     }
   }
+  *out_code = code;
   if (code == NULL) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "no code object for target %s of %s (the file has: %s)",
                        dev->info.target, dev->info.id,
                        have[0] ? have : "none");
   }
+  return ACCEL_OK;
+}
+
+static accel_status_t load_code(accel_executable_t *exe) {
+  const axe_view_t *v = &exe->view;
+  accel_device_t *dev = exe->device;
+  snprintf(exe->target, sizeof(exe->target), "%s", dev->info.target);
+  if (v->kernel_count == 0) {
+    return ACCEL_OK;  // weights-only executable
+  }
+  const axe_section_t *code;
+  ACCEL_RETURN_IF_ERROR(find_code(v, dev, &code));
   if ((dev->info.caps & ACCEL_DEVICE_CAP_HOST_KERNELS) == 0 ||
       code->info != ACCEL_CODE_FORMAT_ELF_SO) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
