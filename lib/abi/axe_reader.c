@@ -22,7 +22,7 @@ static const char *const k_kind_names[] = {
     "quant",    "metadata",    "signature",
 };
 
-const char *axe_section_kind_name(uint32_t kind) {
+const char *accel_axe_section_kind_name(uint32_t kind) {
   return kind <= AXE_SECTION_KIND_LAST ? k_kind_names[kind] : "unknown";
 }
 
@@ -49,15 +49,15 @@ const char *accel_dtype_name(accel_dtype_t dtype) {
                                              : "invalid";
 }
 
-void axe_hash128(const void *data, uint64_t size, uint8_t out[16]) {
+void accel_axe_hash128(const void *data, uint64_t size, uint8_t out[16]) {
   XXH128_hash_t h = XXH3_128bits(data, (size_t)size);
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, h);
   memcpy(out, c.digest, 16);
 }
 
-uint64_t axe_header_hash(const axe_header_t *header, const void *table,
-                         uint64_t table_size) {
+uint64_t accel_axe_header_hash(const axe_header_t *header, const void *table,
+                               uint64_t table_size) {
   axe_header_t copy = *header;
   copy.header_hash = 0;
   XXH3_state_t state;
@@ -81,10 +81,10 @@ static bool is_float(uint32_t dtype) {
          dtype == ACCEL_DTYPE_BF16 || dtype == ACCEL_DTYPE_F64;
 }
 
-bool axe_weight_extent(uint32_t dtype, uint32_t rank, const uint64_t *shape,
-                       const uint64_t *strides, uint32_t layout,
-                       const uint32_t *block, uint64_t *out_bytes,
-                       const char **out_why) {
+bool accel_axe_weight_extent(uint32_t dtype, uint32_t rank,
+                             const uint64_t *shape, const uint64_t *strides,
+                             uint32_t layout, const uint32_t *block,
+                             uint64_t *out_bytes, const char **out_why) {
   uint32_t bits = accel_dtype_bits((accel_dtype_t)dtype);
   if (bits == 0) {
     *out_why = "unknown dtype";
@@ -182,9 +182,9 @@ typedef struct parse {
   int64_t first[AXE_SECTION_KIND_LAST + 1];
 } parse_t;
 
-#define SECTION_FAIL(code, i, kind, field, fmt, ...)                        \
-  accel_error((code), "section %u (%s) field %s: " fmt, (unsigned)(i),      \
-              axe_section_kind_name(kind), (field), ##__VA_ARGS__)
+#define SECTION_FAIL(code, i, kind, field, fmt, ...)                   \
+  accel_error((code), "section %u (%s) field %s: " fmt, (unsigned)(i), \
+              accel_axe_section_kind_name(kind), (field), ##__VA_ARGS__)
 
 // Checks that |offset| names a NUL-terminated string of the string table,
 // non-empty and at most AXE_MAX_NAME bytes when |name| is set.
@@ -261,7 +261,8 @@ static accel_status_t check_unique(const axe_view_t *v, const uint32_t *names,
   return st;
 }
 
-accel_status_t axe_check_header_prefix(const void *header, uint64_t size) {
+accel_status_t accel_axe_check_header_prefix(const void *header,
+                                             uint64_t size) {
   if (size < AXE_HEADER_SIZE) {
     return accel_error(FORMAT,
                        "header: file is truncated: %llu bytes, the header "
@@ -294,7 +295,7 @@ accel_status_t axe_check_header_prefix(const void *header, uint64_t size) {
 }
 
 static accel_status_t parse_header(parse_t *p) {
-  ACCEL_RETURN_IF_ERROR(axe_check_header_prefix(p->data, p->size));
+  ACCEL_RETURN_IF_ERROR(accel_axe_check_header_prefix(p->data, p->size));
   const axe_header_t *h = (const axe_header_t *)p->data;
   if (h->required_features != 0) {
     return accel_error(VERSION,
@@ -327,7 +328,7 @@ static accel_status_t parse_header(parse_t *p) {
                        (unsigned long long)p->size);
   }
   const void *table = p->data + h->section_table_offset;
-  uint64_t want = axe_header_hash(h, table, table_size);
+  uint64_t want = accel_axe_header_hash(h, table, table_size);
   if (want != h->header_hash) {
     return accel_error(FORMAT,
                        "header field header_hash: 0x%016llx does not match "
@@ -435,7 +436,7 @@ static accel_status_t check_singleton(parse_t *p, uint32_t i,
   if (p->first[s->kind] >= 0) {
     return SECTION_FAIL(FORMAT, i, s->kind, "kind",
                         "second %s section (the first is section %lld)",
-                        axe_section_kind_name(s->kind),
+                        accel_axe_section_kind_name(s->kind),
                         (long long)p->first[s->kind]);
   }
   p->first[s->kind] = i;
@@ -563,8 +564,8 @@ static accel_status_t check_overlaps(const axe_view_t *v) {
       st = accel_error(FORMAT,
                        "section %u (%s) field offset: overlaps section %u at "
                        "offset %llu",
-                       hi, axe_section_kind_name(v->sections[hi].kind), lo,
-                       (unsigned long long)b->offset);
+                       hi, accel_axe_section_kind_name(v->sections[hi].kind),
+                       lo, (unsigned long long)b->offset);
       break;
     }
   }
@@ -840,8 +841,8 @@ static accel_status_t parse_weights(const axe_view_t *v) {
     const char *wn = axe_string(v, w->name);
     uint64_t need = 0;
     const char *why = NULL;
-    if (!axe_weight_extent(w->dtype, w->rank, w->shape, w->strides, w->layout,
-                           w->block, &need, &why)) {
+    if (!accel_axe_weight_extent(w->dtype, w->rank, w->shape, w->strides,
+                                 w->layout, w->block, &need, &why)) {
       st = accel_error(FORMAT, "weight %u (\"%s\") field shape: %s", i, wn,
                        why);
       goto out;
@@ -998,7 +999,7 @@ static accel_status_t check_hashes(const axe_view_t *v) {
   for (uint32_t i = 0; i < v->section_count; ++i) {
     const axe_section_t *s = &v->sections[i];
     uint8_t h[16];
-    axe_hash128(v->data + s->offset, s->size, h);
+    accel_axe_hash128(v->data + s->offset, s->size, h);
     if (memcmp(h, s->hash, 16) != 0) {
       return SECTION_FAIL(FORMAT, i, s->kind, "hash",
                           "content hash mismatch (%llu bytes at offset %llu "
@@ -1010,8 +1011,8 @@ static accel_status_t check_hashes(const axe_view_t *v) {
   return ACCEL_OK;
 }
 
-accel_status_t axe_parse(const void *data, uint64_t size, bool skip_hashes,
-                         axe_view_t *out_view) {
+accel_status_t accel_axe_parse(const void *data, uint64_t size,
+                               bool skip_hashes, axe_view_t *out_view) {
   axe_view_t v = {.data = data, .size = size};
   parse_t p = {.data = data, .size = size, .view = &v};
   if (data == NULL || ((uintptr_t)data & 7) != 0) {

@@ -251,9 +251,9 @@ static accel_status_t load_image(accel_device_t *device, const void *image,
   accel_launch_owner_init(&exe->owner, executable_destroy);
   exe->device = device;
   exe->code.memfd = -1;
-  accel_status_t st = axe_parse(image, size,
-                                (flags & ACCEL_EXECUTABLE_LOAD_SKIP_HASHES) != 0,
-                                &exe->view);
+  accel_status_t st = accel_axe_parse(
+      image, size, (flags & ACCEL_EXECUTABLE_LOAD_SKIP_HASHES) != 0,
+      &exe->view);
   if (st == ACCEL_OK) {
     st = check_requirements(exe);
   }
@@ -333,7 +333,7 @@ static accel_status_t check_file_header(int fd, const char *path,
     return accel_error(ACCEL_ERROR_IO, "cannot read the header of %s: %s",
                        path, got < 0 ? strerror(errno) : "short read");
   }
-  accel_status_t st = axe_check_header_prefix(header, size);
+  accel_status_t st = accel_axe_check_header_prefix(header, size);
   if (st != ACCEL_OK) {
     return accel_error_context(st, "%s", path);
   }
@@ -423,7 +423,7 @@ accel_status_t accel_executable_verify(const void *data, uint64_t size_bytes,
     image = copy;
   }
   axe_view_t view;
-  accel_status_t st = axe_parse(
+  accel_status_t st = accel_axe_parse(
       image, size_bytes, (flags & ACCEL_EXECUTABLE_LOAD_SKIP_HASHES) != 0,
       &view);
   free(copy);
