@@ -426,6 +426,12 @@ int main(int argc, char **argv) {
        "kernel 0 field abi_version");
 
   im = clone_base();
+  KERNEL(&im, 0)->flags = 0x80000001u;
+  rehash(&im);
+  emit("kernel_flags_set", &im, "ACCEL_ERROR_FORMAT",
+       "kernel 0 field flags: reserved bits 0x80000001");
+
+  im = clone_base();
   KERNEL(&im, 1)->name = KERNEL(&im, 0)->name;
   rehash(&im);
   emit("duplicate_kernel_name", &im, "ACCEL_ERROR_FORMAT",
