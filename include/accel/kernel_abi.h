@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define ACCEL_KERNEL_ABI_VERSION_MAJOR 1
-#define ACCEL_KERNEL_ABI_VERSION_MINOR 0
+#define ACCEL_KERNEL_ABI_VERSION_MINOR 1
 // The version as one number: major << 16 | minor.
 #define ACCEL_KERNEL_ABI_VERSION \
   ((uint32_t)ACCEL_KERNEL_ABI_VERSION_MAJOR << 16 | ACCEL_KERNEL_ABI_VERSION_MINOR)
@@ -59,6 +59,30 @@ typedef struct accel_kernel_binding {
   uint32_t reserved0;
 } accel_kernel_binding_t;
 
+// Kinds of message a kernel sends through accel_kernel_dispatch_t.message.
+enum accel_kernel_message_kind {
+  // A line of output (printf-style, formatted by the kernel).
+  ACCEL_KERNEL_MESSAGE_PRINT = 0,
+  // An assertion failed: the launch fails (and poisons its stream) with
+  // this text, whatever the work-group then returns. The kernel should
+  // return promptly after sending it.
+  ACCEL_KERNEL_MESSAGE_ASSERT = 1,
+};
+
+struct accel_kernel_dispatch;
+struct accel_kernel_workgroup;
+
+// The runtime's message channel (kernel ABI 1.1). A kernel passes the
+// |dispatch| and |workgroup| pointers it was called with (not copies), a
+// kind, and NUL-terminated text it formatted itself (at most 1024 bytes are
+// delivered). Returns 0 when delivered, -1 for an unknown kind or a NULL
+// |workgroup|. Safe to call from concurrent work-groups; valid only during
+// the kernel call.
+typedef int32_t (*accel_kernel_message_fn_t)(
+    const struct accel_kernel_dispatch *dispatch,
+    const struct accel_kernel_workgroup *workgroup, uint32_t kind,
+    const char *text);
+
 // What every work-group of one launch receives (shared, read-only).
 typedef struct accel_kernel_dispatch {
   // sizeof(accel_kernel_dispatch_t) as the runtime compiled it.
@@ -82,6 +106,10 @@ typedef struct accel_kernel_dispatch {
   void *workspace;
   // Bytes in |workspace|.
   uint64_t workspace_size;
+  // Since 1.1 (read only when |struct_size| >= 80): the message channel
+  // for printf-style output and assertion failures. NULL when the runtime
+  // provides none.
+  accel_kernel_message_fn_t message;
 } accel_kernel_dispatch_t;
 
 // Which work-group a call runs.
@@ -148,7 +176,9 @@ typedef const accel_kernel_library_t *(*accel_kernel_library_query_fn_t)(
 _Static_assert(sizeof(accel_kernel_binding_t) == 24, "kernel ABI layout");
 _Static_assert(offsetof(accel_kernel_dispatch_t, bindings) == 40,
                "kernel ABI layout");
-_Static_assert(sizeof(accel_kernel_dispatch_t) == 72, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_dispatch_t, message) == 72,
+               "kernel ABI layout");
+_Static_assert(sizeof(accel_kernel_dispatch_t) == 80, "kernel ABI layout");
 _Static_assert(sizeof(accel_kernel_workgroup_t) == 16, "kernel ABI layout");
 _Static_assert(offsetof(accel_kernel_export_t, name) == 0, "kernel ABI layout");
 _Static_assert(offsetof(accel_kernel_export_t, fn) == 8, "kernel ABI layout");
