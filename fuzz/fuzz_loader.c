@@ -62,13 +62,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t table = (uint64_t)h->section_count * AXE_SECTION_ENTRY_SIZE;
     if (h->section_table_offset <= size && table <= size - h->section_table_offset) {
       h->header_hash =
-          axe_header_hash(h, copy + h->section_table_offset, table);
+          accel_axe_header_hash(h, copy + h->section_table_offset, table);
     }
   }
   axe_view_t view;
   // Skip hashes on even-length inputs so that mutations reach the table
   // checks behind them; check them on odd-length ones.
-  accel_status_t st = axe_parse(copy, size, (size & 1) == 0, &view);
+  accel_status_t st = accel_axe_parse(copy, size, (size & 1) == 0, &view);
   if (st == ACCEL_OK) {
     walk(&view);
   } else if (st != ACCEL_ERROR_FORMAT && st != ACCEL_ERROR_VERSION &&

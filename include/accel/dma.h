@@ -133,7 +133,10 @@ typedef struct accel_dma_desc {
   // Bytes between slices (3D); >= pitch * height when depth > 1.
   uint64_t dst_slice_pitch;
   uint64_t src_slice_pitch;
-  // FILL: the pattern and its size (1, 2, 4 or 8).
+  // FILL: the pattern and its size (1, 2, 4 or 8). Only the low
+  // |pattern_size| bytes of |pattern| may be non-zero: a descriptor with a
+  // bit set above them is refused (ACCEL_ERROR_INVALID_ARGUMENT), not
+  // truncated.
   uint64_t pattern;
   uint32_t pattern_size;
   // COPY_SG: number of segments, and the array (read during the call).

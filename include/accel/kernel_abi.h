@@ -22,13 +22,21 @@ extern "C" {
 #endif
 
 #define ACCEL_KERNEL_ABI_VERSION_MAJOR 1
-#define ACCEL_KERNEL_ABI_VERSION_MINOR 0
+#define ACCEL_KERNEL_ABI_VERSION_MINOR 1
 // The version as one number: major << 16 | minor.
 #define ACCEL_KERNEL_ABI_VERSION \
   ((uint32_t)ACCEL_KERNEL_ABI_VERSION_MAJOR << 16 | ACCEL_KERNEL_ABI_VERSION_MINOR)
 
 // Marks a symbol that a host code object exports (the library query below).
 #define ACCEL_KERNEL_EXPORT __attribute__((visibility("default")))
+
+// Marks a kernel entry point. Every kernel an .axe file names must be a
+// function defined in its code object's dynamic symbol table under the name
+// of its export, so that the loader checks it before the object's code runs
+// (docs/kernel-abi.md). Protected visibility: exported, yet the library's own
+// references (its export table) bind to its own definition, never to a
+// function of the same name elsewhere in the process.
+#define ACCEL_KERNEL_ENTRY __attribute__((visibility("protected")))
 
 // Access a kernel declares for a binding (bit set).
 enum accel_kernel_access_bits {
@@ -50,6 +58,30 @@ typedef struct accel_kernel_binding {
   // Reserved, zero.
   uint32_t reserved0;
 } accel_kernel_binding_t;
+
+// Kinds of message a kernel sends through accel_kernel_dispatch_t.message.
+enum accel_kernel_message_kind {
+  // A line of output (printf-style, formatted by the kernel).
+  ACCEL_KERNEL_MESSAGE_PRINT = 0,
+  // An assertion failed: the launch fails (and poisons its stream) with
+  // this text, whatever the work-group then returns. The kernel should
+  // return promptly after sending it.
+  ACCEL_KERNEL_MESSAGE_ASSERT = 1,
+};
+
+struct accel_kernel_dispatch;
+struct accel_kernel_workgroup;
+
+// The runtime's message channel (kernel ABI 1.1). A kernel passes the
+// |dispatch| and |workgroup| pointers it was called with (not copies), a
+// kind, and NUL-terminated text it formatted itself (at most 1024 bytes are
+// delivered). Returns 0 when delivered, -1 for an unknown kind or a NULL
+// |workgroup|. Safe to call from concurrent work-groups; valid only during
+// the kernel call.
+typedef int32_t (*accel_kernel_message_fn_t)(
+    const struct accel_kernel_dispatch *dispatch,
+    const struct accel_kernel_workgroup *workgroup, uint32_t kind,
+    const char *text);
 
 // What every work-group of one launch receives (shared, read-only).
 typedef struct accel_kernel_dispatch {
@@ -74,6 +106,10 @@ typedef struct accel_kernel_dispatch {
   void *workspace;
   // Bytes in |workspace|.
   uint64_t workspace_size;
+  // Since 1.1 (read only when |struct_size| >= 80): the message channel
+  // for printf-style output and assertion failures. NULL when the runtime
+  // provides none.
+  accel_kernel_message_fn_t message;
 } accel_kernel_dispatch_t;
 
 // Which work-group a call runs.
@@ -93,7 +129,9 @@ typedef int32_t (*accel_kernel_fn_t)(const accel_kernel_dispatch_t *dispatch,
 
 // One kernel a code object exports.
 typedef struct accel_kernel_export {
-  // Symbol name the executable's kernel table refers to (NUL-terminated).
+  // Symbol name the executable's kernel table refers to (NUL-terminated);
+  // also the name of |fn| in the code object's dynamic symbol table
+  // (ACCEL_KERNEL_ENTRY). Unique within the library.
   const char *name;
   // The entry point.
   accel_kernel_fn_t fn;
@@ -102,9 +140,11 @@ typedef struct accel_kernel_export {
   int32_t (*setup)(void);
 } accel_kernel_export_t;
 
-// What a host code object describes about itself.
+// What a host code object describes about itself. The runtime refuses a
+// library whose |struct_size| is below 48 (this layout, ABI 1.0) or whose
+// export table repeats a name, with ACCEL_ERROR_FORMAT.
 typedef struct accel_kernel_library {
-  // sizeof(accel_kernel_library_t) as the library compiled it.
+  // sizeof(accel_kernel_library_t) as the library compiled it (>= 48).
   uint32_t struct_size;
   // ACCEL_KERNEL_ABI_VERSION the library was built against.
   uint32_t abi_version;
@@ -120,7 +160,8 @@ typedef struct accel_kernel_library {
   uint32_t export_count;
   // Reserved, zero.
   uint32_t reserved0;
-  // The kernels, in any order; names are unique.
+  // The kernels, in any order; names are unique (a repeated name fails the
+  // load).
   const accel_kernel_export_t *exports;
 } accel_kernel_library_t;
 
@@ -135,8 +176,27 @@ typedef const accel_kernel_library_t *(*accel_kernel_library_query_fn_t)(
 _Static_assert(sizeof(accel_kernel_binding_t) == 24, "kernel ABI layout");
 _Static_assert(offsetof(accel_kernel_dispatch_t, bindings) == 40,
                "kernel ABI layout");
-_Static_assert(sizeof(accel_kernel_dispatch_t) == 72, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_dispatch_t, message) == 72,
+               "kernel ABI layout");
+_Static_assert(sizeof(accel_kernel_dispatch_t) == 80, "kernel ABI layout");
 _Static_assert(sizeof(accel_kernel_workgroup_t) == 16, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_export_t, name) == 0, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_export_t, fn) == 8, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_export_t, setup) == 16,
+               "kernel ABI layout");
+_Static_assert(sizeof(accel_kernel_export_t) == 24, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, abi_version) == 4,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, name) == 8,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, init) == 16,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, fini) == 24,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, export_count) == 32,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, exports) == 40,
+               "kernel ABI layout");
 _Static_assert(sizeof(accel_kernel_library_t) == 48, "kernel ABI layout");
 #endif
 

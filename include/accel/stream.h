@@ -98,10 +98,13 @@ ACCEL_API accel_status_t accel_stream_host_call(accel_stream_t *stream,
                                                 void *user_data);
 
 // Enqueues a fill of |size_bytes| at |offset| in |buffer| with the
-// |pattern_size|-byte (1, 2, 4 or 8) little-endian |pattern|.
+// |pattern_size|-byte (1, 2, 4 or 8) little-endian |pattern|. Only the low
+// |pattern_size| bytes of |pattern| may be non-zero: a bit set above them
+// (pattern 0x1ff with pattern_size 1) is refused, not truncated.
 // ACCEL_ERROR_INVALID_ARGUMENT: range outside the buffer, |offset| or
-// |size_bytes| not a multiple of |pattern_size|, bad pattern size, buffer of
-// another device. Stored error if failed. Thread-safe.
+// |size_bytes| not a multiple of |pattern_size|, bad pattern size, pattern
+// bits above |pattern_size| bytes, buffer of another device. Stored error if
+// failed. Thread-safe.
 ACCEL_API accel_status_t accel_stream_fill(accel_stream_t *stream,
                                            accel_buffer_t *buffer,
                                            uint64_t offset,

@@ -33,8 +33,10 @@ static float gelu_tanh(float v) {
   return 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
 }
 
-static int32_t dense(const accel_kernel_dispatch_t *d,
-                     const accel_kernel_workgroup_t *wg) {
+ACCEL_KERNEL_ENTRY int32_t dense(const accel_kernel_dispatch_t *d,
+                                 const accel_kernel_workgroup_t *wg);
+ACCEL_KERNEL_ENTRY int32_t dense(const accel_kernel_dispatch_t *d,
+                                 const accel_kernel_workgroup_t *wg) {
   dense_constants_t c;
   __builtin_memcpy(&c, d->constants, sizeof(c));
   if (c.rows_per_group == 0 ||
@@ -67,8 +69,10 @@ static int32_t dense(const accel_kernel_dispatch_t *d,
   return 0;
 }
 
-static int32_t add(const accel_kernel_dispatch_t *d,
-                   const accel_kernel_workgroup_t *wg) {
+ACCEL_KERNEL_ENTRY int32_t add(const accel_kernel_dispatch_t *d,
+                               const accel_kernel_workgroup_t *wg);
+ACCEL_KERNEL_ENTRY int32_t add(const accel_kernel_dispatch_t *d,
+                               const accel_kernel_workgroup_t *wg) {
   uint32_t count;
   __builtin_memcpy(&count, d->constants, sizeof(count));
   if (d->bindings[0].size_bytes < 4ull * count ||

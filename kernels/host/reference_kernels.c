@@ -23,15 +23,19 @@
 
 #define VECTOR_ADD_ITEMS 256u
 
-static int32_t empty(const accel_kernel_dispatch_t *d,
-                     const accel_kernel_workgroup_t *wg) {
+ACCEL_KERNEL_ENTRY int32_t empty(const accel_kernel_dispatch_t *d,
+                                 const accel_kernel_workgroup_t *wg);
+ACCEL_KERNEL_ENTRY int32_t empty(const accel_kernel_dispatch_t *d,
+                                 const accel_kernel_workgroup_t *wg) {
   (void)d;
   (void)wg;
   return 0;
 }
 
-static int32_t vector_add(const accel_kernel_dispatch_t *d,
-                          const accel_kernel_workgroup_t *wg) {
+ACCEL_KERNEL_ENTRY int32_t vector_add(const accel_kernel_dispatch_t *d,
+                                      const accel_kernel_workgroup_t *wg);
+ACCEL_KERNEL_ENTRY int32_t vector_add(const accel_kernel_dispatch_t *d,
+                                      const accel_kernel_workgroup_t *wg) {
   const float *a = d->bindings[0].data;
   const float *b = d->bindings[1].data;
   float *out = d->bindings[2].data;
@@ -45,8 +49,10 @@ static int32_t vector_add(const accel_kernel_dispatch_t *d,
   return 0;
 }
 
-static int32_t reduce_sum(const accel_kernel_dispatch_t *d,
-                          const accel_kernel_workgroup_t *wg) {
+ACCEL_KERNEL_ENTRY int32_t reduce_sum(const accel_kernel_dispatch_t *d,
+                                      const accel_kernel_workgroup_t *wg);
+ACCEL_KERNEL_ENTRY int32_t reduce_sum(const accel_kernel_dispatch_t *d,
+                                      const accel_kernel_workgroup_t *wg) {
   const float *in = d->bindings[0].data;
   double *out = d->bindings[1].data;
   uint8_t *scratch = d->bindings[2].data;
@@ -80,8 +86,10 @@ static int32_t reduce_sum(const accel_kernel_dispatch_t *d,
   return 0;
 }
 
-static int32_t fail_at(const accel_kernel_dispatch_t *d,
-                       const accel_kernel_workgroup_t *wg) {
+ACCEL_KERNEL_ENTRY int32_t fail_at(const accel_kernel_dispatch_t *d,
+                                   const accel_kernel_workgroup_t *wg);
+ACCEL_KERNEL_ENTRY int32_t fail_at(const accel_kernel_dispatch_t *d,
+                                   const accel_kernel_workgroup_t *wg) {
   uint32_t at;
   __builtin_memcpy(&at, d->constants, sizeof(at));
   return wg->id[0] == at ? 7 : 0;

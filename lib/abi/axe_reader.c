@@ -22,7 +22,7 @@ static const char *const k_kind_names[] = {
     "quant",    "metadata",    "signature",
 };
 
-const char *axe_section_kind_name(uint32_t kind) {
+const char *accel_axe_section_kind_name(uint32_t kind) {
   return kind <= AXE_SECTION_KIND_LAST ? k_kind_names[kind] : "unknown";
 }
 
@@ -49,15 +49,15 @@ const char *accel_dtype_name(accel_dtype_t dtype) {
                                              : "invalid";
 }
 
-void axe_hash128(const void *data, uint64_t size, uint8_t out[16]) {
+void accel_axe_hash128(const void *data, uint64_t size, uint8_t out[16]) {
   XXH128_hash_t h = XXH3_128bits(data, (size_t)size);
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, h);
   memcpy(out, c.digest, 16);
 }
 
-uint64_t axe_header_hash(const axe_header_t *header, const void *table,
-                         uint64_t table_size) {
+uint64_t accel_axe_header_hash(const axe_header_t *header, const void *table,
+                               uint64_t table_size) {
   axe_header_t copy = *header;
   copy.header_hash = 0;
   XXH3_state_t state;
@@ -81,10 +81,10 @@ static bool is_float(uint32_t dtype) {
          dtype == ACCEL_DTYPE_BF16 || dtype == ACCEL_DTYPE_F64;
 }
 
-bool axe_weight_extent(uint32_t dtype, uint32_t rank, const uint64_t *shape,
-                       const uint64_t *strides, uint32_t layout,
-                       const uint32_t *block, uint64_t *out_bytes,
-                       const char **out_why) {
+bool accel_axe_weight_extent(uint32_t dtype, uint32_t rank,
+                             const uint64_t *shape, const uint64_t *strides,
+                             uint32_t layout, const uint32_t *block,
+                             uint64_t *out_bytes, const char **out_why) {
   uint32_t bits = accel_dtype_bits((accel_dtype_t)dtype);
   if (bits == 0) {
     *out_why = "unknown dtype";
@@ -178,11 +178,13 @@ typedef struct parse {
   const uint8_t *data;
   uint64_t size;
   axe_view_t *view;
+  // Index of the first section of each singleton kind, -1 when none yet.
+  int64_t first[AXE_SECTION_KIND_LAST + 1];
 } parse_t;
 
-#define SECTION_FAIL(code, i, kind, field, fmt, ...)                        \
-  accel_error((code), "section %u (%s) field %s: " fmt, (unsigned)(i),      \
-              axe_section_kind_name(kind), (field), ##__VA_ARGS__)
+#define SECTION_FAIL(code, i, kind, field, fmt, ...)                   \
+  accel_error((code), "section %u (%s) field %s: " fmt, (unsigned)(i), \
+              accel_axe_section_kind_name(kind), (field), ##__VA_ARGS__)
 
 // Checks that |offset| names a NUL-terminated string of the string table,
 // non-empty and at most AXE_MAX_NAME bytes when |name| is set.
@@ -259,7 +261,8 @@ static accel_status_t check_unique(const axe_view_t *v, const uint32_t *names,
   return st;
 }
 
-accel_status_t axe_check_header_prefix(const void *header, uint64_t size) {
+accel_status_t accel_axe_check_header_prefix(const void *header,
+                                             uint64_t size) {
   if (size < AXE_HEADER_SIZE) {
     return accel_error(FORMAT,
                        "header: file is truncated: %llu bytes, the header "
@@ -292,7 +295,7 @@ accel_status_t axe_check_header_prefix(const void *header, uint64_t size) {
 }
 
 static accel_status_t parse_header(parse_t *p) {
-  ACCEL_RETURN_IF_ERROR(axe_check_header_prefix(p->data, p->size));
+  ACCEL_RETURN_IF_ERROR(accel_axe_check_header_prefix(p->data, p->size));
   const axe_header_t *h = (const axe_header_t *)p->data;
   if (h->required_features != 0) {
     return accel_error(VERSION,
@@ -325,7 +328,7 @@ static accel_status_t parse_header(parse_t *p) {
                        (unsigned long long)p->size);
   }
   const void *table = p->data + h->section_table_offset;
-  uint64_t want = axe_header_hash(h, table, table_size);
+  uint64_t want = accel_axe_header_hash(h, table, table_size);
   if (want != h->header_hash) {
     return accel_error(FORMAT,
                        "header field header_hash: 0x%016llx does not match "
@@ -339,10 +342,111 @@ static accel_status_t parse_header(parse_t *p) {
   return ACCEL_OK;
 }
 
-static bool is_table_kind(uint32_t kind) {
-  return kind == AXE_SECTION_REQUIREMENTS || kind == AXE_SECTION_KERNELS ||
-         kind == AXE_SECTION_BINDINGS || kind == AXE_SECTION_WEIGHTS ||
-         kind == AXE_SECTION_QUANT || kind == AXE_SECTION_METADATA;
+// One section's placement, whatever its kind: kind non-zero, flags, bounds,
+// clear of the header and table, alignment a power of two and respected,
+// page alignment for mappable content.
+static accel_status_t check_placement(const parse_t *p, uint32_t i,
+                                      const axe_section_t *s) {
+  const axe_header_t *h = p->view->header;
+  uint64_t table_end = h->section_table_offset +
+                       (uint64_t)p->view->section_count * AXE_SECTION_ENTRY_SIZE;
+  uint64_t end;
+  if (s->kind == 0) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "kind", "kind 0 is invalid");
+  }
+  if ((s->flags & ~AXE_SECTION_FLAGS_KNOWN) != 0) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "flags",
+                        "reserved bits 0x%x are set", s->flags);
+  }
+  if (!add_ok(s->offset, s->size, &end) || end > p->size) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "size",
+                        "[%llu, +%llu) is beyond the end of the file (%llu "
+                        "bytes)",
+                        (unsigned long long)s->offset,
+                        (unsigned long long)s->size,
+                        (unsigned long long)p->size);
+  }
+  if (s->size != 0 &&
+      (s->offset < AXE_HEADER_SIZE ||
+       (s->offset < table_end && end > h->section_table_offset))) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "offset",
+                        "[%llu, %llu) overlaps the header or the section "
+                        "table",
+                        (unsigned long long)s->offset,
+                        (unsigned long long)end);
+  }
+  if (!is_pow2(s->alignment)) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "alignment",
+                        "%u is not a power of two", s->alignment);
+  }
+  if (s->offset % s->alignment != 0) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "offset",
+                        "%llu is not a multiple of the section's alignment "
+                        "%u",
+                        (unsigned long long)s->offset, s->alignment);
+  }
+  if ((s->flags & AXE_SECTION_FLAG_MAPPABLE) != 0 &&
+      s->alignment < AXE_MAP_ALIGNMENT) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "alignment",
+                        "%u is below %u for a mappable section", s->alignment,
+                        AXE_MAP_ALIGNMENT);
+  }
+  return ACCEL_OK;
+}
+
+// A section checker: what one kind adds to the placement checks.
+typedef accel_status_t (*section_check_fn_t)(parse_t *p, uint32_t i,
+                                             const axe_section_t *s);
+
+// Kinds above AXE_SECTION_KIND_LAST: skipped unless marked required.
+static accel_status_t check_unknown_section(parse_t *p, uint32_t i,
+                                            const axe_section_t *s) {
+  if ((s->flags & AXE_SECTION_FLAG_REQUIRED) != 0) {
+    return SECTION_FAIL(VERSION, i, s->kind, "kind",
+                        "unknown kind %u is marked required (the file needs "
+                        "a newer runtime)",
+                        s->kind);
+  }
+  p->view->skipped_sections++;
+  return ACCEL_OK;
+}
+
+// Reserved: room for a signature, not interpreted in 1.x.
+static accel_status_t check_signature_section(parse_t *p, uint32_t i,
+                                              const axe_section_t *s) {
+  (void)p;
+  (void)i;
+  (void)s;
+  return ACCEL_OK;
+}
+
+static accel_status_t check_layout_major(uint32_t i, const axe_section_t *s) {
+  if (s->layout_major != AXE_TABLE_LAYOUT_MAJOR) {
+    return SECTION_FAIL(VERSION, i, s->kind, "layout_major",
+                        "record layout %u.%u, this runtime reads %u.x",
+                        s->layout_major, s->layout_minor,
+                        AXE_TABLE_LAYOUT_MAJOR);
+  }
+  return ACCEL_OK;
+}
+
+// Strings and record tables appear at most once; |p->first| remembers where.
+static accel_status_t check_singleton(parse_t *p, uint32_t i,
+                                      const axe_section_t *s) {
+  if (p->first[s->kind] >= 0) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "kind",
+                        "second %s section (the first is section %lld)",
+                        accel_axe_section_kind_name(s->kind),
+                        (long long)p->first[s->kind]);
+  }
+  p->first[s->kind] = i;
+  return ACCEL_OK;
+}
+
+static accel_status_t check_strings_section(parse_t *p, uint32_t i,
+                                            const axe_section_t *s) {
+  ACCEL_RETURN_IF_ERROR(check_layout_major(i, s));
+  return check_singleton(p, i, s);
 }
 
 static uint64_t record_size(uint32_t kind) {
@@ -364,132 +468,79 @@ static uint64_t record_size(uint32_t kind) {
   }
 }
 
-// Placement of every section: bounds, alignment, flags, kinds, versions,
-// uniqueness of singleton kinds, and no overlaps.
-static accel_status_t parse_sections(parse_t *p) {
-  axe_view_t *v = p->view;
-  const axe_header_t *h = v->header;
-  uint64_t table_end =
-      h->section_table_offset + (uint64_t)v->section_count * AXE_SECTION_ENTRY_SIZE;
-  int64_t first[AXE_SECTION_KIND_LAST + 1];
-  for (uint32_t k = 0; k <= AXE_SECTION_KIND_LAST; ++k) {
-    first[k] = -1;
+// Record tables: layout 1.x, 8-byte aligned, at most one, whole records.
+static accel_status_t check_table_section(parse_t *p, uint32_t i,
+                                          const axe_section_t *s) {
+  ACCEL_RETURN_IF_ERROR(check_layout_major(i, s));
+  if (s->alignment < 8) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "alignment",
+                        "%u is below 8 for a record table", s->alignment);
   }
-  for (uint32_t i = 0; i < v->section_count; ++i) {
-    const axe_section_t *s = &v->sections[i];
-    uint64_t end;
-    if (s->kind == 0) {
-      return SECTION_FAIL(FORMAT, i, s->kind, "kind", "kind 0 is invalid");
-    }
-    if ((s->flags & ~AXE_SECTION_FLAGS_KNOWN) != 0) {
-      return SECTION_FAIL(FORMAT, i, s->kind, "flags",
-                          "reserved bits 0x%x are set", s->flags);
-    }
-    if (!add_ok(s->offset, s->size, &end) || end > p->size) {
-      return SECTION_FAIL(FORMAT, i, s->kind, "size",
-                          "[%llu, +%llu) is beyond the end of the file (%llu "
-                          "bytes)",
-                          (unsigned long long)s->offset,
-                          (unsigned long long)s->size,
-                          (unsigned long long)p->size);
-    }
-    if (s->size != 0 &&
-        (s->offset < AXE_HEADER_SIZE ||
-         (s->offset < table_end && end > h->section_table_offset))) {
-      return SECTION_FAIL(FORMAT, i, s->kind, "offset",
-                          "[%llu, %llu) overlaps the header or the section "
-                          "table",
-                          (unsigned long long)s->offset,
-                          (unsigned long long)end);
-    }
-    if (!is_pow2(s->alignment)) {
-      return SECTION_FAIL(FORMAT, i, s->kind, "alignment",
-                          "%u is not a power of two", s->alignment);
-    }
-    if (s->offset % s->alignment != 0) {
-      return SECTION_FAIL(FORMAT, i, s->kind, "offset",
-                          "%llu is not a multiple of the section's alignment "
-                          "%u",
-                          (unsigned long long)s->offset, s->alignment);
-    }
-    if ((s->flags & AXE_SECTION_FLAG_MAPPABLE) != 0 &&
-        s->alignment < AXE_MAP_ALIGNMENT) {
-      return SECTION_FAIL(FORMAT, i, s->kind, "alignment",
-                          "%u is below %u for a mappable section",
-                          s->alignment, AXE_MAP_ALIGNMENT);
-    }
-    if (s->kind > AXE_SECTION_KIND_LAST) {
-      if ((s->flags & AXE_SECTION_FLAG_REQUIRED) != 0) {
-        return SECTION_FAIL(VERSION, i, s->kind, "kind",
-                            "unknown kind %u is marked required (the file "
-                            "needs a newer runtime)",
-                            s->kind);
-      }
-      v->skipped_sections++;
-      continue;
-    }
-    if (s->kind == AXE_SECTION_SIGNATURE) {
-      continue;  // reserved: room for a signature, not interpreted in 1.x
-    }
-    if (s->kind == AXE_SECTION_CODE &&
-        s->layout_major != ACCEL_KERNEL_ABI_VERSION_MAJOR) {
-      // A CODE section's layout is the kernel ABI its code was built
-      // against (docs/kernel-abi.md): another major cannot be called.
-      return SECTION_FAIL(VERSION, i, s->kind, "layout_major",
-                          "code built against kernel ABI %u.%u, this runtime "
-                          "implements %u.x",
-                          s->layout_major, s->layout_minor,
-                          ACCEL_KERNEL_ABI_VERSION_MAJOR);
-    }
-    if (s->kind == AXE_SECTION_CODE &&
-        s->layout_minor > ACCEL_KERNEL_ABI_VERSION_MINOR) {
-      return SECTION_FAIL(VERSION, i, s->kind, "layout_minor",
-                          "code built against kernel ABI %u.%u, this runtime "
-                          "implements %u.%u",
-                          s->layout_major, s->layout_minor,
-                          ACCEL_KERNEL_ABI_VERSION_MAJOR,
-                          ACCEL_KERNEL_ABI_VERSION_MINOR);
-    }
-    if (s->layout_major != AXE_TABLE_LAYOUT_MAJOR &&
-        s->kind != AXE_SECTION_CODE) {
-      return SECTION_FAIL(VERSION, i, s->kind, "layout_major",
-                          "record layout %u.%u, this runtime reads %u.x",
-                          s->layout_major, s->layout_minor,
-                          AXE_TABLE_LAYOUT_MAJOR);
-    }
-    if (is_table_kind(s->kind) || s->kind == AXE_SECTION_STRINGS) {
-      if (is_table_kind(s->kind) && s->alignment < 8) {
-        return SECTION_FAIL(FORMAT, i, s->kind, "alignment",
-                            "%u is below 8 for a record table", s->alignment);
-      }
-      if (first[s->kind] >= 0) {
-        return SECTION_FAIL(FORMAT, i, s->kind, "kind",
-                            "second %s section (the first is section %lld)",
-                            axe_section_kind_name(s->kind),
-                            (long long)first[s->kind]);
-      }
-      first[s->kind] = i;
-    }
-    if (is_table_kind(s->kind)) {
-      uint64_t need;
-      if (!mul_ok(s->count, record_size(s->kind), &need) || need != s->size) {
-        return SECTION_FAIL(FORMAT, i, s->kind, "count",
-                            "%u records of %llu bytes do not fill the "
-                            "section's %llu bytes",
-                            s->count,
-                            (unsigned long long)record_size(s->kind),
-                            (unsigned long long)s->size);
-      }
-    }
-    if (s->kind == AXE_SECTION_WEIGHT_DATA &&
-        s->alignment < AXE_MIN_DATA_ALIGNMENT) {
-      return SECTION_FAIL(FORMAT, i, s->kind, "alignment",
-                          "%u is below %u for weight data", s->alignment,
-                          AXE_MIN_DATA_ALIGNMENT);
-    }
+  ACCEL_RETURN_IF_ERROR(check_singleton(p, i, s));
+  uint64_t need;
+  if (!mul_ok(s->count, record_size(s->kind), &need) || need != s->size) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "count",
+                        "%u records of %llu bytes do not fill the section's "
+                        "%llu bytes",
+                        s->count, (unsigned long long)record_size(s->kind),
+                        (unsigned long long)s->size);
   }
+  return ACCEL_OK;
+}
 
-  // Overlaps: sort by offset and compare neighbours (empty sections ignored).
+// A CODE section's layout is the kernel ABI its code was built against
+// (docs/kernel-abi.md): another major, or a newer minor, cannot be called.
+static accel_status_t check_code_section(parse_t *p, uint32_t i,
+                                         const axe_section_t *s) {
+  (void)p;
+  if (s->layout_major != ACCEL_KERNEL_ABI_VERSION_MAJOR) {
+    return SECTION_FAIL(VERSION, i, s->kind, "layout_major",
+                        "code built against kernel ABI %u.%u, this runtime "
+                        "implements %u.x",
+                        s->layout_major, s->layout_minor,
+                        ACCEL_KERNEL_ABI_VERSION_MAJOR);
+  }
+  if (s->layout_minor > ACCEL_KERNEL_ABI_VERSION_MINOR) {
+    return SECTION_FAIL(VERSION, i, s->kind, "layout_minor",
+                        "code built against kernel ABI %u.%u, this runtime "
+                        "implements %u.%u",
+                        s->layout_major, s->layout_minor,
+                        ACCEL_KERNEL_ABI_VERSION_MAJOR,
+                        ACCEL_KERNEL_ABI_VERSION_MINOR);
+  }
+  return ACCEL_OK;
+}
+
+static accel_status_t check_weight_data_section(parse_t *p, uint32_t i,
+                                                const axe_section_t *s) {
+  (void)p;
+  ACCEL_RETURN_IF_ERROR(check_layout_major(i, s));
+  if (s->alignment < AXE_MIN_DATA_ALIGNMENT) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "alignment",
+                        "%u is below %u for weight data", s->alignment,
+                        AXE_MIN_DATA_ALIGNMENT);
+  }
+  return ACCEL_OK;
+}
+
+// One checker per known kind (kind 0 is refused by check_placement).
+static const section_check_fn_t k_section_checks[AXE_SECTION_KIND_LAST + 1] = {
+    [AXE_SECTION_STRINGS] = check_strings_section,
+    [AXE_SECTION_REQUIREMENTS] = check_table_section,
+    [AXE_SECTION_KERNELS] = check_table_section,
+    [AXE_SECTION_BINDINGS] = check_table_section,
+    [AXE_SECTION_CODE] = check_code_section,
+    [AXE_SECTION_WEIGHTS] = check_table_section,
+    [AXE_SECTION_WEIGHT_DATA] = check_weight_data_section,
+    [AXE_SECTION_QUANT] = check_table_section,
+    [AXE_SECTION_METADATA] = check_table_section,
+    [AXE_SECTION_SIGNATURE] = check_signature_section,
+};
+_Static_assert(AXE_SECTION_KIND_LAST == AXE_SECTION_SIGNATURE,
+               "a new section kind needs a checker in k_section_checks");
+
+// No two non-empty sections overlap: sort by offset, compare neighbours.
+static accel_status_t check_overlaps(const axe_view_t *v) {
   uint32_t *order = malloc(sizeof(uint32_t) * v->section_count);
   if (order == NULL) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
@@ -513,32 +564,36 @@ static accel_status_t parse_sections(parse_t *p) {
       st = accel_error(FORMAT,
                        "section %u (%s) field offset: overlaps section %u at "
                        "offset %llu",
-                       hi, axe_section_kind_name(v->sections[hi].kind), lo,
-                       (unsigned long long)b->offset);
+                       hi, accel_axe_section_kind_name(v->sections[hi].kind),
+                       lo, (unsigned long long)b->offset);
       break;
     }
   }
   free(order);
-  ACCEL_RETURN_IF_ERROR(st);
+  return st;
+}
 
-  if (first[AXE_SECTION_STRINGS] < 0) {
+// Points the view at the string table and the record tables.
+static accel_status_t bind_tables(const parse_t *p) {
+  axe_view_t *v = p->view;
+  if (p->first[AXE_SECTION_STRINGS] < 0) {
     return accel_error(FORMAT, "no strings section (required)");
   }
-  if (first[AXE_SECTION_REQUIREMENTS] < 0) {
+  if (p->first[AXE_SECTION_REQUIREMENTS] < 0) {
     return accel_error(FORMAT, "no requirements section (required)");
   }
-  const axe_section_t *ss = &v->sections[first[AXE_SECTION_STRINGS]];
+  const axe_section_t *ss = &v->sections[p->first[AXE_SECTION_STRINGS]];
   const char *strings = (const char *)p->data + ss->offset;
   if (ss->size == 0 || strings[0] != '\0' || strings[ss->size - 1] != '\0') {
-    return SECTION_FAIL(FORMAT, first[AXE_SECTION_STRINGS],
+    return SECTION_FAIL(FORMAT, p->first[AXE_SECTION_STRINGS],
                         AXE_SECTION_STRINGS, "size",
                         "the string table must start and end with a NUL byte");
   }
   v->strings = strings;
   v->strings_size = ss->size;
 #define TABLE(kind, ptr, cnt)                                          \
-  if (first[kind] >= 0) {                                              \
-    const axe_section_t *t = &v->sections[first[kind]];                \
+  if (p->first[kind] >= 0) {                                           \
+    const axe_section_t *t = &v->sections[p->first[kind]];             \
     v->ptr = (const void *)(p->data + t->offset);                      \
     v->cnt = t->count;                                                 \
   }
@@ -548,37 +603,46 @@ static accel_status_t parse_sections(parse_t *p) {
   TABLE(AXE_SECTION_QUANT, quants, quant_count)
   TABLE(AXE_SECTION_METADATA, metadata, metadata_count)
 #undef TABLE
-  const axe_section_t *rs = &v->sections[first[AXE_SECTION_REQUIREMENTS]];
+  const axe_section_t *rs = &v->sections[p->first[AXE_SECTION_REQUIREMENTS]];
   if (rs->count != 1) {
-    return SECTION_FAIL(FORMAT, first[AXE_SECTION_REQUIREMENTS],
+    return SECTION_FAIL(FORMAT, p->first[AXE_SECTION_REQUIREMENTS],
                         AXE_SECTION_REQUIREMENTS, "count",
                         "%u records, expected 1", rs->count);
   }
   v->requirements = (const axe_requirements_t *)(p->data + rs->offset);
+  return ACCEL_OK;
+}
 
-  // Section names and code objects.
+// A code object names its target and has a known format and content.
+static accel_status_t check_code_object(const axe_view_t *v, uint32_t i,
+                                        const axe_section_t *s) {
+  if (s->name == 0) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "name",
+                        "a code object must name its target");
+  }
+  ACCEL_RETURN_IF_ERROR(check_string(v, s->name, true, "section", "name", i));
+  if (s->info < ACCEL_CODE_FORMAT_ELF_SO || s->info > ACCEL_CODE_FORMAT_CUBIN) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "info", "unknown code format %u",
+                        s->info);
+  }
+  if (s->size == 0) {
+    return SECTION_FAIL(FORMAT, i, s->kind, "size", "empty code object");
+  }
+  return ACCEL_OK;
+}
+
+// Section names, code objects, and unique code targets (sorted, so that
+// 65536 code sections stay cheap).
+static accel_status_t check_section_names(const axe_view_t *v) {
   for (uint32_t i = 0; i < v->section_count; ++i) {
     const axe_section_t *s = &v->sections[i];
     if (s->name != 0) {
       ACCEL_RETURN_IF_ERROR(check_string(v, s->name, false, "section", "name", i));
     }
-    if (s->kind != AXE_SECTION_CODE) {
-      continue;
-    }
-    if (s->name == 0) {
-      return SECTION_FAIL(FORMAT, i, s->kind, "name",
-                          "a code object must name its target");
-    }
-    ACCEL_RETURN_IF_ERROR(check_string(v, s->name, true, "section", "name", i));
-    if (s->info < ACCEL_CODE_FORMAT_ELF_SO || s->info > ACCEL_CODE_FORMAT_CUBIN) {
-      return SECTION_FAIL(FORMAT, i, s->kind, "info",
-                          "unknown code format %u", s->info);
-    }
-    if (s->size == 0) {
-      return SECTION_FAIL(FORMAT, i, s->kind, "size", "empty code object");
+    if (s->kind == AXE_SECTION_CODE) {
+      ACCEL_RETURN_IF_ERROR(check_code_object(v, i, s));
     }
   }
-  // Targets are unique (sorted, so that 65536 code sections stay cheap).
   uint32_t *targets = malloc(sizeof(uint32_t) * v->section_count);
   if (targets == NULL) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
@@ -590,9 +654,28 @@ static accel_status_t parse_sections(parse_t *p) {
       targets[code_count++] = v->sections[i].name;
     }
   }
-  st = check_unique(v, targets, code_count, "code object target");
+  accel_status_t st = check_unique(v, targets, code_count, "code object target");
   free(targets);
   return st;
+}
+
+// Every section: placement, then its kind's checker; then overlaps, the
+// tables the view points at, and names.
+static accel_status_t parse_sections(parse_t *p) {
+  axe_view_t *v = p->view;
+  for (uint32_t k = 0; k <= AXE_SECTION_KIND_LAST; ++k) {
+    p->first[k] = -1;
+  }
+  for (uint32_t i = 0; i < v->section_count; ++i) {
+    const axe_section_t *s = &v->sections[i];
+    ACCEL_RETURN_IF_ERROR(check_placement(p, i, s));
+    ACCEL_RETURN_IF_ERROR(s->kind > AXE_SECTION_KIND_LAST
+                              ? check_unknown_section(p, i, s)
+                              : k_section_checks[s->kind](p, i, s));
+  }
+  ACCEL_RETURN_IF_ERROR(check_overlaps(v));
+  ACCEL_RETURN_IF_ERROR(bind_tables(p));
+  return check_section_names(v);
 }
 
 static accel_status_t parse_requirements(const axe_view_t *v) {
@@ -758,8 +841,8 @@ static accel_status_t parse_weights(const axe_view_t *v) {
     const char *wn = axe_string(v, w->name);
     uint64_t need = 0;
     const char *why = NULL;
-    if (!axe_weight_extent(w->dtype, w->rank, w->shape, w->strides, w->layout,
-                           w->block, &need, &why)) {
+    if (!accel_axe_weight_extent(w->dtype, w->rank, w->shape, w->strides,
+                                 w->layout, w->block, &need, &why)) {
       st = accel_error(FORMAT, "weight %u (\"%s\") field shape: %s", i, wn,
                        why);
       goto out;
@@ -916,7 +999,7 @@ static accel_status_t check_hashes(const axe_view_t *v) {
   for (uint32_t i = 0; i < v->section_count; ++i) {
     const axe_section_t *s = &v->sections[i];
     uint8_t h[16];
-    axe_hash128(v->data + s->offset, s->size, h);
+    accel_axe_hash128(v->data + s->offset, s->size, h);
     if (memcmp(h, s->hash, 16) != 0) {
       return SECTION_FAIL(FORMAT, i, s->kind, "hash",
                           "content hash mismatch (%llu bytes at offset %llu "
@@ -928,8 +1011,8 @@ static accel_status_t check_hashes(const axe_view_t *v) {
   return ACCEL_OK;
 }
 
-accel_status_t axe_parse(const void *data, uint64_t size, bool skip_hashes,
-                         axe_view_t *out_view) {
+accel_status_t accel_axe_parse(const void *data, uint64_t size,
+                               bool skip_hashes, axe_view_t *out_view) {
   axe_view_t v = {.data = data, .size = size};
   parse_t p = {.data = data, .size = size, .view = &v};
   if (data == NULL || ((uintptr_t)data & 7) != 0) {

@@ -339,8 +339,8 @@ static accel_status_t check_weight_unique(const accel_exe_builder_t *b,
 static accel_status_t check_weight_data(const accel_weight_info_t *in) {
   uint64_t need = 0;
   const char *why = NULL;
-  if (!axe_weight_extent(in->dtype, in->rank, in->shape, in->strides,
-                         in->layout, in->block, &need, &why)) {
+  if (!accel_axe_weight_extent(in->dtype, in->rank, in->shape, in->strides,
+                               in->layout, in->block, &need, &why)) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT, "weight \"%s\": %s",
                        in->name, why);
   }
@@ -465,7 +465,7 @@ accel_status_t accel_exe_builder_add_raw_section(accel_exe_builder_t *b,
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "builder: raw section kind %u is defined (%s); use "
                        "the typed calls",
-                       kind, axe_section_kind_name(kind));
+                       kind, accel_axe_section_kind_name(kind));
   }
   if (!GROW(b, raw, raw)) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY, "builder: raw sections");
@@ -757,9 +757,8 @@ static void hash_layout(layout_t *l) {
     memcpy(s->entry.hash, c.digest, 16);
     l->table[i] = s->entry;
   }
-  l->header.header_hash =
-      axe_header_hash(&l->header, l->table,
-                      (uint64_t)l->count * AXE_SECTION_ENTRY_SIZE);
+  l->header.header_hash = accel_axe_header_hash(
+      &l->header, l->table, (uint64_t)l->count * AXE_SECTION_ENTRY_SIZE);
 }
 
 accel_status_t accel_exe_builder_write_memory(accel_exe_builder_t *b,

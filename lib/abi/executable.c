@@ -79,13 +79,32 @@ static accel_status_t check_requirements(accel_executable_t *exe) {
   return ACCEL_OK;
 }
 
-static accel_status_t load_code(accel_executable_t *exe) {
-  const axe_view_t *v = &exe->view;
-  accel_device_t *dev = exe->device;
-  snprintf(exe->target, sizeof(exe->target), "%s", dev->info.target);
-  if (v->kernel_count == 0) {
-    return ACCEL_OK;  // weights-only executable
+// Every kernel's symbol must be a function the code object's dynamic symbol
+// table defines (docs/kernel-abi.md): checked from the bytes, before dlopen
+// runs any of the object's code, so that a refused file never runs code.
+static accel_status_t check_code_symbols(const axe_view_t *v,
+                                         const axe_section_t *code,
+                                         const char *what) {
+  accel_host_elf_t elf;
+  ACCEL_RETURN_IF_ERROR(
+      accel_host_elf_open(v->data + code->offset, code->size, what, &elf));
+  for (uint32_t i = 0; i < v->kernel_count; ++i) {
+    const axe_kernel_t *k = &v->kernels[i];
+    const char *sym = axe_string(v, k->symbol);
+    if (!accel_host_elf_defines(&elf, sym)) {
+      return accel_error(ACCEL_ERROR_FORMAT,
+                         "kernel %u (\"%s\") field symbol: \"%s\" is not a "
+                         "function in the dynamic symbol table of the %s",
+                         i, axe_string(v, k->name), sym, what);
+    }
   }
+  return ACCEL_OK;
+}
+
+// The code section for |dev|'s target, or UNSUPPORTED naming the targets
+// the file has.
+static accel_status_t find_code(const axe_view_t *v, const accel_device_t *dev,
+                                const axe_section_t **out_code) {
   const axe_section_t *code = NULL;
   char have[128] = "";
   size_t used = 0;
@@ -103,12 +122,25 @@ static accel_status_t load_code(accel_executable_t *exe) {
                                used ? ", " : "", t);
     }
   }
+  *out_code = code;
   if (code == NULL) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "no code object for target %s of %s (the file has: %s)",
                        dev->info.target, dev->info.id,
                        have[0] ? have : "none");
   }
+  return ACCEL_OK;
+}
+
+static accel_status_t load_code(accel_executable_t *exe) {
+  const axe_view_t *v = &exe->view;
+  accel_device_t *dev = exe->device;
+  snprintf(exe->target, sizeof(exe->target), "%s", dev->info.target);
+  if (v->kernel_count == 0) {
+    return ACCEL_OK;  // weights-only executable
+  }
+  const axe_section_t *code;
+  ACCEL_RETURN_IF_ERROR(find_code(v, dev, &code));
   if ((dev->info.caps & ACCEL_DEVICE_CAP_HOST_KERNELS) == 0 ||
       code->info != ACCEL_CODE_FORMAT_ELF_SO) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
@@ -118,6 +150,7 @@ static accel_status_t load_code(accel_executable_t *exe) {
   }
   char what[96];
   snprintf(what, sizeof(what), "code object for %s", dev->info.target);
+  ACCEL_RETURN_IF_ERROR(check_code_symbols(v, code, what));
   ACCEL_RETURN_IF_ERROR(accel_host_code_load(v->data + code->offset,
                                              code->size, what, &exe->code));
   for (uint32_t i = 0; i < v->kernel_count; ++i) {
@@ -218,9 +251,9 @@ static accel_status_t load_image(accel_device_t *device, const void *image,
   accel_launch_owner_init(&exe->owner, executable_destroy);
   exe->device = device;
   exe->code.memfd = -1;
-  accel_status_t st = axe_parse(image, size,
-                                (flags & ACCEL_EXECUTABLE_LOAD_SKIP_HASHES) != 0,
-                                &exe->view);
+  accel_status_t st = accel_axe_parse(
+      image, size, (flags & ACCEL_EXECUTABLE_LOAD_SKIP_HASHES) != 0,
+      &exe->view);
   if (st == ACCEL_OK) {
     st = check_requirements(exe);
   }
@@ -300,7 +333,7 @@ static accel_status_t check_file_header(int fd, const char *path,
     return accel_error(ACCEL_ERROR_IO, "cannot read the header of %s: %s",
                        path, got < 0 ? strerror(errno) : "short read");
   }
-  accel_status_t st = axe_check_header_prefix(header, size);
+  accel_status_t st = accel_axe_check_header_prefix(header, size);
   if (st != ACCEL_OK) {
     return accel_error_context(st, "%s", path);
   }
@@ -390,7 +423,7 @@ accel_status_t accel_executable_verify(const void *data, uint64_t size_bytes,
     image = copy;
   }
   axe_view_t view;
-  accel_status_t st = axe_parse(
+  accel_status_t st = accel_axe_parse(
       image, size_bytes, (flags & ACCEL_EXECUTABLE_LOAD_SKIP_HASHES) != 0,
       &view);
   free(copy);

@@ -69,6 +69,24 @@ struct accel_executable {
   char target[32];
 };
 
+// The dynamic symbol table of a host code object, found without loading it
+// (code_host.c): bounds-checked views into the caller's bytes.
+typedef struct accel_host_elf {
+  const uint8_t *symbols;  // .dynsym entries (Elf64_Sym, possibly unaligned)
+  uint64_t symbol_count;
+  const char *names;  // .dynstr
+  uint64_t names_size;
+} accel_host_elf_t;
+
+// Checks the ELF header of |data| (64-bit, this host's byte order and
+// machine, ET_DYN) and finds its .dynsym and .dynstr, all before any code of
+// it runs. ACCEL_ERROR_FORMAT naming the field when one is wrong.
+accel_status_t accel_host_elf_open(const void *data, uint64_t size,
+                                   const char *what, accel_host_elf_t *out);
+
+// True when |elf| defines the function |name| in its dynamic symbol table.
+bool accel_host_elf_defines(const accel_host_elf_t *elf, const char *name);
+
 // Loads the host code object |data| (an ELF shared object), checks the ABI
 // version it declares, and runs its init. |what| names it in messages.
 accel_status_t accel_host_code_load(const void *data, uint64_t size,

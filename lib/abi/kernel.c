@@ -19,12 +19,34 @@ static void kernel_destroy(accel_object_t *object) {
   free(k);
 }
 
-accel_status_t accel_kernel_register(accel_device_t *device,
-                                     const accel_kernel_desc_t *desc,
-                                     accel_kernel_t **out_kernel) {
-  ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
-  ACCEL_CHECK_ARG(desc != NULL, "desc (NULL)");
-  ACCEL_CHECK_ARG(out_kernel != NULL, "out_kernel (NULL)");
+// A descriptor's binding declarations: within the limits, each with access
+// bits and a power-of-two (or zero) alignment.
+static accel_status_t check_desc_bindings(const accel_kernel_desc_t *desc) {
+  if (desc->binding_count > AXE_MAX_BINDINGS ||
+      desc->constants_size > AXE_MAX_CONSTANTS ||
+      (desc->binding_count > 0 && desc->bindings == NULL)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "kernel \"%s\": %u bindings (max %u), %u constant "
+                       "bytes (max %u), bindings array %s",
+                       desc->name, desc->binding_count, AXE_MAX_BINDINGS,
+                       desc->constants_size, AXE_MAX_CONSTANTS,
+                       desc->bindings ? "set" : "NULL");
+  }
+  for (uint32_t i = 0; i < desc->binding_count; ++i) {
+    uint32_t a = desc->bindings[i].access, al = desc->bindings[i].alignment;
+    if (a == 0 || (a & ~3u) != 0 || (al & (al - 1)) != 0) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "kernel \"%s\" binding %u: access 0x%x must be "
+                         "read/write bits, alignment %u a power of two",
+                         desc->name, i, a, al);
+    }
+  }
+  return ACCEL_OK;
+}
+
+// Everything accel_kernel_register checks before it allocates.
+static accel_status_t check_desc(const accel_device_t *device,
+                                 const accel_kernel_desc_t *desc) {
   if (desc->struct_size < sizeof(*desc)) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "kernel desc: struct_size %u is too small",
@@ -48,53 +70,24 @@ accel_status_t accel_kernel_register(accel_device_t *device,
                        desc->name, major, minor, ACCEL_KERNEL_ABI_VERSION_MAJOR,
                        ACCEL_KERNEL_ABI_VERSION_MINOR);
   }
-  if (desc->binding_count > AXE_MAX_BINDINGS ||
-      desc->constants_size > AXE_MAX_CONSTANTS ||
-      (desc->binding_count > 0 && desc->bindings == NULL)) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "kernel \"%s\": %u bindings (max %u), %u constant "
-                       "bytes (max %u), bindings array %s",
-                       desc->name, desc->binding_count, AXE_MAX_BINDINGS,
-                       desc->constants_size, AXE_MAX_CONSTANTS,
-                       desc->bindings ? "set" : "NULL");
-  }
-  for (uint32_t i = 0; i < desc->binding_count; ++i) {
-    uint32_t a = desc->bindings[i].access, al = desc->bindings[i].alignment;
-    if (a == 0 || (a & ~3u) != 0 || (al & (al - 1)) != 0) {
-      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                         "kernel \"%s\" binding %u: access 0x%x must be "
-                         "read/write bits, alignment %u a power of two",
-                         desc->name, i, a, al);
-    }
-  }
+  ACCEL_RETURN_IF_ERROR(check_desc_bindings(desc));
   if ((device->info.caps & ACCEL_DEVICE_CAP_HOST_KERNELS) == 0) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "kernel \"%s\": %s does not run host kernels",
                        desc->name, device->info.id);
   }
-  accel_kernel_t *k = aligned_alloc(64, sizeof(*k));
-  if (k != NULL) {
-    memset(k, 0, sizeof(*k));
-  }
-  if (k == NULL) {
-    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                       "kernel \"%s\": cannot allocate", desc->name);
-  }
-  accel_launch_owner_init(&k->self, kernel_destroy);
-  k->owner = &k->self;
-  k->owns_strings = true;
-  k->device = device;
-  k->fn = desc->fn;
-  k->abi_version = desc->abi_version;
-  k->constants_size = desc->constants_size;
-  for (int d = 0; d < 3; ++d) {
-    k->workgroup_size[d] = desc->workgroup_size[d] ? desc->workgroup_size[d] : 1;
-  }
+  return ACCEL_OK;
+}
+
+// Copies the name and the binding declarations (names included) into |k|;
+// false when out of memory, with |k| still safe to destroy.
+static bool copy_declaration(accel_kernel_t *k,
+                             const accel_kernel_desc_t *desc) {
   k->name = strdup(desc->name);
   k->bindings = calloc(desc->binding_count ? desc->binding_count : 1,
                        sizeof(*k->bindings));
   if (k->name == NULL || k->bindings == NULL) {
-    goto err_destroy;
+    return false;
   }
   for (uint32_t i = 0; i < desc->binding_count; ++i) {
     k->bindings[i] = desc->bindings[i];
@@ -107,11 +100,40 @@ accel_status_t accel_kernel_register(accel_device_t *device,
     if (desc->bindings[i].name != NULL) {
       k->bindings[i].name = strdup(desc->bindings[i].name);
       if (k->bindings[i].name == NULL) {
-        goto err_destroy;
+        return false;
       }
     }
   }
   k->binding_count = desc->binding_count;
+  return true;
+}
+
+accel_status_t accel_kernel_register(accel_device_t *device,
+                                     const accel_kernel_desc_t *desc,
+                                     accel_kernel_t **out_kernel) {
+  ACCEL_CHECK_ARG(device != NULL, "device (NULL)");
+  ACCEL_CHECK_ARG(desc != NULL, "desc (NULL)");
+  ACCEL_CHECK_ARG(out_kernel != NULL, "out_kernel (NULL)");
+  ACCEL_RETURN_IF_ERROR(check_desc(device, desc));
+  accel_kernel_t *k = aligned_alloc(64, sizeof(*k));
+  if (k == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "kernel \"%s\": cannot allocate", desc->name);
+  }
+  memset(k, 0, sizeof(*k));
+  accel_launch_owner_init(&k->self, kernel_destroy);
+  k->owner = &k->self;
+  k->owns_strings = true;
+  k->device = device;
+  k->fn = desc->fn;
+  k->abi_version = desc->abi_version;
+  k->constants_size = desc->constants_size;
+  for (int d = 0; d < 3; ++d) {
+    k->workgroup_size[d] = desc->workgroup_size[d] ? desc->workgroup_size[d] : 1;
+  }
+  if (!copy_declaration(k, desc)) {
+    goto err_destroy;
+  }
   accel_kernel_init_single_dispatch(k);
   *out_kernel = k;
   return ACCEL_OK;

@@ -58,14 +58,74 @@ static void launch_destroy(accel_object_t *object) {
   free(l);
 }
 
-static accel_status_t run_group(void *ctx, const uint32_t id[3]) {
-  const launch_t *l = ctx;
-  accel_kernel_workgroup_t wg = {.id = {id[0], id[1], id[2]}};
-  int32_t r = l->fn(&l->dispatch, &wg);
+// Most bytes of one kernel message that are delivered.
+#define MESSAGE_MAX_BYTES 1024
+
+// One work-group call. The kernel sees only |wg| (first, so the message
+// channel finds the call from the workgroup pointer the kernel passes back);
+// the rest records the first assertion it reports. On the caller's stack:
+// the happy path costs two stores and one load, no thread-local lookup.
+typedef struct group_call {
+  accel_kernel_workgroup_t wg;
+  const char *kernel;
+  bool asserted;
+  char text[MESSAGE_MAX_BYTES + 1];  // valid when |asserted|
+} group_call_t;
+
+// The message channel (kernel ABI 1.1): to stderr, and an assertion also to
+// the work-group's result (finish_group).
+_Static_assert(offsetof(group_call_t, wg) == 0,
+              "the message channel finds the call from the workgroup");
+
+static int32_t kernel_message(const accel_kernel_dispatch_t *dispatch,
+                              const accel_kernel_workgroup_t *wg,
+                              uint32_t kind, const char *text) {
+  (void)dispatch;
+  if ((kind != ACCEL_KERNEL_MESSAGE_PRINT &&
+       kind != ACCEL_KERNEL_MESSAGE_ASSERT) ||
+      wg == NULL) {
+    return -1;
+  }
+  group_call_t *call = (group_call_t *)wg;  // |wg| is the call's first field
+  const uint32_t *id = wg->id;
+  text = text != NULL ? text : "";
+  bool assert_kind = kind == ACCEL_KERNEL_MESSAGE_ASSERT;
+  fprintf(stderr, "accel: kernel \"%s\" work-group (%u, %u, %u)%s: %.*s\n",
+          call->kernel, id[0], id[1], id[2],
+          assert_kind ? " assertion failed" : "", MESSAGE_MAX_BYTES, text);
+  if (assert_kind && !call->asserted) {
+    call->asserted = true;
+    snprintf(call->text, sizeof(call->text), "%s", text);
+  }
+  return 0;
+}
+
+// A work-group's result: an assertion it reported, else its return value.
+static accel_status_t finish_group(const group_call_t *call, int32_t r) {
+  const uint32_t *id = call->wg.id;
+  if (call->asserted) {
+    return accel_error(ACCEL_ERROR_ABORTED,
+                       "kernel \"%s\" work-group (%u, %u, %u) assertion "
+                       "failed: %s",
+                       call->kernel, id[0], id[1], id[2], call->text);
+  }
   if (r != 0) {
     return accel_error(ACCEL_ERROR_ABORTED,
                        "kernel \"%s\" work-group (%u, %u, %u) returned %d",
-                       l->kernel->name, id[0], id[1], id[2], r);
+                       call->kernel, id[0], id[1], id[2], r);
+  }
+  return ACCEL_OK;
+}
+
+static accel_status_t run_group(void *ctx, const uint32_t id[3]) {
+  const launch_t *l = ctx;
+  group_call_t call;
+  call.wg = (accel_kernel_workgroup_t){.id = {id[0], id[1], id[2]}};
+  call.kernel = l->kernel->name;
+  call.asserted = false;
+  int32_t r = l->fn(&l->dispatch, &call.wg);
+  if (__builtin_expect(r != 0 || call.asserted, 0)) {
+    return finish_group(&call, r);
   }
   return ACCEL_OK;
 }
@@ -79,6 +139,7 @@ void accel_kernel_init_single_dispatch(accel_kernel_t *k) {
                          k->workgroup_size[2]},
       .workspace = k->workspace,
       .workspace_size = k->workspace_size,
+      .message = kernel_message,
   };
 }
 
@@ -87,13 +148,14 @@ void accel_kernel_init_single_dispatch(accel_kernel_t *k) {
 static accel_status_t launch_exec_single(void *payload,
                                          accel_drv_device_t *device) {
   const accel_kernel_t *k = payload;
-  static const accel_kernel_workgroup_t wg = {.id = {0, 0, 0}};
+  group_call_t call;
+  call.wg = (accel_kernel_workgroup_t){.id = {0, 0, 0}};
+  call.kernel = k->name;
+  call.asserted = false;
   accel_trace_launch_begin(k->name, 1, 1, 1);
-  int32_t r = k->fn(&k->single_dispatch, &wg);
-  if (r != 0) {
-    return accel_error(ACCEL_ERROR_ABORTED,
-                       "kernel \"%s\" work-group (0, 0, 0) returned %d",
-                       k->name, r);
+  int32_t r = k->fn(&k->single_dispatch, &call.wg);
+  if (__builtin_expect(r != 0 || call.asserted, 0)) {
+    return finish_group(&call, r);
   }
   return ACCEL_OK;
 }
@@ -321,6 +383,7 @@ static __attribute__((noinline)) accel_status_t launch_checked(
       .constants = desc->constants_size ? mem + constants_at : NULL,
       .workspace = k->workspace,
       .workspace_size = k->workspace_size,
+      .message = kernel_message,
   };
   return accel_stream_submit_launch(stream, launch_exec, l, &l->object,
                                     accel_launch_owner_take(k->owner));

@@ -374,6 +374,127 @@ static void test_executable_load_needs_code_for_the_device_target(
   free(image);
 }
 
+// An image whose one kernel is |symbol| in the code object |so|.
+static void *image_with_code(const char *symbol, const void *so,
+                             uint64_t so_size, uint64_t *out_size) {
+  accel_exe_builder_t *b;
+  assert_accel_ok(accel_exe_builder_create(&b));
+  accel_exe_kernel_desc_t k = {.struct_size = sizeof(k), .name = "k",
+                               .symbol = symbol};
+  assert_accel_ok(accel_exe_builder_add_kernel(b, &k));
+  assert_accel_ok(accel_exe_builder_add_code(
+      b, g_target, ACCEL_CODE_FORMAT_ELF_SO, so, so_size));
+  return build_image(b, out_size);
+}
+
+// A code object whose kernel symbol is missing from its dynamic symbol table
+// is refused before dlopen: its ELF constructor never runs.
+static void test_executable_load_refuses_missing_symbol_before_running_code(
+    void **state) {
+  test_env_t *env = *state;
+  uint64_t so_size, size;
+  void *so = read_all(getenv("ACCEL_TEST_CODE_OBJECT"), &so_size);
+  unsetenv("ACCEL_TEST_CTOR_MARKER");
+  void *image = image_with_code("absent", so, so_size, &size);
+  accel_executable_t *exe = NULL;
+  assert_accel_status(accel_executable_load_memory(env->runtime, env->device,
+                                                   image, size, 0, &exe),
+                      ACCEL_ERROR_FORMAT);
+  assert_null(getenv("ACCEL_TEST_CTOR_MARKER"));
+  assert_non_null(strstr(accel_last_error(), "\"absent\""));
+  assert_non_null(strstr(accel_last_error(), "dynamic symbol table"));
+  assert_null(exe);
+  free(image);
+
+  // The same object with a kernel it defines loads (and so runs its code).
+  image = image_with_code("present", so, so_size, &size);
+  assert_accel_ok(accel_executable_load_memory(env->runtime, env->device,
+                                               image, size, 0, &exe));
+  assert_non_null(getenv("ACCEL_TEST_CTOR_MARKER"));
+  accel_executable_release(exe);
+  unsetenv("ACCEL_TEST_CTOR_MARKER");
+  free(image);
+  free(so);
+}
+
+// A library descriptor with a short struct_size, or an export table that
+// repeats a name, is refused at load with FORMAT naming the defect.
+static void test_executable_load_refuses_short_library_and_repeated_export(
+    void **state) {
+  test_env_t *env = *state;
+  static const struct {
+    const char *defect;
+    const char *why;
+  } cases[] = {
+      {"short_struct", "struct_size 40 is below 48"},
+      {"repeated_export", "export name \"present\" appears more than once"},
+  };
+  uint64_t so_size, size;
+  void *so = read_all(getenv("ACCEL_TEST_CODE_OBJECT"), &so_size);
+  void *image = image_with_code("present", so, so_size, &size);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    setenv("ACCEL_TEST_LIBRARY_DEFECT", cases[i].defect, 1);
+    accel_executable_t *exe = NULL;
+    assert_accel_status(accel_executable_load_memory(env->runtime, env->device,
+                                                     image, size, 0, &exe),
+                        ACCEL_ERROR_FORMAT);
+    assert_non_null(strstr(accel_last_error(), cases[i].why));
+    assert_null(exe);
+  }
+  unsetenv("ACCEL_TEST_LIBRARY_DEFECT");
+  unsetenv("ACCEL_TEST_CTOR_MARKER");
+  free(image);
+  free(so);
+}
+
+// ELF objects of another class, machine or type are refused before dlopen,
+// each with a message naming the field.
+static void test_executable_load_refuses_wrong_elf_header_before_dlopen(
+    void **state) {
+  test_env_t *env = *state;
+  static const struct {
+    size_t at;     // byte offset in the ELF header
+    uint8_t value;
+    const char *why;
+  } cases[] = {
+      {4, 1, "ELF class 1"},            // EI_CLASS: ELFCLASS32
+      {18, 0x28, "ELF machine 40"},     // e_machine: EM_ARM
+      {16, 2, "ELF type 2"},            // e_type: ET_EXEC
+      {58, 7, "e_shentsize 7"},         // e_shentsize
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    uint8_t *so = malloc(g_so_size);
+    memcpy(so, g_so, g_so_size);
+    so[cases[i].at] = cases[i].value;
+    if (cases[i].at == 18 || cases[i].at == 16 || cases[i].at == 58) {
+      so[cases[i].at + 1] = 0;
+    }
+    uint64_t size;
+    void *image = image_with_code("empty", so, g_so_size, &size);
+    accel_executable_t *exe = NULL;
+    assert_accel_status(accel_executable_load_memory(env->runtime, env->device,
+                                                     image, size, 0, &exe),
+                        ACCEL_ERROR_FORMAT);
+    assert_non_null(strstr(accel_last_error(), cases[i].why));
+    free(image);
+    free(so);
+  }
+  // Section headers beyond the end of the object are refused, not read.
+  uint8_t *so = malloc(g_so_size);
+  memcpy(so, g_so, g_so_size);
+  uint64_t far = g_so_size - 8;
+  memcpy(so + 40, &far, sizeof(far));  // e_shoff
+  uint64_t size;
+  void *image = image_with_code("empty", so, g_so_size, &size);
+  accel_executable_t *exe = NULL;
+  assert_accel_status(accel_executable_load_memory(env->runtime, env->device,
+                                                   image, size, 0, &exe),
+                      ACCEL_ERROR_FORMAT);
+  assert_non_null(strstr(accel_last_error(), "outside"));
+  free(image);
+  free(so);
+}
+
 // Builder misuse is refused with a message.
 static void test_builder_rejects_misuse(void **state) {
   (void)state;
@@ -627,6 +748,12 @@ int main(void) {
           test_executable_skips_optional_and_refuses_required_unknown),
       cmocka_unit_test(test_executable_load_checks_requirements),
       cmocka_unit_test(test_executable_load_needs_code_for_the_device_target),
+      cmocka_unit_test(
+          test_executable_load_refuses_missing_symbol_before_running_code),
+      cmocka_unit_test(
+          test_executable_load_refuses_wrong_elf_header_before_dlopen),
+      cmocka_unit_test(
+          test_executable_load_refuses_short_library_and_repeated_export),
       cmocka_unit_test(test_builder_rejects_misuse),
       cmocka_unit_test(test_load_file_refuses_non_files_and_bad_headers_at_once),
       cmocka_unit_test(test_executable_load_rejects_bad_arguments),

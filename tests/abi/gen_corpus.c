@@ -65,13 +65,13 @@ static void rehash(image_t *im) {
   for (uint64_t i = 0; i < n && i < real; ++i) {
     axe_section_t *s = sec(im, (uint32_t)i);
     if (s->offset <= im->size && s->size <= im->size - s->offset) {
-      axe_hash128(im->data + s->offset, s->size, s->hash);
+      accel_axe_hash128(im->data + s->offset, s->size, s->hash);
     }
   }
   // A reader hashes the table the header claims, which must fit the file
   // for the hash to be checked at all; hash what exists.
-  h->header_hash = axe_header_hash(h, sec(im, 0),
-                                   (n < real ? n : real) * AXE_SECTION_ENTRY_SIZE);
+  h->header_hash = accel_axe_header_hash(
+      h, sec(im, 0), (n < real ? n : real) * AXE_SECTION_ENTRY_SIZE);
 }
 
 static void emit(const char *name, image_t *im, const char *status,
@@ -252,7 +252,8 @@ int main(int argc, char **argv) {
     h->section_table_offset = UINT64_MAX - 63;
     // The table did not move; hash what a reader would try (it must fail
     // before reading it).
-    h->header_hash = axe_header_hash(h, im.data + t, n * AXE_SECTION_ENTRY_SIZE);
+    h->header_hash =
+        accel_axe_header_hash(h, im.data + t, n * AXE_SECTION_ENTRY_SIZE);
   }
   emit("table_offset_overflow", &im, "ACCEL_ERROR_FORMAT",
        "header field section_table_offset");
@@ -423,6 +424,12 @@ int main(int argc, char **argv) {
   rehash(&im);
   emit("newer_kernel_abi", &im, "ACCEL_ERROR_VERSION",
        "kernel 0 field abi_version");
+
+  im = clone_base();
+  KERNEL(&im, 0)->flags = 0x80000001u;
+  rehash(&im);
+  emit("kernel_flags_set", &im, "ACCEL_ERROR_FORMAT",
+       "kernel 0 field flags: reserved bits 0x80000001");
 
   im = clone_base();
   KERNEL(&im, 1)->name = KERNEL(&im, 0)->name;

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +369,93 @@ static void test_kernel_register_runs_with_same_abi_and_checks(void **state) {
                       ACCEL_ERROR_INVALID_ARGUMENT);
 }
 
+// Prints one line per work-group; work-group 2 asserts (then returns 0,
+// which must not hide the assertion).
+static int32_t talk_kernel(const accel_kernel_dispatch_t *d,
+                           const accel_kernel_workgroup_t *wg) {
+  if (d->struct_size < offsetof(accel_kernel_dispatch_t, message) +
+                           sizeof(d->message) ||
+      d->message == NULL) {
+    return 99;  // no channel: fails the test through the return value
+  }
+  char text[64];
+  snprintf(text, sizeof(text), "hello from %u", wg->id[0]);
+  if (d->message(d, wg, ACCEL_KERNEL_MESSAGE_PRINT, text) != 0 ||
+      d->message(d, wg, 77, "unknown kind") != -1) {
+    return 98;
+  }
+  if (wg->id[0] == 2 && d->workgroup_count[0] > 1) {
+    d->message(d, wg, ACCEL_KERNEL_MESSAGE_ASSERT, "id 2 < 2");
+  }
+  if (d->workgroup_count[0] == 1) {
+    d->message(d, wg, ACCEL_KERNEL_MESSAGE_ASSERT, "single group");
+  }
+  return 0;
+}
+
+// Runs |launch| on a fresh stream with stderr sent to a file; returns the
+// synchronize status, this thread's message in |err| and stderr in |out|.
+static accel_status_t run_capturing_stderr(accel_kernel_t *k,
+                                           const accel_launch_desc_t *d,
+                                           char *err, size_t err_size,
+                                           char *out, size_t out_size) {
+  accel_stream_t *s;
+  assert_accel_ok(accel_stream_create(g.env->device, NULL, &s));
+  char path[96];
+  snprintf(path, sizeof(path), "%s/stderr.txt", g.dir);
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  FILE *f = fopen(path, "w+");
+  assert_non_null(f);
+  dup2(fileno(f), STDERR_FILENO);
+  assert_accel_ok(accel_launch(s, k, d));
+  accel_status_t st = accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE);
+  snprintf(err, err_size, "%s", accel_last_error());
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  rewind(f);
+  size_t n = fread(out, 1, out_size - 1, f);
+  out[n] = '\0';
+  fclose(f);
+  accel_stream_destroy(s);
+  return st;
+}
+
+// Kernel ABI 1.1's message channel: prints reach stderr naming kernel and
+// work-group; an assertion fails the stream with a message naming both,
+// even when the work-group then returns 0 (one group or many).
+static void test_kernel_messages_reach_stderr_and_assertions_fail_stream(
+    void **state) {
+  test_env_t *env = *state;
+  accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
+                            .abi_version = ACCEL_KERNEL_ABI_VERSION,
+                            .name = "talk", .fn = talk_kernel};
+  accel_kernel_t *k;
+  assert_accel_ok(accel_kernel_register(env->device, &kd, &k));
+  char err[512], out[4096];
+  accel_launch_desc_t d = {.struct_size = sizeof(d),
+                           .workgroup_count = {4, 1, 1}};
+  accel_status_t st =
+      run_capturing_stderr(k, &d, err, sizeof(err), out, sizeof(out));
+  assert_int_equal(st, ACCEL_ERROR_ABORTED);
+  assert_non_null(strstr(err, "kernel \"talk\" work-group (2, 0, 0) "
+                              "assertion failed: id 2 < 2"));
+  assert_non_null(
+      strstr(out, "accel: kernel \"talk\" work-group (1, 0, 0): hello from 1"));
+  assert_non_null(strstr(out, "accel: kernel \"talk\" work-group (2, 0, 0) "
+                              "assertion failed: id 2 < 2"));
+
+  // One group, no bindings: the launch path without a record.
+  d.workgroup_count[0] = 1;
+  st = run_capturing_stderr(k, &d, err, sizeof(err), out, sizeof(out));
+  assert_int_equal(st, ACCEL_ERROR_ABORTED);
+  assert_non_null(strstr(err, "kernel \"talk\" work-group (0, 0, 0) "
+                              "assertion failed: single group"));
+  assert_non_null(strstr(out, "hello from 0"));
+  accel_kernel_release(k);
+}
+
 static int32_t record_thread(const accel_kernel_dispatch_t *d,
                              const accel_kernel_workgroup_t *wg) {
   pid_t *tids = d->bindings[0].data;
@@ -663,6 +751,8 @@ int main(void) {
       cmocka_unit_test(test_launch_reads_mapped_weights),
       cmocka_unit_test(test_launch_kernel_failure_poisons_stream),
       cmocka_unit_test(test_kernel_register_runs_with_same_abi_and_checks),
+      cmocka_unit_test(
+          test_kernel_messages_reach_stderr_and_assertions_fail_stream),
       cmocka_unit_test(test_launch_concurrent_streams_share_the_pool),
       cmocka_unit_test(test_launch_keeps_executable_alive_until_complete),
       cmocka_unit_test(test_launch_spreads_workgroups_over_threads),

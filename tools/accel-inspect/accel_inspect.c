@@ -76,7 +76,7 @@ static void print_text(const axe_view_t *v, const char *path, bool hashed) {
   for (uint32_t i = 0; i < v->section_count; ++i) {
     const axe_section_t *s = &v->sections[i];
     printf("  %2u %-12s offset %-10llu size %-10llu align %-5u %s%s%s%s\n", i,
-           axe_section_kind_name(s->kind), (unsigned long long)s->offset,
+           accel_axe_section_kind_name(s->kind), (unsigned long long)s->offset,
            (unsigned long long)s->size, s->alignment,
            (s->flags & AXE_SECTION_FLAG_REQUIRED) ? "required" : "optional",
            (s->flags & AXE_SECTION_FLAG_MAPPABLE) ? " mappable" : "",
@@ -148,7 +148,7 @@ static void print_json(const axe_view_t *v, const char *path, bool hashed) {
     printf("%s\n  {\"index\": %u, \"kind\": \"%s\", \"kind_id\": %u, "
            "\"offset\": %llu, \"size\": %llu, \"alignment\": %u, "
            "\"required\": %s, \"mappable\": %s, \"name\": ",
-           i ? "," : "", i, axe_section_kind_name(s->kind), s->kind,
+           i ? "," : "", i, accel_axe_section_kind_name(s->kind), s->kind,
            (unsigned long long)s->offset, (unsigned long long)s->size,
            s->alignment,
            (s->flags & AXE_SECTION_FLAG_REQUIRED) ? "true" : "false",
@@ -343,7 +343,7 @@ int main(int argc, char **argv) {
   axe_view_t view;
   static const uint8_t empty[8] __attribute__((aligned(8)));
   accel_status_t st =
-      axe_parse(data ? data : empty, size, skip_hashes, &view);
+      accel_axe_parse(data ? data : empty, size, skip_hashes, &view);
   if (st != ACCEL_OK) {
     report_invalid(data ? data : empty, size, path, st, json, skip_hashes);
     if (data) {
