@@ -94,6 +94,10 @@ typedef struct bench_figure {
   int baseline_slot;          // index of the baseline sample (if any)
   const char *target;         // "<= 1.5" or NULL: reported, no target
   bench_pairing_t pairing;    // how the ratio is formed (with a baseline)
+  // When true: the baseline is, of the group's other slots, the one with the
+  // lowest median (named by the group's slot_names), and baseline_name and
+  // baseline_slot are ignored ("the fastest of the general allocators").
+  bool baseline_lowest;
 } bench_figure_t;
 
 #define BENCH_MAX_RUNS 64
@@ -112,6 +116,8 @@ typedef struct bench_group {
   void (*teardown)(void *ctx);
   const bench_figure_t *figures;
   int figure_count;
+  // Names of the slots, for figures with baseline_lowest (else NULL).
+  const char *const *slot_names;
 } bench_group_t;
 
 // Runs |group| on |ctx| and appends its figures to |report|. Returns 0, or

@@ -187,9 +187,45 @@ int bench_print(const bench_report_t *report, bool json) {
 
 // ---- figures described as data ------------------------------------------
 
+static double slot_median(const bench_group_t *g, int slot,
+                          double samples[][BENCH_MAX_SLOTS]) {
+  double column[BENCH_MAX_RUNS];
+  for (int r = 0; r < g->runs; ++r) {
+    column[r] = samples[r][slot];
+  }
+  return bench_median(column, g->runs);
+}
+
+// |f| with its baseline resolved: for baseline_lowest, the other slot with
+// the lowest median.
+static bench_figure_t resolve_baseline(const bench_group_t *g,
+                                       const bench_figure_t *f,
+                                       double samples[][BENCH_MAX_SLOTS]) {
+  bench_figure_t out = *f;
+  if (!f->baseline_lowest || g->slot_names == NULL) {
+    return out;
+  }
+  int best = -1;
+  double best_median = 0;
+  for (int i = 0; i < g->slots; ++i) {
+    double m = slot_median(g, i, samples);
+    if (i != f->value_slot && (best < 0 || m < best_median)) {
+      best = i;
+      best_median = m;
+    }
+  }
+  if (best >= 0) {
+    out.baseline_slot = best;
+    out.baseline_name = g->slot_names[best];
+  }
+  return out;
+}
+
 static void group_add_figure(bench_report_t *report, const bench_group_t *g,
-                             const bench_figure_t *f,
+                             const bench_figure_t *figure,
                              double samples[][BENCH_MAX_SLOTS]) {
+  const bench_figure_t resolved = resolve_baseline(g, figure, samples);
+  const bench_figure_t *f = &resolved;
   double values[BENCH_MAX_RUNS], baselines[BENCH_MAX_RUNS];
   for (int r = 0; r < g->runs; ++r) {
     values[r] = samples[r][f->value_slot];

@@ -407,11 +407,11 @@ static int bandwidth_run(bench_report_t *report, dma_bench_t *b,
   snprintf(bn, sizeof(bn), "memcpy_%d_threads", b->engines);
   const bench_figure_t figures[] = {
       {n1, "GB/s", BW_ENGINE_1, "memcpy_1_thread", BW_MEMCPY_1,
-       size >= MIB ? ">= 0.95" : NULL, BENCH_PAIRED},
+       size >= MIB ? ">= 0.95" : NULL, BENCH_PAIRED, false},
       {nc, "GB/s", BW_ENGINE_1, "memcpy_calling_thread", BW_MEMCPY_CALLER,
-       NULL, BENCH_PAIRED},
+       NULL, BENCH_PAIRED, false},
       {nn, "GB/s", BW_ENGINE_N, bn, BW_MEMCPY_N,
-       size >= 64 * MIB ? ">= 0.9" : NULL, BENCH_PAIRED},
+       size >= 64 * MIB ? ">= 0.9" : NULL, BENCH_PAIRED, false},
   };
   const bench_group_t group = {
       .runs = b->quick ? 5 : size <= 64 * MIB ? 41 : 21,
@@ -487,9 +487,9 @@ static int latency_measure(void *arg, int run, double *out) {
 
 static const bench_figure_t k_latency_figures[] = {
     {"latency_4KiB_copy", "us", LAT_INLINE, "bare_spin_handoff", LAT_HANDOFF,
-     "<= 2", BENCH_PAIRED},
+     "<= 2", BENCH_PAIRED, false},
     {"latency_4KiB_copy_engine", "us", LAT_ENGINE, "bare_spin_handoff",
-     LAT_HANDOFF, NULL, BENCH_PAIRED},
+     LAT_HANDOFF, NULL, BENCH_PAIRED, false},
 };
 
 // A stream copy through DMA against the same memcpy on the stream's worker.
@@ -533,7 +533,7 @@ static int stream_measure(void *arg, int run, double *out) {
 
 static const bench_figure_t k_stream_figures[] = {
     {"stream_copy_4KiB", "us", 0, "stream_host_call_memcpy", 1, NULL,
-     BENCH_PAIRED},
+     BENCH_PAIRED, false},
 };
 
 // Pageable (staged) against pinned host memory, 64 MiB each way.
@@ -582,9 +582,9 @@ static int staging_measure(void *arg, int run, double *out) {
 
 static const bench_figure_t k_staging_figures[] = {
     {"h2d_pageable_staged_64MiB", "GB/s", ST_H2D_PAGEABLE, "h2d_pinned_64MiB",
-     ST_H2D_PINNED, ">= 0.7", BENCH_PAIRED},
+     ST_H2D_PINNED, ">= 0.7", BENCH_PAIRED, false},
     {"d2h_pageable_staged_64MiB", "GB/s", ST_D2H_PAGEABLE, "d2h_pinned_64MiB",
-     ST_D2H_PINNED, ">= 0.7", BENCH_PAIRED},
+     ST_D2H_PINNED, ">= 0.7", BENCH_PAIRED, false},
 };
 
 // Opens the runtime, the queues, the helper pools and the big buffers.
