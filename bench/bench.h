@@ -118,6 +118,10 @@ typedef struct bench_group {
   int figure_count;
   // Names of the slots, for figures with baseline_lowest (else NULL).
   const char *const *slot_names;
+  // Optional: after the runs, whether figure |index| is reported (a figure
+  // the machine could not measure, such as one that needs json-c, is left
+  // out); NULL reports them all.
+  bool (*keep_figure)(void *ctx, int index);
 } bench_group_t;
 
 // Runs |group| on |ctx| and appends its figures to |report|. Returns 0, or

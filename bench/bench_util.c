@@ -263,7 +263,9 @@ int bench_group_run(bench_report_t *report, const bench_group_t *group,
     group->teardown(ctx);
   }
   for (int i = 0; i < group->figure_count && !failed; ++i) {
-    group_add_figure(report, group, &group->figures[i], samples);
+    if (group->keep_figure == NULL || group->keep_figure(ctx, i)) {
+      group_add_figure(report, group, &group->figures[i], samples);
+    }
   }
   return failed;
 }
