@@ -9,7 +9,13 @@
 //    thread and two threads (each with its own trace, same allocator),
 //    through accel_buffer_alloc/accel_buffer_free on the device slab;
 //    baseline: the fastest of glibc malloc, jemalloc and mimalloc on the same
-//    trace (each also reported). Target <= 1.0.
+//    trace (each also reported). Target <= 1.0. These never touch the
+//    blocks they allocate.
+//  - slab_pair_write_1t / slab_pair_write_2t (and each baseline's
+//    *_pair_write_<n>t): the same replay writing every block once after it
+//    is allocated, on both sides, against the same baseline. Target <= 1.0.
+//    (The async round trip has none: its block is usable in stream order
+//    only, so a host write would race the stream.)
 //  - paged_kv_blocks / paged_kv_grow: peak reserved / peak in use of a paged
 //    pool on an LLM-serving trace: sequences arrive with random prompts,
 //    grow by 16-token blocks as they decode, and finish at random; as a
@@ -88,6 +94,8 @@ typedef struct subject {
   void *(*alloc)(void *ctx, uint32_t size);
   void (*free)(void *ctx, void *handle);
   void *ctx;
+  // The block's bytes, for the figures that write every block once.
+  void *(*address)(void *ctx, void *handle);
 } subject_t;
 
 static void *(*g_je_malloc)(size_t);
@@ -112,19 +120,39 @@ static void *slab_alloc(void *ctx, uint32_t size) {
   return b;
 }
 static void slab_free_(void *ctx, void *h) { accel_buffer_free(h); }
+static void *plain_address(void *ctx, void *h) { return h; }
+static void *slab_address(void *ctx, void *h) {
+  void *p = NULL;
+  if (accel_buffer_host_pointer(h, &p) != ACCEL_OK) {
+    fprintf(stderr, "accel-bench alloc: %s\n", accel_last_error());
+    abort();
+  }
+  return p;
+}
 
-// Replays |t| against |s|: fills the working set, then times the pairs.
-static double replay(const subject_t *s, const trace_t *t) {
+// Allocates |size| bytes from |s| and, with |touch|, writes all of them once
+// (what a user of the block does; a fresh page's first touch is paid here).
+static void *alloc_block(const subject_t *s, uint32_t size, bool touch) {
+  void *h = s->alloc(s->ctx, size);
+  if (touch) {
+    memset(s->address(s->ctx, h), 0x5a, size);
+  }
+  return h;
+}
+
+// Replays |t| against |s|: fills the working set, then times the pairs;
+// with |touch| every block allocated is written once.
+static double replay(const subject_t *s, const trace_t *t, bool touch) {
   void **live = malloc(WORKING_SET * sizeof(void *));
   for (uint32_t i = 0; i < WORKING_SET; ++i) {
-    live[i] = s->alloc(s->ctx, t->size[i]);
+    live[i] = alloc_block(s, t->size[i], touch);
   }
   const uint32_t *sizes = t->size + WORKING_SET;
   uint64_t t0 = thread_cpu_ns();
   for (uint32_t i = 0; i < t->steps; ++i) {
     uint32_t k = t->slot[i];
     s->free(s->ctx, live[k]);
-    live[k] = s->alloc(s->ctx, sizes[i]);
+    live[k] = alloc_block(s, sizes[i], touch);
   }
   double ns = (double)(thread_cpu_ns() - t0) / t->steps;
   for (uint32_t i = 0; i < WORKING_SET; ++i) {
@@ -139,20 +167,22 @@ typedef struct replay_job {
   const trace_t *t;
   double ns;
   pthread_barrier_t *start;
+  bool touch;
 } replay_job_t;
 
 static void *replay_thread(void *arg) {
   replay_job_t *j = arg;
   pthread_barrier_wait(j->start);
-  j->ns = replay(j->s, j->t);
+  j->ns = replay(j->s, j->t, j->touch);
   return NULL;
 }
 
 // Two threads, each on its own trace; returns the mean ns per pair.
-static double replay2(const subject_t *s, const trace_t *t) {
+static double replay2(const subject_t *s, const trace_t *t, bool touch) {
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, 2);
-  replay_job_t jobs[2] = {{s, &t[0], 0, &start}, {s, &t[1], 0, &start}};
+  replay_job_t jobs[2] = {{s, &t[0], 0, &start, touch},
+                          {s, &t[1], 0, &start, touch}};
   pthread_t tid[2];
   for (int i = 0; i < 2; ++i) {
     pthread_create(&tid[i], NULL, replay_thread, &jobs[i]);
@@ -305,24 +335,80 @@ static void async_free(void *ctx, void *h) {
   accel_buffer_free_async(c->stream, h);
 }
 
-int accel_bench_alloc(const bench_args_t *args) {
-  int runs = args->quick ? 3 : 9;
-  uint32_t steps = args->quick ? 100000 : 1000000;
-  accel_runtime_t *rt = NULL;
-  accel_device_t *dev = NULL;
-  accel_stream_t *stream = NULL;
-  if (accel_runtime_create(NULL, &rt) != ACCEL_OK ||
-      accel_device_get(rt, 0, &dev) != ACCEL_OK ||
-      accel_stream_create(dev, NULL, &stream) != ACCEL_OK) {
-    fprintf(stderr, "accel-bench alloc: %s\n", accel_last_error());
-    return 1;
-  }
-  bench_report_t report;
-  bench_report_init(&report, "alloc", dev);
+// ---- the figures -------------------------------------------------------------
 
+// The subjects (the slab first, then the general allocators found) and the
+// two traces every pair figure replays.
+typedef struct alloc_bench {
+  subject_t all[4];
+  const char *names[4];
+  int count;
+  trace_t traces[2];
+  int threads;  // 1 or 2 replaying threads
+  bool touch;   // write every block once
+  subject_t async;
+} alloc_bench_t;
+
+// One run: the subjects take turns, so that the machine's noise (shared, 2
+// cores) falls on all of them alike.
+static int pairs_measure(void *arg, int run, double *out) {
+  (void)run;
+  alloc_bench_t *b = arg;
+  for (int i = 0; i < b->count; ++i) {
+    out[i] = b->threads == 1 ? replay(&b->all[i], b->traces, b->touch)
+                             : replay2(&b->all[i], b->traces, b->touch);
+  }
+  return 0;
+}
+
+// slab_pair_<n>t against the fastest general allocator, each of those
+// reported too; with |touch| the *_pair_write_<n>t figures, every block
+// written once on both sides. The write figures keep the target of the
+// plain ones.
+static int pairs_run(bench_report_t *report, alloc_bench_t *b, int runs,
+                     int threads, bool touch) {
+  b->threads = threads;
+  b->touch = touch;
+  char names[4][64];
+  bench_figure_t figures[4];
+  for (int i = 0; i < b->count; ++i) {
+    snprintf(names[i], sizeof(names[i]), "%s_pair_%s%dt",
+             i == 0 ? "slab" : b->all[i].name, touch ? "write_" : "", threads);
+    figures[i] = (bench_figure_t){.name = names[i], .unit = "ns",
+                                  .value_slot = i};
+  }
+  figures[0].target = "<= 1.0";
+  figures[0].pairing = BENCH_MEDIANS;
+  figures[0].baseline_lowest = b->count > 1;
+  const bench_group_t group = {
+      .runs = runs, .slots = b->count, .measure = pairs_measure,
+      .figures = figures, .figure_count = b->count, .slot_names = b->names};
+  return bench_group_run(report, &group, b);
+}
+
+static int roundtrip_measure(void *arg, int run, double *out) {
+  (void)run;
+  alloc_bench_t *b = arg;
+  out[0] = roundtrip_slab(&b->all[0], b->traces);
+  out[1] = roundtrip_slab(&b->async, b->traces);
+  return 0;
+}
+
+static const bench_figure_t k_roundtrip_figures[] = {
+    {"async_roundtrip", "ns", 1, "slab_roundtrip", 0, "<= 2", BENCH_MEDIANS,
+     false},
+};
+
+// Opens jemalloc and mimalloc (as the header comment says), or re-executes
+// the process once with the static TLS reserve jemalloc needs; returns
+// false when that re-execution failed.
+static bool open_general_allocators(const bench_args_t *args,
+                                    accel_runtime_t *rt,
+                                    accel_stream_t *stream) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   // Sanitizer runtimes refuse RTLD_DEEPBIND (and would not see inside these
   // allocators anyway): compare with glibc only.
+  (void)args, (void)rt, (void)stream;
   void *je = NULL, *mi = NULL;
   fprintf(stderr, "accel-bench alloc: sanitizer build: jemalloc and "
                   "mimalloc skipped\n");
@@ -337,18 +423,16 @@ int accel_bench_alloc(const bench_args_t *args) {
     accel_runtime_destroy(rt);
     setenv("ACCEL_BENCH_ALLOC_REEXEC", "1", 1);
     setenv("GLIBC_TUNABLES", "glibc.rtld.optional_static_tls=65536", 1);
-    char *argv[] = {"accel-bench", "alloc", args->json ? "--json" : "",
-                    args->quick ? "--quick" : "", NULL};
-    char *clean[5];
-    int n = 0;
-    for (int i = 0; argv[i] != NULL; ++i) {
-      if (argv[i][0] != '\0') {
-        clean[n++] = argv[i];
-      }
+    char *argv[5] = {"accel-bench", "alloc", NULL, NULL, NULL};
+    int n = 2;
+    if (args->json) {
+      argv[n++] = "--json";
     }
-    clean[n] = NULL;
-    execv("/proc/self/exe", clean);
-    return 1;
+    if (args->quick) {
+      argv[n++] = "--quick";
+    }
+    execv("/proc/self/exe", argv);
+    return false;
   }
   void *mi = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
 #endif
@@ -360,90 +444,82 @@ int accel_bench_alloc(const bench_args_t *args) {
     g_mi_malloc = (void *(*)(size_t))dlsym(mi, "mi_malloc");
     g_mi_free = (void (*)(void *))dlsym(mi, "mi_free");
   }
-  subject_t baselines[3];
-  int nb = 0;
-  baselines[nb++] = (subject_t){"glibc_malloc", glibc_alloc, glibc_free, NULL};
+  return true;
+}
+
+// The slab, then glibc malloc and whichever of jemalloc and mimalloc loaded.
+static void add_subjects(alloc_bench_t *b, accel_device_t *dev) {
+  b->all[b->count++] = (subject_t){"accel_slab", slab_alloc, slab_free_, dev,
+                                   slab_address};
+  b->all[b->count++] = (subject_t){"glibc_malloc", glibc_alloc, glibc_free,
+                                   NULL, plain_address};
   if (g_je_malloc != NULL && g_je_free != NULL) {
-    baselines[nb++] = (subject_t){"jemalloc", je_alloc, je_free, NULL};
+    b->all[b->count++] = (subject_t){"jemalloc", je_alloc, je_free, NULL,
+                                     plain_address};
   } else {
     fprintf(stderr, "accel-bench alloc: jemalloc not found, skipped\n");
   }
   if (g_mi_malloc != NULL && g_mi_free != NULL) {
-    baselines[nb++] = (subject_t){"mimalloc", mi_alloc, mi_free_, NULL};
+    b->all[b->count++] = (subject_t){"mimalloc", mi_alloc, mi_free_, NULL,
+                                     plain_address};
   } else {
     fprintf(stderr, "accel-bench alloc: mimalloc not found, skipped\n");
   }
-  subject_t slab = {"accel_slab", slab_alloc, slab_free_, dev};
-
-  trace_t traces[2];
-  trace_make(&traces[0], steps, 0x1234567ull);
-  trace_make(&traces[1], steps, 0x89abcdefull);
-  // Subjects take turns within each repetition, so that the machine's
-  // noise (shared, 2 cores) falls on all of them alike.
-  subject_t all[4];
-  int na = 0;
-  all[na++] = slab;
-  for (int i = 0; i < nb; ++i) {
-    all[na++] = baselines[i];
+  for (int i = 0; i < b->count; ++i) {
+    b->names[i] = b->all[i].name;
   }
-  for (int threads = 1; threads <= 2; ++threads) {
-    double (*fn)(const subject_t *, const trace_t *) =
-        threads == 1 ? replay : replay2;
-    double samples[4][32];
-    for (int i = 0; i < na; ++i) {
-      fn(&all[i], traces);  // warm-up
-    }
-    for (int r = 0; r < runs; ++r) {
-      for (int i = 0; i < na; ++i) {
-        samples[i][r] = fn(&all[i], traces);
-      }
-    }
-    double med[4];
-    int best = 1;
-    for (int i = 0; i < na; ++i) {
-      med[i] = bench_median(samples[i], runs);
-      if (i >= 1 && med[i] < med[best]) {
-        best = i;
-      }
-    }
-    char name[64];
-    snprintf(name, sizeof(name), "slab_pair_%dt", threads);
-    bench_add(&report, name, med[0], "ns", all[best].name, med[best],
-              "<= 1.0", runs);
-    for (int i = 1; i < na; ++i) {
-      snprintf(name, sizeof(name), "%s_pair_%dt", all[i].name, threads);
-      bench_add(&report, name, med[i], "ns", NULL, 0, NULL, runs);
-    }
-  }
+}
 
-  uint32_t finished = args->quick ? 200 : 1000;
+// The paged pool's two serving-trace figures (one run each: deterministic).
+static int kv_run(bench_report_t *report, accel_device_t *dev, bool quick) {
+  uint32_t finished = quick ? 200 : 1000;
   double kv_blocks = kv_trace(dev, false, finished, 42);
   double kv_grow_ratio = kv_trace(dev, true, finished, 42);
   if (kv_blocks < 0 || kv_grow_ratio < 0) {
     return 1;
   }
-  bench_add(&report, "paged_kv_blocks_reserved_per_use", kv_blocks, "x", NULL,
+  bench_add(report, "paged_kv_blocks_reserved_per_use", kv_blocks, "x", NULL,
             0, "<= 1.05", 1);
-  bench_add(&report, "paged_kv_grow_reserved_per_use", kv_grow_ratio, "x",
+  bench_add(report, "paged_kv_grow_reserved_per_use", kv_grow_ratio, "x",
             NULL, 0, "<= 1.05", 1);
+  return 0;
+}
 
-  rt_ctx_t ctx = {dev, stream};
-  subject_t async = {"async", async_alloc, async_free, &ctx};
-  double rs[32], ra[32];
-  roundtrip_slab(&slab, traces);
-  roundtrip_slab(&async, traces);
-  for (int r = 0; r < runs; ++r) {
-    rs[r] = roundtrip_slab(&slab, traces);
-    ra[r] = roundtrip_slab(&async, traces);
+int accel_bench_alloc(const bench_args_t *args) {
+  int runs = args->quick ? 3 : 9;
+  uint32_t steps = args->quick ? 100000 : 1000000;
+  accel_runtime_t *rt = NULL;
+  accel_device_t *dev = NULL;
+  accel_stream_t *stream = NULL;
+  if (accel_runtime_create(NULL, &rt) != ACCEL_OK ||
+      accel_device_get(rt, 0, &dev) != ACCEL_OK ||
+      accel_stream_create(dev, NULL, &stream) != ACCEL_OK) {
+    fprintf(stderr, "accel-bench alloc: %s\n", accel_last_error());
+    return 1;
   }
-  double rt_slab = bench_median(rs, runs);
-  double rt_async = bench_median(ra, runs);
-  bench_add(&report, "async_roundtrip", rt_async, "ns", "slab_roundtrip",
-            rt_slab, "<= 2", runs);
-
-  trace_free(&traces[0]);
-  trace_free(&traces[1]);
+  if (!open_general_allocators(args, rt, stream)) {
+    return 1;
+  }
+  bench_report_t report;
+  bench_report_init(&report, "alloc", dev);
+  alloc_bench_t b = {0};
+  add_subjects(&b, dev);
+  trace_make(&b.traces[0], steps, 0x1234567ull);
+  trace_make(&b.traces[1], steps, 0x89abcdefull);
+  rt_ctx_t ctx = {dev, stream};
+  b.async = (subject_t){"async", async_alloc, async_free, &ctx, NULL};
+  const bench_group_t roundtrip = {
+      .runs = runs, .slots = 2, .measure = roundtrip_measure,
+      .figures = k_roundtrip_figures, .figure_count = 1};
+  int failed = pairs_run(&report, &b, runs, 1, false) ||
+               pairs_run(&report, &b, runs, 2, false) ||
+               kv_run(&report, dev, args->quick) ||
+               bench_group_run(&report, &roundtrip, &b) ||
+               pairs_run(&report, &b, runs, 1, true) ||
+               pairs_run(&report, &b, runs, 2, true);
+  trace_free(&b.traces[0]);
+  trace_free(&b.traces[1]);
   accel_stream_destroy(stream);
   accel_runtime_destroy(rt);
-  return bench_print(&report, args->json);
+  return failed ? 1 : bench_print(&report, args->json);
 }

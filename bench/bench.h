@@ -67,7 +67,71 @@ bench_result_t *bench_add_paired(bench_report_t *report, const char *name,
                                  const double *baselines, int n,
                                  const char *target);
 
+// ---- figures described as data ------------------------------------------
+// A benchmark subcommand describes its figures instead of measuring them in
+// one long function: a group names its setup, one measurement run (which
+// takes every sample of the group side by side, in the order the subcommand
+// chooses: interleaving is the measure's job), its teardown and the figures
+// read from those samples. bench_group_run runs the warm-up (run -1, its
+// samples dropped) and |runs| runs, then adds each figure to the report as
+// the median of its samples and, with a baseline, the ratio its |pairing|
+// names.
+
+// How a figure's ratio is formed from its samples.
+typedef enum bench_pairing {
+  // Median of the per-run ratios value / baseline (bench_add_paired).
+  BENCH_PAIRED = 0,
+  // Median value / median baseline (bench_add).
+  BENCH_MEDIANS = 1,
+} bench_pairing_t;
+
+// One figure read from a group's samples.
+typedef struct bench_figure {
+  const char *name;           // "copy_1_engine_4KiB"; borrowed for the run
+  const char *unit;           // "GB/s", "us", "ns"
+  int value_slot;             // index of the value in each run's samples
+  const char *baseline_name;  // NULL: no baseline (ratio and baseline null)
+  int baseline_slot;          // index of the baseline sample (if any)
+  const char *target;         // "<= 1.5" or NULL: reported, no target
+  bench_pairing_t pairing;    // how the ratio is formed (with a baseline)
+  // When true: the baseline is, of the group's other slots, the one with the
+  // lowest median (named by the group's slot_names), and baseline_name and
+  // baseline_slot are ignored ("the fastest of the general allocators").
+  bool baseline_lowest;
+} bench_figure_t;
+
+#define BENCH_MAX_RUNS 64
+#define BENCH_MAX_SLOTS 8
+
+// A group of figures measured together.
+typedef struct bench_group {
+  int runs;   // measured runs after the warm-up, 1..BENCH_MAX_RUNS
+  int slots;  // samples per run, 1..BENCH_MAX_SLOTS
+  // Optional: prepares |ctx| before the warm-up; nonzero fails the group.
+  int (*setup)(void *ctx);
+  // Takes one run's |slots| samples into |out_samples|; |run| is -1 for the
+  // warm-up, else 0..runs-1. Returns nonzero on failure (after printing why).
+  int (*measure)(void *ctx, int run, double *out_samples);
+  // Optional: releases what setup acquired; called whenever setup succeeded.
+  void (*teardown)(void *ctx);
+  const bench_figure_t *figures;
+  int figure_count;
+  // Names of the slots, for figures with baseline_lowest (else NULL).
+  const char *const *slot_names;
+  // Optional: after the runs, whether figure |index| is reported (a figure
+  // the machine could not measure, such as one that needs json-c, is left
+  // out); NULL reports them all.
+  bool (*keep_figure)(void *ctx, int index);
+} bench_group_t;
+
+// Runs |group| on |ctx| and appends its figures to |report|. Returns 0, or
+// nonzero when setup or a measurement failed (no figure added then).
+int bench_group_run(bench_report_t *report, const bench_group_t *group,
+                    void *ctx);
+
 // Prints the report as a table or as one JSON object (DESIGN.md format).
+// In the table a ratio marked "p" is paired (the median of per-run ratios,
+// not value / baseline of the medians shown), and a note under it says so.
 // Returns 0.
 int bench_print(const bench_report_t *report, bool json);
 

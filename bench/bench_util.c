@@ -111,59 +111,163 @@ bench_result_t *bench_add_paired(bench_report_t *report, const char *name,
   return r;
 }
 
+static void print_json_result(const bench_result_t *r, bool first) {
+  bool has_base = r->baseline_name[0] != '\0';
+  double ratio = ratio_of(r);
+  double judged = has_base ? ratio : r->value;
+  printf("%s\n  {\"name\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", ",
+         first ? "" : ",", r->name, r->value, r->unit);
+  if (has_base) {
+    // ratio_method: "paired" (median of per-run ratios) or "medians"
+    // (median value / median baseline).
+    printf("\"baseline_name\": \"%s\", \"baseline\": %.6g, "
+           "\"ratio\": %.4g, \"ratio_method\": \"%s\", ",
+           r->baseline_name, r->baseline, ratio,
+           r->paired_ratio > 0 ? "paired" : "medians");
+  } else {
+    printf("\"baseline_name\": null, \"baseline\": null, "
+           "\"ratio\": null, ");
+  }
+  if (r->target[0]) {
+    printf("\"target\": \"%s\", \"met\": %s, ", r->target,
+           bench_target_met(r->target, judged) ? "true" : "false");
+  } else {
+    printf("\"target\": null, \"met\": null, ");
+  }
+  printf("\"runs\": %d}", r->runs);
+}
+
+// One table row. A paired ratio (the median of per-run ratios) is not
+// value / baseline of the two medians printed beside it, so it carries a
+// "p" mark that the note under the table explains.
+static void print_table_row(const bench_result_t *r) {
+  bool has_base = r->baseline_name[0] != '\0';
+  double judged = has_base ? ratio_of(r) : r->value;
+  printf("%-36s %12.4g %-6s %-28s ", r->name, r->value, r->unit,
+         has_base ? r->baseline_name : "-");
+  if (has_base) {
+    printf("%12.4g %8.3f%s ", r->baseline, ratio_of(r),
+           r->paired_ratio > 0 ? "p" : " ");
+  } else {
+    printf("%12s %8s  ", "-", "-");
+  }
+  const char *met = "-";
+  if (r->target[0]) {
+    met = bench_target_met(r->target, judged) ? "yes" : "NO";
+  }
+  printf("%-9s %s   (median of %d runs)\n", r->target[0] ? r->target : "-",
+         met, r->runs);
+}
+
 int bench_print(const bench_report_t *report, bool json) {
   if (json) {
     printf("{\"bench\": \"%s\", \"device\": \"%s\", \"results\": [",
            report->bench, report->device);
     for (int i = 0; i < report->count; ++i) {
-      const bench_result_t *r = &report->results[i];
-      bool has_base = r->baseline_name[0] != '\0';
-      double ratio = ratio_of(r);
-      double judged = has_base ? ratio : r->value;
-      printf("%s\n  {\"name\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", ",
-             i ? "," : "", r->name, r->value, r->unit);
-      if (has_base) {
-        // ratio_method: "paired" (median of per-run ratios) or "medians"
-        // (median value / median baseline).
-        printf("\"baseline_name\": \"%s\", \"baseline\": %.6g, "
-               "\"ratio\": %.4g, \"ratio_method\": \"%s\", ",
-               r->baseline_name, r->baseline, ratio,
-               r->paired_ratio > 0 ? "paired" : "medians");
-      } else {
-        printf("\"baseline_name\": null, \"baseline\": null, "
-               "\"ratio\": null, ");
-      }
-      if (r->target[0]) {
-        printf("\"target\": \"%s\", \"met\": %s, ", r->target,
-               bench_target_met(r->target, judged) ? "true" : "false");
-      } else {
-        printf("\"target\": null, \"met\": null, ");
-      }
-      printf("\"runs\": %d}", r->runs);
+      print_json_result(&report->results[i], i == 0);
     }
     printf("]}\n");
     return 0;
   }
+  bool any_paired = false;
   printf("accel-bench %s on %s\n", report->bench, report->device);
-  printf("%-36s %12s %-6s %-28s %12s %8s %-9s %s\n", "figure", "value", "unit",
-         "baseline", "baseline", "ratio", "target", "met");
+  printf("%-36s %12s %-6s %-28s %12s %9s %-9s %s\n", "figure", "value",
+         "unit", "baseline", "baseline", "ratio", "target", "met");
   for (int i = 0; i < report->count; ++i) {
-    const bench_result_t *r = &report->results[i];
-    bool has_base = r->baseline_name[0] != '\0';
-    double judged = has_base ? ratio_of(r) : r->value;
-    printf("%-36s %12.4g %-6s %-28s ", r->name, r->value, r->unit,
-           has_base ? r->baseline_name : "-");
-    if (has_base) {
-      printf("%12.4g %8.3f ", r->baseline, ratio_of(r));
-    } else {
-      printf("%12s %8s ", "-", "-");
-    }
-    printf("%-9s %s   (median of %d runs)\n", r->target[0] ? r->target : "-",
-           r->target[0] ? (bench_target_met(r->target, judged) ? "yes" : "NO")
-                        : "-",
-           r->runs);
+    print_table_row(&report->results[i]);
+    any_paired = any_paired || report->results[i].paired_ratio > 0;
+  }
+  if (any_paired) {
+    printf("p: paired ratio, the median of the per-run ratios value / "
+           "baseline of samples\n   taken side by side, not the value "
+           "column over the baseline column\n");
   }
   return 0;
+}
+
+// ---- figures described as data ------------------------------------------
+
+static double slot_median(const bench_group_t *g, int slot,
+                          double samples[][BENCH_MAX_SLOTS]) {
+  double column[BENCH_MAX_RUNS];
+  for (int r = 0; r < g->runs; ++r) {
+    column[r] = samples[r][slot];
+  }
+  return bench_median(column, g->runs);
+}
+
+// |f| with its baseline resolved: for baseline_lowest, the other slot with
+// the lowest median.
+static bench_figure_t resolve_baseline(const bench_group_t *g,
+                                       const bench_figure_t *f,
+                                       double samples[][BENCH_MAX_SLOTS]) {
+  bench_figure_t out = *f;
+  if (!f->baseline_lowest || g->slot_names == NULL) {
+    return out;
+  }
+  int best = -1;
+  double best_median = 0;
+  for (int i = 0; i < g->slots; ++i) {
+    double m = slot_median(g, i, samples);
+    if (i != f->value_slot && (best < 0 || m < best_median)) {
+      best = i;
+      best_median = m;
+    }
+  }
+  if (best >= 0) {
+    out.baseline_slot = best;
+    out.baseline_name = g->slot_names[best];
+  }
+  return out;
+}
+
+static void group_add_figure(bench_report_t *report, const bench_group_t *g,
+                             const bench_figure_t *figure,
+                             double samples[][BENCH_MAX_SLOTS]) {
+  const bench_figure_t resolved = resolve_baseline(g, figure, samples);
+  const bench_figure_t *f = &resolved;
+  double values[BENCH_MAX_RUNS], baselines[BENCH_MAX_RUNS];
+  for (int r = 0; r < g->runs; ++r) {
+    values[r] = samples[r][f->value_slot];
+    baselines[r] = f->baseline_name != NULL ? samples[r][f->baseline_slot] : 0;
+  }
+  if (f->baseline_name != NULL && f->pairing == BENCH_PAIRED) {
+    bench_add_paired(report, f->name, values, f->unit, f->baseline_name,
+                     baselines, g->runs, f->target);
+    return;
+  }
+  bench_add(report, f->name, bench_median(values, g->runs), f->unit,
+            f->baseline_name,
+            f->baseline_name != NULL ? bench_median(baselines, g->runs) : 0,
+            f->target, g->runs);
+}
+
+int bench_group_run(bench_report_t *report, const bench_group_t *group,
+                    void *ctx) {
+  if (group->runs < 1 || group->runs > BENCH_MAX_RUNS || group->slots < 1 ||
+      group->slots > BENCH_MAX_SLOTS) {
+    fprintf(stderr, "accel-bench: a group of %d runs of %d samples\n",
+            group->runs, group->slots);
+    return 1;
+  }
+  if (group->setup != NULL && group->setup(ctx) != 0) {
+    return 1;
+  }
+  static _Thread_local double samples[BENCH_MAX_RUNS][BENCH_MAX_SLOTS];
+  int failed = 0;
+  for (int r = -1; r < group->runs && !failed; ++r) {  // r = -1: warm-up
+    double scratch[BENCH_MAX_SLOTS] = {0};
+    failed = group->measure(ctx, r, r >= 0 ? samples[r] : scratch);
+  }
+  if (group->teardown != NULL) {
+    group->teardown(ctx);
+  }
+  for (int i = 0; i < group->figure_count && !failed; ++i) {
+    if (group->keep_figure == NULL || group->keep_figure(ctx, i)) {
+      group_add_figure(report, group, &group->figures[i], samples);
+    }
+  }
+  return failed;
 }
 
 // ---- the bare spinning handoff baseline -------------------------------------

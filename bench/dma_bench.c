@@ -316,270 +316,365 @@ static accel_buffer_t *alloc(accel_device_t *dev, uint64_t size, uint32_t kind,
   return b;
 }
 
-int accel_bench_dma(const bench_args_t *args) {
-  int runs = args->quick ? 5 : 15;
-  uint64_t max_size = args->quick ? 64 * MIB : GIB;
-  const uint64_t sizes[] = {4 * KIB,  64 * KIB,  MIB,     16 * MIB,
-                            64 * MIB, 256 * MIB, GIB};
+// ---- the figures -------------------------------------------------------------
 
-  accel_runtime_t *rt = NULL;
-  ctx_t c = {0};
-  if (check(accel_runtime_create(NULL, &rt), "runtime") ||
-      check(accel_device_get(rt, 0, &c.dev), "device") ||
-      check(accel_semaphore_create(c.dev, 0, &c.sem), "semaphore")) {
+// What every group of this subcommand shares: the device, the 1-engine and
+// all-engine queues, the memcpy helper pools and the two big buffers.
+typedef struct dma_bench {
+  ctx_t c;
+  bool quick;
+  int engines;
+  accel_dma_queue_t *q1, *qn;
+  pool_t *pool1, *pooln;
+  accel_buffer_t *src, *dst;
+  uint8_t *sp, *dp;
+  // The group being run.
+  uint64_t size;
+  int iters;
+  accel_dma_queue_t *qi;             // latency: a default (inline) queue
+  accel_buffer_t *lsrc, *ldst;       // latency: 4 KiB buffers of their own
+  accel_stream_t *stream;            // stream copy
+  accel_buffer_t *pinned;            // staging
+  uint8_t *pageable;                 // staging
+} dma_bench_t;
+
+// Bandwidth samples, one slot each (GB/s).
+enum { BW_MEMCPY_1, BW_ENGINE_1, BW_MEMCPY_CALLER, BW_MEMCPY_N, BW_ENGINE_N };
+
+// The five bandwidth samples of one run: odd runs take them in the reverse
+// order, so that neither side of a pair always follows the other (cache
+// contents, threads waking up) or always comes first in a slowing machine.
+static int bandwidth_measure(void *arg, int run, double *out) {
+  dma_bench_t *b = arg;
+  accel_dma_ref_t d = {.buffer = b->dst}, s = {.buffer = b->src};
+  double t[5] = {0};
+  for (int k = 0; k < 5; ++k) {
+    int which = (run & 1) != 0 ? 4 - k : k;
+    int failed = 0;
+    switch (which) {
+      case BW_MEMCPY_1:
+        t[which] = memcpy_sample(b->pool1, b->dp, b->sp, b->size, b->iters);
+        break;
+      case BW_ENGINE_1:
+        failed = dma_copies(&b->c, b->q1, d, s, b->size, b->iters, &t[which]);
+        break;
+      case BW_MEMCPY_CALLER:
+        t[which] = caller_memcpy_sample(b->dp, b->sp, b->size, b->iters);
+        break;
+      case BW_MEMCPY_N:
+        t[which] = memcpy_sample(b->pooln, b->dp, b->sp, b->size, b->iters);
+        break;
+      default:
+        failed = dma_copies(&b->c, b->qn, d, s, b->size, b->iters, &t[which]);
+        break;
+    }
+    if (failed) {
+      return 1;
+    }
+  }
+  double bytes = (double)b->size * b->iters;
+  for (int k = 0; k < 5; ++k) {
+    out[k] = bytes / t[k];  // bytes per ns = GB/s
+  }
+  return 0;
+}
+
+// The bandwidth figures of one copy size.
+static int bandwidth_run(bench_report_t *report, dma_bench_t *b,
+                         uint64_t size) {
+  // Enough repetitions for a sample of ~32 MiB of small copies (many
+  // submits) or ~128 MiB of large ones (tens of ms, so that neither a
+  // scheduler hiccup nor the wake-up of the parked waiter at the end
+  // decides a sample); at least one copy. Up to 64 MiB, 41 paired runs
+  // (the median of their ratios); above, one copy per sample and 21 runs
+  // (time). Pairs of samples taken side by side on these shared machines
+  // differ by 0.6-1.5x from one pair to the next, so the median needs that
+  // many to settle within a few percent.
+  uint64_t sample = size >= MIB ? 128 * MIB : 32 * MIB;
+  if (b->quick) {
+    sample /= 4;
+  }
+  b->size = size;
+  b->iters = size >= sample ? 1 : (int)(sample / size);
+  char sname[16], n1[64], nc[64], nn[64], bn[64];
+  size_name(size, sname, sizeof(sname));
+  snprintf(n1, sizeof(n1), "copy_1_engine_%s", sname);
+  // For reference: the same engine samples against memcpy on the calling
+  // thread (see "memcpy over helper threads" for why the target's baseline
+  // is a helper thread).
+  snprintf(nc, sizeof(nc), "copy_1_engine_%s_vs_calling_thread", sname);
+  snprintf(nn, sizeof(nn), "copy_%d_engines_%s", b->engines, sname);
+  snprintf(bn, sizeof(bn), "memcpy_%d_threads", b->engines);
+  const bench_figure_t figures[] = {
+      {n1, "GB/s", BW_ENGINE_1, "memcpy_1_thread", BW_MEMCPY_1,
+       size >= MIB ? ">= 0.95" : NULL, BENCH_PAIRED, false},
+      {nc, "GB/s", BW_ENGINE_1, "memcpy_calling_thread", BW_MEMCPY_CALLER,
+       NULL, BENCH_PAIRED, false},
+      {nn, "GB/s", BW_ENGINE_N, bn, BW_MEMCPY_N,
+       size >= 64 * MIB ? ">= 0.9" : NULL, BENCH_PAIRED, false},
+  };
+  const bench_group_t group = {
+      .runs = b->quick ? 5 : size <= 64 * MIB ? 41 : 21,
+      .slots = 5,
+      .measure = bandwidth_measure,
+      .figures = figures,
+      .figure_count = 3,
+  };
+  return bench_group_run(report, &group, b);
+}
+
+// Latency of one 4 KiB copy: buffers of their own, since the first 4 KiB of
+// the two 1 GiB buffers sit at addresses equal modulo 1 GiB, whose lines
+// compete for the same cache sets and whose loads falsely alias the copy's
+// stores (measured: 200-240 ns a copy there, against 100-150 ns 2 KiB apart
+// or in buffers of their own), a cost of those addresses, not of the path.
+static int latency_setup(void *arg) {
+  dma_bench_t *b = arg;
+  accel_dma_queue_desc_t qid = {.struct_size = sizeof(qid),
+                                .engine_count = 1,
+                                .name = "bench-latency"};
+  if (check(accel_dma_queue_create(b->c.dev, &qid, &b->qi),
+            "queue (latency)")) {
     return 1;
   }
-  bench_report_t report;
-  bench_report_init(&report, "dma", c.dev);
-  accel_device_info_t info = {.struct_size = sizeof(info)};
-  accel_device_info(c.dev, &info);
-  int engines = (int)info.copy_queue_count;
+  uint8_t *lsp = NULL, *ldp = NULL;
+  b->lsrc = alloc(b->c.dev, 4 * KIB, ACCEL_MEMORY_KIND_DEVICE, &lsp);
+  b->ldst = alloc(b->c.dev, 4 * KIB, ACCEL_MEMORY_KIND_DEVICE, &ldp);
+  if (b->lsrc == NULL || b->ldst == NULL) {
+    accel_buffer_release(b->lsrc);
+    accel_buffer_release(b->ldst);
+    accel_dma_queue_destroy(b->qi);
+    return 1;
+  }
+  return 0;
+}
 
-  accel_dma_queue_t *q1 = NULL, *qn = NULL;
+static void latency_teardown(void *arg) {
+  dma_bench_t *b = arg;
+  accel_dma_queue_destroy(b->qi);
+  accel_buffer_release(b->lsrc);
+  accel_buffer_release(b->ldst);
+}
+
+enum { LAT_HANDOFF, LAT_INLINE, LAT_ENGINE };
+
+static int latency_measure(void *arg, int run, double *out) {
+  (void)run;
+  dma_bench_t *b = arg;
+  int iters = b->quick ? 2000 : 20000;
+  accel_dma_desc_t d = {.struct_size = sizeof(d),
+                        .op = ACCEL_DMA_OP_COPY_1D,
+                        .dst = {.buffer = b->ldst},
+                        .src = {.buffer = b->lsrc},
+                        .width_bytes = 4 * KIB};
+  // A fresh handoff thread per sample (bench_spin_handoff_ns): left
+  // spinning, it would take a core from the DMA sample.
+  out[LAT_HANDOFF] = bench_spin_handoff_ns(iters) / 1000.0;  // us
+  accel_dma_queue_t *queues[2] = {b->qi, b->q1};
+  for (int k = 0; k < 2; ++k) {
+    // Warmed up the same way.
+    if (copies_one_at_a_time(&b->c, queues[k], &d, iters / 10 + 1)) {
+      return 1;
+    }
+    uint64_t t0 = bench_now_ns();
+    if (copies_one_at_a_time(&b->c, queues[k], &d, iters)) {
+      return 1;
+    }
+    out[LAT_INLINE + k] = (double)(bench_now_ns() - t0) / iters / 1000.0;
+  }
+  return 0;
+}
+
+static const bench_figure_t k_latency_figures[] = {
+    {"latency_4KiB_copy", "us", LAT_INLINE, "bare_spin_handoff", LAT_HANDOFF,
+     "<= 2", BENCH_PAIRED, false},
+    {"latency_4KiB_copy_engine", "us", LAT_ENGINE, "bare_spin_handoff",
+     LAT_HANDOFF, NULL, BENCH_PAIRED, false},
+};
+
+// A stream copy through DMA against the same memcpy on the stream's worker.
+static int stream_setup(void *arg) {
+  dma_bench_t *b = arg;
+  return check(accel_stream_create(b->c.dev, NULL, &b->stream), "stream");
+}
+
+static void stream_teardown(void *arg) {
+  dma_bench_t *b = arg;
+  accel_stream_destroy(b->stream);
+}
+
+static int stream_measure(void *arg, int run, double *out) {
+  (void)run;
+  dma_bench_t *b = arg;
+  int iters = b->quick ? 2000 : 20000;
+  memcpy_arg_t m = {.dst = b->dp, .src = b->sp, .size = 4 * KIB};
+  uint64_t t0 = bench_now_ns();
+  for (int i = 0; i < iters; ++i) {
+    if (check(accel_stream_copy(b->stream, b->dst, 0, b->src, 0, 4 * KIB),
+              "copy") ||
+        check(accel_stream_synchronize(b->stream, ACCEL_TIMEOUT_INFINITE),
+              "synchronize")) {
+      return 1;
+    }
+  }
+  uint64_t t1 = bench_now_ns();
+  for (int i = 0; i < iters; ++i) {
+    if (check(accel_stream_host_call(b->stream, memcpy_fn, &m), "host call") ||
+        check(accel_stream_synchronize(b->stream, ACCEL_TIMEOUT_INFINITE),
+              "synchronize")) {
+      return 1;
+    }
+  }
+  uint64_t t2 = bench_now_ns();
+  out[0] = (double)(t1 - t0) / iters / 1000.0;  // us
+  out[1] = (double)(t2 - t1) / iters / 1000.0;
+  return 0;
+}
+
+static const bench_figure_t k_stream_figures[] = {
+    {"stream_copy_4KiB", "us", 0, "stream_host_call_memcpy", 1, NULL,
+     BENCH_PAIRED, false},
+};
+
+// Pageable (staged) against pinned host memory, 64 MiB each way.
+static int staging_setup(void *arg) {
+  dma_bench_t *b = arg;
+  uint8_t *pinned_ptr = NULL;
+  b->pinned = alloc(b->c.dev, 64 * MIB, ACCEL_MEMORY_KIND_HOST_PINNED,
+                    &pinned_ptr);
+  b->pageable = malloc(64 * MIB);
+  if (b->pinned == NULL || b->pageable == NULL) {
+    accel_buffer_release(b->pinned);
+    free(b->pageable);
+    return 1;
+  }
+  memset(b->pageable, 2, 64 * MIB);
+  return 0;
+}
+
+static void staging_teardown(void *arg) {
+  dma_bench_t *b = arg;
+  free(b->pageable);
+  accel_buffer_release(b->pinned);
+}
+
+enum { ST_H2D_PINNED, ST_H2D_PAGEABLE, ST_D2H_PINNED, ST_D2H_PAGEABLE };
+
+static int staging_measure(void *arg, int run, double *out) {
+  (void)run;
+  dma_bench_t *b = arg;
+  uint64_t size = 64 * MIB;
+  accel_dma_ref_t dev = {.buffer = b->dst};
+  accel_dma_ref_t pin = {.buffer = b->pinned};
+  accel_dma_ref_t pag = {.host = b->pageable};
+  double t[4];
+  if (dma_copies(&b->c, b->qn, dev, pin, size, 1, &t[ST_H2D_PINNED]) ||
+      dma_copies(&b->c, b->qn, dev, pag, size, 1, &t[ST_H2D_PAGEABLE]) ||
+      dma_copies(&b->c, b->qn, pin, dev, size, 1, &t[ST_D2H_PINNED]) ||
+      dma_copies(&b->c, b->qn, pag, dev, size, 1, &t[ST_D2H_PAGEABLE])) {
+    return 1;
+  }
+  for (int k = 0; k < 4; ++k) {
+    out[k] = (double)size / t[k];
+  }
+  return 0;
+}
+
+static const bench_figure_t k_staging_figures[] = {
+    {"h2d_pageable_staged_64MiB", "GB/s", ST_H2D_PAGEABLE, "h2d_pinned_64MiB",
+     ST_H2D_PINNED, ">= 0.7", BENCH_PAIRED, false},
+    {"d2h_pageable_staged_64MiB", "GB/s", ST_D2H_PAGEABLE, "d2h_pinned_64MiB",
+     ST_D2H_PINNED, ">= 0.7", BENCH_PAIRED, false},
+};
+
+// Opens the runtime, the queues, the helper pools and the big buffers.
+static int dma_bench_open(dma_bench_t *b, accel_runtime_t **rt,
+                          uint64_t max_size) {
+  if (check(accel_runtime_create(NULL, rt), "runtime") ||
+      check(accel_device_get(*rt, 0, &b->c.dev), "device") ||
+      check(accel_semaphore_create(b->c.dev, 0, &b->c.sem), "semaphore")) {
+    return 1;
+  }
+  accel_device_info_t info = {.struct_size = sizeof(info)};
+  accel_device_info(b->c.dev, &info);
+  b->engines = (int)info.copy_queue_count;
   // Bandwidth is the engines' (small copies stay on them too).
   accel_dma_queue_desc_t qd = {.struct_size = sizeof(qd),
                                .flags = ACCEL_DMA_QUEUE_FLAG_NO_INLINE,
                                .engine_count = 1,
                                .name = "bench1"};
-  if (check(accel_dma_queue_create(c.dev, &qd, &q1), "queue (1 engine)")) {
+  if (check(accel_dma_queue_create(b->c.dev, &qd, &b->q1),
+            "queue (1 engine)")) {
     return 1;
   }
   qd.engine_count = 0;
   qd.name = "benchN";
-  if (check(accel_dma_queue_create(c.dev, &qd, &qn), "queue (all)")) {
+  if (check(accel_dma_queue_create(b->c.dev, &qd, &b->qn), "queue (all)")) {
     return 1;
   }
-  pool_t *pool1 = aligned_alloc(64, sizeof(pool_t));
-  pool_t *pooln = aligned_alloc(64, sizeof(pool_t));
-  pool_start(pool1, 1);
-  pool_start(pooln, engines);
+  b->src = alloc(b->c.dev, max_size, ACCEL_MEMORY_KIND_DEVICE, &b->sp);
+  b->dst = alloc(b->c.dev, max_size, ACCEL_MEMORY_KIND_DEVICE, &b->dp);
+  return b->src == NULL || b->dst == NULL;
+}
 
-  uint8_t *sp = NULL, *dp = NULL;
-  accel_buffer_t *src = alloc(c.dev, max_size, ACCEL_MEMORY_KIND_DEVICE, &sp);
-  accel_buffer_t *dst = alloc(c.dev, max_size, ACCEL_MEMORY_KIND_DEVICE, &dp);
-  if (src == NULL || dst == NULL) {
-    return 1;
-  }
-  char name[64], sname[16], bname[64];
-  for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); ++si) {
-    uint64_t size = sizes[si];
-    if (size > max_size) {
-      break;
-    }
-    // Enough repetitions for a sample of ~32 MiB of small copies (many
-    // submits) or ~128 MiB of large ones (tens of ms, so that neither a
-    // scheduler hiccup nor the wake-up of the parked waiter at the end
-    // decides a sample); at least one copy. Up to 64 MiB, 41 paired runs
-    // (the median of their ratios); above, one copy per sample and 21 runs
-    // (time). Pairs of samples taken side by side on these shared machines
-    // differ by 0.6-1.5x from one pair to the next, so the median needs that
-    // many to settle within a few percent.
-    uint64_t sample = size >= MIB ? 128 * MIB : 32 * MIB;
-    if (args->quick) {
-      sample /= 4;
-    }
-    int iters = size >= sample ? 1 : (int)(sample / size);
-    int bw_runs = args->quick ? runs : size <= 64 * MIB ? 41 : 21;
-    accel_dma_ref_t d = {.buffer = dst}, s = {.buffer = src};
-    double m1[64], mn[64], e1[64], en[64], mc[64];
-    for (int r = -1; r < bw_runs; ++r) {  // r = -1: warm-up
-      // Odd runs take their five samples in the reverse order, so that
-      // neither side of a pair always follows the other (cache contents,
-      // threads waking up) or always comes first in a slowing machine.
-      double t_m1 = 0, t_e1 = 0, t_mc = 0, t_mn = 0, t_en = 0;
-      for (int k = 0; k < 5; ++k) {
-        int which = (r & 1) != 0 ? 4 - k : k;
-        int failed = 0;
-        switch (which) {
-          case 0:
-            t_m1 = memcpy_sample(pool1, dp, sp, size, iters);
-            break;
-          case 1:
-            failed = dma_copies(&c, q1, d, s, size, iters, &t_e1);
-            break;
-          case 2:
-            t_mc = caller_memcpy_sample(dp, sp, size, iters);
-            break;
-          case 3:
-            t_mn = memcpy_sample(pooln, dp, sp, size, iters);
-            break;
-          default:
-            failed = dma_copies(&c, qn, d, s, size, iters, &t_en);
-            break;
-        }
-        if (failed) {
-          return 1;
-        }
-      }
-      if (r >= 0) {
-        double bytes = (double)size * iters;
-        m1[r] = bytes / t_m1;  // bytes per ns = GB/s
-        e1[r] = bytes / t_e1;
-        mc[r] = bytes / t_mc;
-        mn[r] = bytes / t_mn;
-        en[r] = bytes / t_en;
-      }
-    }
-    size_name(size, sname, sizeof(sname));
-    snprintf(name, sizeof(name), "copy_1_engine_%s", sname);
-    bench_add_paired(&report, name, e1, "GB/s", "memcpy_1_thread", m1,
-                     bw_runs, size >= MIB ? ">= 0.95" : NULL);
-    // For reference: the same engine samples against memcpy on the calling
-    // thread (see "memcpy over helper threads" for why the target's
-    // baseline is a helper thread).
-    snprintf(name, sizeof(name), "copy_1_engine_%s_vs_calling_thread", sname);
-    bench_add_paired(&report, name, e1, "GB/s", "memcpy_calling_thread", mc,
-                     bw_runs, NULL);
-    snprintf(name, sizeof(name), "copy_%d_engines_%s", engines, sname);
-    snprintf(bname, sizeof(bname), "memcpy_%d_threads", engines);
-    bench_add_paired(&report, name, en, "GB/s", bname, mn, bw_runs,
-                     size >= 64 * MIB ? ">= 0.9" : NULL);
-  }
-  pool_stop(pool1);
-  pool_stop(pooln);
-  free(pool1);
-  free(pooln);
-
-  // Latency of one 4 KiB copy, against the bare spinning handoff: on a
-  // default queue (inline when idle) and through an engine (q1).
-  {
-    accel_dma_queue_t *qi = NULL;
-    accel_dma_queue_desc_t qid = {.struct_size = sizeof(qid),
-                                  .engine_count = 1,
-                                  .name = "bench-latency"};
-    if (check(accel_dma_queue_create(c.dev, &qid, &qi), "queue (latency)")) {
-      return 1;
-    }
-    // Buffers of their own: the first 4 KiB of the two 1 GiB buffers above
-    // sit at addresses equal modulo 1 GiB, whose lines compete for the same
-    // cache sets and whose loads falsely alias the copy's stores (measured:
-    // 200-240 ns a copy there, against 100-150 ns 2 KiB apart or in buffers
-    // of their own), a cost of those addresses, not of the path.
-    uint8_t *lsp = NULL, *ldp = NULL;
-    accel_buffer_t *lsrc = alloc(c.dev, 4 * KIB, ACCEL_MEMORY_KIND_DEVICE, &lsp);
-    accel_buffer_t *ldst = alloc(c.dev, 4 * KIB, ACCEL_MEMORY_KIND_DEVICE, &ldp);
-    if (lsrc == NULL || ldst == NULL) {
-      return 1;
-    }
-    int iters = args->quick ? 2000 : 20000;
-    double hs[16], ls[16], es[16];
-    accel_dma_desc_t d = {.struct_size = sizeof(d),
-                          .op = ACCEL_DMA_OP_COPY_1D,
-                          .dst = {.buffer = ldst},
-                          .src = {.buffer = lsrc},
-                          .width_bytes = 4 * KIB};
-    accel_dma_queue_t *queues[2] = {qi, q1};
-    for (int r = -1; r < runs; ++r) {
-      // A fresh handoff thread per sample (bench_spin_handoff_ns): left
-      // spinning, it would take a core from the DMA sample.
-      double hsample = bench_spin_handoff_ns(iters);
-      double qsample[2];
-      for (int k = 0; k < 2; ++k) {
-        // Warmed up the same way.
-        if (copies_one_at_a_time(&c, queues[k], &d, iters / 10 + 1)) {
-          return 1;
-        }
-        uint64_t t0 = bench_now_ns();
-        if (copies_one_at_a_time(&c, queues[k], &d, iters)) {
-          return 1;
-        }
-        qsample[k] = (double)(bench_now_ns() - t0) / iters;
-      }
-      if (r >= 0) {
-        hs[r] = hsample / 1000.0;  // us
-        ls[r] = qsample[0] / 1000.0;
-        es[r] = qsample[1] / 1000.0;
-      }
-    }
-    bench_add_paired(&report, "latency_4KiB_copy", ls, "us",
-                     "bare_spin_handoff", hs, runs, "<= 2");
-    bench_add_paired(&report, "latency_4KiB_copy_engine", es, "us",
-                     "bare_spin_handoff", hs, runs, NULL);
-    accel_dma_queue_destroy(qi);
-    accel_buffer_release(lsrc);
-    accel_buffer_release(ldst);
-  }
-
-  // A stream copy through DMA against the same memcpy on the stream's worker.
-  {
-    int iters = args->quick ? 2000 : 20000;
-    double cs[16], bs[16];
-    accel_stream_t *s = NULL;
-    if (check(accel_stream_create(c.dev, NULL, &s), "stream")) {
-      return 1;
-    }
-    memcpy_arg_t m = {.dst = dp, .src = sp, .size = 4 * KIB};
-    for (int r = -1; r < runs; ++r) {
-      uint64_t t0 = bench_now_ns();
-      for (int i = 0; i < iters; ++i) {
-        if (check(accel_stream_copy(s, dst, 0, src, 0, 4 * KIB), "copy") ||
-            check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
-                  "synchronize")) {
-          return 1;
-        }
-      }
-      uint64_t t1 = bench_now_ns();
-      for (int i = 0; i < iters; ++i) {
-        if (check(accel_stream_host_call(s, memcpy_fn, &m), "host call") ||
-            check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
-                  "synchronize")) {
-          return 1;
-        }
-      }
-      uint64_t t2 = bench_now_ns();
-      if (r >= 0) {
-        cs[r] = (double)(t1 - t0) / iters / 1000.0;  // us
-        bs[r] = (double)(t2 - t1) / iters / 1000.0;
-      }
-    }
-    accel_stream_destroy(s);
-    bench_add_paired(&report, "stream_copy_4KiB", cs, "us",
-                     "stream_host_call_memcpy", bs, runs, NULL);
-  }
-
-  // Pageable (staged) against pinned host memory.
-  {
-    uint64_t size = 64 * MIB;
-    uint8_t *pinned_ptr = NULL;
-    accel_buffer_t *pinned =
-        alloc(c.dev, size, ACCEL_MEMORY_KIND_HOST_PINNED, &pinned_ptr);
-    uint8_t *pageable = malloc(size);
-    if (pinned == NULL || pageable == NULL) {
-      return 1;
-    }
-    memset(pageable, 2, size);
-    double h_pg[16], h_pn[16], d_pg[16], d_pn[16];
-    accel_dma_ref_t dev = {.buffer = dst};
-    accel_dma_ref_t pin = {.buffer = pinned};
-    accel_dma_ref_t pag = {.host = pageable};
-    for (int r = -1; r < runs; ++r) {
-      double a, b, x, y;
-      if (dma_copies(&c, qn, dev, pin, size, 1, &a) ||
-          dma_copies(&c, qn, dev, pag, size, 1, &b) ||
-          dma_copies(&c, qn, pin, dev, size, 1, &x) ||
-          dma_copies(&c, qn, pag, dev, size, 1, &y)) {
-        return 1;
-      }
-      if (r >= 0) {
-        h_pn[r] = (double)size / a;
-        h_pg[r] = (double)size / b;
-        d_pn[r] = (double)size / x;
-        d_pg[r] = (double)size / y;
-      }
-    }
-    bench_add_paired(&report, "h2d_pageable_staged_64MiB", h_pg, "GB/s",
-                     "h2d_pinned_64MiB", h_pn, runs, ">= 0.7");
-    bench_add_paired(&report, "d2h_pageable_staged_64MiB", d_pg, "GB/s",
-                     "d2h_pinned_64MiB", d_pn, runs, ">= 0.7");
-    free(pageable);
-    accel_buffer_release(pinned);
-  }
-
-  accel_buffer_release(src);
-  accel_buffer_release(dst);
-  accel_dma_queue_destroy(q1);
-  accel_dma_queue_destroy(qn);
-  accel_semaphore_release(c.sem);
+// Releases what dma_bench_open acquired (the process exits after a failure).
+static void dma_bench_close(dma_bench_t *b, accel_runtime_t *rt) {
+  accel_buffer_release(b->src);
+  accel_buffer_release(b->dst);
+  accel_dma_queue_destroy(b->q1);
+  accel_dma_queue_destroy(b->qn);
+  accel_semaphore_release(b->c.sem);
   accel_runtime_destroy(rt);
-  return bench_print(&report, args->json);
+}
+
+// Every bandwidth size up to |max_size|, over helper pools started for them
+// (and stopped after, so that no helper competes with the latency figures).
+static int bandwidth_all(bench_report_t *report, dma_bench_t *b,
+                         uint64_t max_size) {
+  const uint64_t sizes[] = {4 * KIB,  64 * KIB,  MIB,     16 * MIB,
+                            64 * MIB, 256 * MIB, GIB};
+  b->pool1 = aligned_alloc(64, sizeof(pool_t));
+  b->pooln = aligned_alloc(64, sizeof(pool_t));
+  pool_start(b->pool1, 1);
+  pool_start(b->pooln, b->engines);
+  int failed = 0;
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]) && !failed; ++i) {
+    if (sizes[i] <= max_size) {
+      failed = bandwidth_run(report, b, sizes[i]);
+    }
+  }
+  pool_stop(b->pool1);
+  pool_stop(b->pooln);
+  free(b->pool1);
+  free(b->pooln);
+  return failed;
+}
+
+int accel_bench_dma(const bench_args_t *args) {
+  int runs = args->quick ? 5 : 15;
+  uint64_t max_size = args->quick ? 64 * MIB : GIB;
+  accel_runtime_t *rt = NULL;
+  dma_bench_t b = {.quick = args->quick};
+  if (dma_bench_open(&b, &rt, max_size)) {
+    return 1;
+  }
+  bench_report_t report;
+  bench_report_init(&report, "dma", b.c.dev);
+  const bench_group_t groups[] = {
+      {.runs = runs, .slots = 3, .setup = latency_setup,
+       .measure = latency_measure, .teardown = latency_teardown,
+       .figures = k_latency_figures, .figure_count = 2},
+      {.runs = runs, .slots = 2, .setup = stream_setup,
+       .measure = stream_measure, .teardown = stream_teardown,
+       .figures = k_stream_figures, .figure_count = 1},
+      {.runs = runs, .slots = 4, .setup = staging_setup,
+       .measure = staging_measure, .teardown = staging_teardown,
+       .figures = k_staging_figures, .figure_count = 2},
+  };
+  int failed = bandwidth_all(&report, &b, max_size);
+  for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]) && !failed; ++i) {
+    failed = bench_group_run(&report, &groups[i], &b);
+  }
+  dma_bench_close(&b, rt);
+  return failed ? 1 : bench_print(&report, args->json);
 }

@@ -269,163 +269,208 @@ static double cpu_seconds(void) {
          (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
 }
 
-int accel_bench_launch(const bench_args_t *args) {
-  int runs = args->quick ? 5 : 21;
-  int iters = args->quick ? 2000 : 20000;
-  uint64_t batch = args->quick ? 100000 : 1000000;
-  int batch_runs = args->quick ? 5 : 21;
+// Every sample the launch figures come from. The steps are not a
+// bench_group_t: their warm-ups differ (per sample, per step, none), and
+// figures of one step take their baselines from another (the futex handoff
+// against the spinning one; the parked round trip against the futex
+// handoff).
+typedef struct launch_bench {
+  accel_stream_t *s;
+  accel_device_t *dev;
+  bool quick;
+  int runs, iters, batch_runs;
+  uint64_t batch;
+  double parked;     // bare futex handoff, ns
+  double parked_rt;  // round trip with a worker that parks at once, ns
+  double rt_samples[64], spin_samples[64];
+  double kr_samples[64], hc_samples[64];
+  double enq[32], done[32], bare[32], bare64[32];
+  double idle;
+} launch_bench_t;
 
-  accel_runtime_t *rt = NULL;
-  accel_device_t *dev = NULL;
-  accel_stream_t *s = NULL;
-  if (check(accel_runtime_create(NULL, &rt), "runtime") ||
-      check(accel_device_get(rt, 0, &dev), "device") ||
-      check(accel_stream_create(dev, NULL, &s), "stream")) {
-    return 1;
-  }
-  bench_report_t report;
-  bench_report_init(&report, "launch", dev);
-
-  double parked = measure_futex_handoff(runs, args->quick ? 20 : 100);
-
-  // Round trip: enqueue + synchronize, one at a time. Each run of it is
-  // paired with a run of the bare spinning handoff just before it (a fresh
-  // handoff thread each time, so that no third thread spins meanwhile), so
-  // that both see the same machine load.
-  double rt_samples[64];
-  double spin_samples[64];
-  for (int r = 0; r < runs; ++r) {
-    spin_samples[r] = bench_spin_handoff_ns(iters);
+// Round trip: enqueue + synchronize, one at a time. Each run of it is
+// paired with a run of the bare spinning handoff just before it (a fresh
+// handoff thread each time, so that no third thread spins meanwhile), so
+// that both see the same machine load.
+static int measure_roundtrip(launch_bench_t *b) {
+  for (int r = 0; r < b->runs; ++r) {
+    b->spin_samples[r] = bench_spin_handoff_ns(b->iters);
     // Warmed up like the handoff sample (bench_spin_handoff_ns): the worker
     // parked while the handoff ran, and its first command pays the wake-up.
-    if (host_round_trips(s, iters / 10 + 1)) {
+    if (host_round_trips(b->s, b->iters / 10 + 1)) {
       return 1;
     }
     uint64_t t0 = bench_now_ns();
-    if (host_round_trips(s, iters)) {
+    if (host_round_trips(b->s, b->iters)) {
       return 1;
     }
-    rt_samples[r] = (double)(bench_now_ns() - t0) / iters / 1000.0;  // us
-    spin_samples[r] /= 1000.0;
+    b->rt_samples[r] = (double)(bench_now_ns() - t0) / b->iters / 1000.0;
+    b->spin_samples[r] /= 1000.0;  // us
   }
-  double spin = bench_median(spin_samples, runs);  // us
+  return 0;
+}
 
-  // The same round trip when the worker parks at once (spin 1 ns): what a
-  // runtime that never spins pays, against the bare futex handoff.
-  double parked_rt = 0;
-  {
-    accel_runtime_options_t opts;
-    accel_runtime_options_init(&opts);
-    opts.spin_ns = 1;
-    accel_runtime_t *prt = NULL;
-    accel_device_t *pdev = NULL;
-    accel_stream_t *ps = NULL;
-    if (check(accel_runtime_create(&opts, &prt), "runtime (parked)") ||
-        check(accel_device_get(prt, 0, &pdev), "device (parked)") ||
-        check(accel_stream_create(pdev, NULL, &ps), "stream (parked)")) {
+// The same round trip when the worker parks at once (spin 1 ns): what a
+// runtime that never spins pays, against the bare futex handoff.
+static int measure_parked(launch_bench_t *b) {
+  accel_runtime_options_t opts;
+  accel_runtime_options_init(&opts);
+  opts.spin_ns = 1;
+  accel_runtime_t *prt = NULL;
+  accel_device_t *pdev = NULL;
+  accel_stream_t *ps = NULL;
+  if (check(accel_runtime_create(&opts, &prt), "runtime (parked)") ||
+      check(accel_device_get(prt, 0, &pdev), "device (parked)") ||
+      check(accel_stream_create(pdev, NULL, &ps), "stream (parked)")) {
+    return 1;
+  }
+  int piters = b->quick ? 20 : 100;
+  double ps_samples[64];
+  for (int r = 0; r < b->runs; ++r) {
+    uint64_t total = 0;
+    for (int i = 0; i < piters; ++i) {
+      usleep(300);  // the worker is parked by now
+      uint64_t t0 = bench_now_ns();
+      accel_stream_host_call(ps, empty_host_fn, NULL);
+      accel_stream_synchronize(ps, ACCEL_TIMEOUT_INFINITE);
+      total += bench_now_ns() - t0;
+    }
+    ps_samples[r] = (double)total / piters;
+  }
+  b->parked_rt = bench_median(ps_samples, b->runs);
+  accel_stream_destroy(ps);
+  accel_runtime_destroy(prt);
+  return 0;
+}
+
+// |iters| launches of |kernel|, each synchronized.
+static int kernel_round_trips(accel_stream_t *s, accel_kernel_t *kernel,
+                              int iters) {
+  accel_launch_desc_t ld = {.struct_size = sizeof(ld),
+                            .workgroup_count = {1, 1, 1}};
+  for (int i = 0; i < iters; ++i) {
+    if (check(accel_launch(s, kernel, &ld), "launch") ||
+        check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
       return 1;
     }
-    int piters = args->quick ? 20 : 100;
-    double ps_samples[64];
-    for (int r = 0; r < runs; ++r) {
-      uint64_t total = 0;
-      for (int i = 0; i < piters; ++i) {
-        usleep(300);  // the worker is parked by now
-        uint64_t t0 = bench_now_ns();
-        accel_stream_host_call(ps, empty_host_fn, NULL);
-        accel_stream_synchronize(ps, ACCEL_TIMEOUT_INFINITE);
-        total += bench_now_ns() - t0;
-      }
-      ps_samples[r] = (double)total / piters;
-    }
-    parked_rt = bench_median(ps_samples, runs);
-    accel_stream_destroy(ps);
-    accel_runtime_destroy(prt);
   }
-  // Empty kernel: the same loop through accel_launch.
+  return 0;
+}
+
+// Empty kernel: the host-command loop through accel_launch, interleaved with
+// the host-command loop so that both see the same machine (other processes
+// on a shared host shift absolute times).
+static int measure_kernel(launch_bench_t *b) {
   accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
                             .abi_version = ACCEL_KERNEL_ABI_VERSION,
                             .name = "empty", .fn = empty_kernel};
   accel_kernel_t *kernel = NULL;
-  if (check(accel_kernel_register(dev, &kd, &kernel), "kernel")) {
+  if (check(accel_kernel_register(b->dev, &kd, &kernel), "kernel")) {
     return 1;
   }
-  accel_launch_desc_t ld = {.struct_size = sizeof(ld),
-                            .workgroup_count = {1, 1, 1}};
-  for (int i = 0; i < iters / 10; ++i) {
-    accel_launch(s, kernel, &ld);
-    accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE);
-  }
-  // Interleaved with the host-command loop so that both see the same
-  // machine (other processes on a shared host shift absolute times).
-  double kr_samples[64], hc_samples[64];
-  for (int r = 0; r < runs; ++r) {
+  int failed = kernel_round_trips(b->s, kernel, b->iters / 10);  // warm-up
+  for (int r = 0; r < b->runs && !failed; ++r) {
     uint64_t t0 = bench_now_ns();
-    if (host_round_trips(s, iters)) {
-      return 1;
-    }
+    failed = host_round_trips(b->s, b->iters);
     uint64_t t1 = bench_now_ns();
-    for (int i = 0; i < iters; ++i) {
-      if (check(accel_launch(s, kernel, &ld), "launch") ||
-          check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
-        return 1;
-      }
-    }
-    hc_samples[r] = (double)(t1 - t0) / iters / 1000.0;  // us
-    kr_samples[r] = (double)(bench_now_ns() - t1) / iters / 1000.0;
+    failed = failed || kernel_round_trips(b->s, kernel, b->iters);
+    b->hc_samples[r] = (double)(t1 - t0) / b->iters / 1000.0;  // us
+    b->kr_samples[r] = (double)(bench_now_ns() - t1) / b->iters / 1000.0;
   }
   accel_kernel_release(kernel);
+  return failed;
+}
 
-  // Batches: enqueue cost and completion rate. Each accel batch is paired
-  // with a run of each bare ring, before it in every other pair, so that
-  // neither side always comes first after the other's threads.
-  double enq[32], done[32], bare[32], bare64[32];
-  for (int r = 0; r < batch_runs; ++r) {
+static void measure_bare_rings(launch_bench_t *b, int r) {
+  b->bare[r] = measure_spsc(b->batch);
+  b->bare64[r] = measure_spsc64(b->batch);
+}
+
+// Batches: enqueue cost and completion rate. Each accel batch is paired
+// with a run of each bare ring, before it in every other pair, so that
+// neither side always comes first after the other's threads.
+static int measure_batches(launch_bench_t *b) {
+  for (int r = 0; r < b->batch_runs; ++r) {
     if (r % 2 == 1) {
-      bare[r] = measure_spsc(batch);
-      bare64[r] = measure_spsc64(batch);
+      measure_bare_rings(b, r);
     }
     uint64_t t0 = bench_now_ns();
-    for (uint64_t i = 0; i < batch; ++i) {
-      accel_stream_host_call(s, empty_host_fn, NULL);
+    for (uint64_t i = 0; i < b->batch; ++i) {
+      accel_stream_host_call(b->s, empty_host_fn, NULL);
     }
     uint64_t t1 = bench_now_ns();
-    if (check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+    if (check(accel_stream_synchronize(b->s, ACCEL_TIMEOUT_INFINITE),
+              "sync")) {
       return 1;
     }
     uint64_t t2 = bench_now_ns();
-    enq[r] = (double)(t1 - t0) / (double)batch;
-    done[r] = (double)(t2 - t0) / (double)batch;
+    b->enq[r] = (double)(t1 - t0) / (double)b->batch;
+    b->done[r] = (double)(t2 - t0) / (double)b->batch;
     if (r % 2 == 0) {
-      bare[r] = measure_spsc(batch);
-      bare64[r] = measure_spsc64(batch);
+      measure_bare_rings(b, r);
     }
   }
+  return 0;
+}
 
-  // Idle: a runtime with a stream and nothing to do must not burn CPU.
+// Idle: a runtime with a stream and nothing to do must not burn CPU.
+static void measure_idle(launch_bench_t *b) {
   usleep(20000);
   double c0 = cpu_seconds();
   uint64_t w0 = bench_now_ns();
   usleep(200000);
-  double idle = (cpu_seconds() - c0) / ((double)(bench_now_ns() - w0) * 1e-9);
+  b->idle = (cpu_seconds() - c0) / ((double)(bench_now_ns() - w0) * 1e-9);
+}
 
-  bench_add_paired(&report, "roundtrip_empty_command", rt_samples, "us",
-                   "bare_spin_handoff", spin_samples, runs, "<= 1.5");
-  bench_add(&report, "bare_futex_handoff", parked / 1000.0, "us",
+static void add_figures(bench_report_t *report, const launch_bench_t *b) {
+  int runs = b->runs, batch_runs = b->batch_runs;
+  double spin = bench_median(b->spin_samples, runs);  // us
+  bench_add_paired(report, "roundtrip_empty_command", b->rt_samples, "us",
+                   "bare_spin_handoff", b->spin_samples, runs, "<= 1.5");
+  bench_add(report, "bare_futex_handoff", b->parked / 1000.0, "us",
             "bare_spin_handoff", spin, NULL, runs);
-  bench_add(&report, "roundtrip_parked_worker", parked_rt / 1000.0, "us",
-            "bare_futex_handoff", parked / 1000.0, NULL, runs);
-  bench_add(&report, "enqueue_ns_per_command", bench_median(enq, batch_runs),
+  bench_add(report, "roundtrip_parked_worker", b->parked_rt / 1000.0, "us",
+            "bare_futex_handoff", b->parked / 1000.0, NULL, runs);
+  bench_add(report, "enqueue_ns_per_command", bench_median(b->enq, batch_runs),
             "ns", NULL, 0, "< 100", batch_runs);
-  bench_add_paired(&report, "completed_ns_per_command", done, "ns",
-                   "bare_spsc_ns_per_command", bare, batch_runs, "<= 2");
-  bench_add_paired(&report, "bare_spsc_64B_ns_per_command", bare64, "ns",
-                   "bare_spsc_ns_per_command", bare, batch_runs, NULL);
-  bench_add(&report, "idle_cpu_fraction", idle, "cpu/s", NULL, 0, "<= 0.01",
+  bench_add_paired(report, "completed_ns_per_command", b->done, "ns",
+                   "bare_spsc_ns_per_command", b->bare, batch_runs, "<= 2");
+  bench_add_paired(report, "bare_spsc_64B_ns_per_command", b->bare64, "ns",
+                   "bare_spsc_ns_per_command", b->bare, batch_runs, NULL);
+  bench_add(report, "idle_cpu_fraction", b->idle, "cpu/s", NULL, 0, "<= 0.01",
             1);
-  bench_add_paired(&report, "empty_kernel_roundtrip", kr_samples, "us",
-                   "roundtrip_empty_command", hc_samples, runs, "<= 1.2");
-  accel_stream_destroy(s);
+  bench_add_paired(report, "empty_kernel_roundtrip", b->kr_samples, "us",
+                   "roundtrip_empty_command", b->hc_samples, runs, "<= 1.2");
+}
+
+int accel_bench_launch(const bench_args_t *args) {
+  launch_bench_t *b = calloc(1, sizeof(*b));
+  if (b == NULL) {
+    return 1;
+  }
+  b->quick = args->quick;
+  b->runs = args->quick ? 5 : 21;
+  b->iters = args->quick ? 2000 : 20000;
+  b->batch = args->quick ? 100000 : 1000000;
+  b->batch_runs = args->quick ? 5 : 21;
+  accel_runtime_t *rt = NULL;
+  if (check(accel_runtime_create(NULL, &rt), "runtime") ||
+      check(accel_device_get(rt, 0, &b->dev), "device") ||
+      check(accel_stream_create(b->dev, NULL, &b->s), "stream")) {
+    free(b);
+    return 1;
+  }
+  bench_report_t report;
+  bench_report_init(&report, "launch", b->dev);
+  b->parked = measure_futex_handoff(b->runs, args->quick ? 20 : 100);
+  int failed = measure_roundtrip(b) || measure_parked(b) ||
+               measure_kernel(b) || measure_batches(b);
+  if (!failed) {
+    measure_idle(b);
+    add_figures(&report, b);
+  }
+  accel_stream_destroy(b->s);
   accel_runtime_destroy(rt);
-  return bench_print(&report, args->json);
+  free(b);
+  return failed ? 1 : bench_print(&report, args->json);
 }

@@ -102,9 +102,96 @@ static uint64_t time_first_launch(accel_runtime_t *rt, accel_device_t *dev,
   return t;
 }
 
-int accel_bench_load(const bench_args_t *args) {
-  uint64_t weight_bytes = args->quick ? (64ull << 20) : (1ull << 30);
-  int runs = args->quick ? 3 : 7;
+// Writes the executable to |path|: the empty kernel, the code object |so|
+// for |target|, and |weight_bytes| of weights as 16 tensors of f32.
+static accel_status_t write_executable(const char *path, const char *target,
+                                       const void *so, uint64_t so_size,
+                                       uint64_t weight_bytes) {
+  uint8_t *weights = mmap(NULL, weight_bytes, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (weights == MAP_FAILED) {
+    fprintf(stderr, "accel-bench load: cannot map %llu bytes\n",
+            (unsigned long long)weight_bytes);
+    return ACCEL_ERROR_OUT_OF_MEMORY;
+  }
+  for (uint64_t i = 0; i < weight_bytes; i += 4096) {
+    weights[i] = (uint8_t)(i >> 12);
+  }
+  accel_exe_builder_t *b;
+  accel_status_t st = accel_exe_builder_create(&b);
+  if (st != ACCEL_OK) {
+    munmap(weights, weight_bytes);
+    return st;
+  }
+  accel_exe_kernel_desc_t kd = {.struct_size = sizeof(kd), .name = "empty"};
+  st = accel_exe_builder_add_kernel(b, &kd);
+  if (st == ACCEL_OK) {
+    st = accel_exe_builder_add_code(b, target, ACCEL_CODE_FORMAT_ELF_SO, so,
+                                    so_size);
+  }
+  uint64_t per = weight_bytes / 16;
+  for (int i = 0; i < 16 && st == ACCEL_OK; ++i) {
+    char name[32];
+    snprintf(name, sizeof(name), "layer%02d.weight", i);
+    accel_exe_weight_desc_t w = {.struct_size = sizeof(w), .mappable = 1};
+    w.info = (accel_weight_info_t){
+        .struct_size = sizeof(w.info), .name = name, .dtype = ACCEL_DTYPE_F32,
+        .rank = 2, .shape = {per / 4 / 1024, 1024},
+        .host_data = weights + (uint64_t)i * per, .size_bytes = per};
+    st = accel_exe_builder_add_weight(b, &w);
+  }
+  if (st == ACCEL_OK) {
+    st = accel_exe_builder_write_file(b, path, NULL, NULL);
+  }
+  accel_exe_builder_destroy(b);
+  munmap(weights, weight_bytes);
+  return st;
+}
+
+// What the load figures measure on.
+typedef struct load_bench {
+  accel_runtime_t *rt;
+  accel_device_t *dev;
+  accel_stream_t *s;
+  const char *path;
+  uint8_t *buf;  // the read() baseline's buffer, faulted in before timing
+  uint64_t file_size;
+} load_bench_t;
+
+enum { LOAD_READ, LOAD_SKIP_HASHES, LOAD_HASHED };
+
+// A run: read, load skipping hashes, load hashed. The warm-up (the page
+// cache holds the file, code paths are hot) reads and loads hashed only.
+static int load_measure(void *arg, int run, double *out) {
+  load_bench_t *b = arg;
+  uint64_t a = time_read(b->path, b->buf, b->file_size);
+  uint64_t c = 1;
+  if (run >= 0) {
+    c = time_first_launch(b->rt, b->dev, b->s, b->path,
+                          ACCEL_EXECUTABLE_LOAD_SKIP_HASHES);
+  }
+  uint64_t h = time_first_launch(b->rt, b->dev, b->s, b->path, 0);
+  if (a == 0 || c == 0 || h == 0) {
+    if (run < 0) {
+      fprintf(stderr, "accel-bench load: warm-up failed\n");
+    }
+    return 1;
+  }
+  out[LOAD_READ] = (double)a / 1e6;
+  out[LOAD_SKIP_HASHES] = (double)c / 1e6;
+  out[LOAD_HASHED] = (double)h / 1e6;
+  return 0;
+}
+
+static const bench_figure_t k_load_figures[] = {
+    {"load_to_first_launch_skip_hashes", "ms", LOAD_SKIP_HASHES,
+     "read_whole_file", LOAD_READ, "<= 0.1", BENCH_MEDIANS, false},
+    {"load_to_first_launch_hashed", "ms", LOAD_HASHED, "read_whole_file",
+     LOAD_READ, "<= 1.3", BENCH_MEDIANS, false},
+};
+
+// Writes the executable for |b|'s device to |b->path|; nonzero on failure.
+static int load_prepare(load_bench_t *b, uint64_t weight_bytes) {
   const char *so_path = getenv("ACCEL_HOST_KERNELS");
   if (so_path == NULL || so_path[0] == '\0') {
     so_path = ACCEL_HOST_KERNELS_PATH;
@@ -118,109 +205,55 @@ int accel_bench_load(const bench_args_t *args) {
             so_path);
     return 1;
   }
-  accel_runtime_t *rt = NULL;
-  accel_device_t *dev = NULL;
-  accel_stream_t *s = NULL;
-  if (check(accel_runtime_create(NULL, &rt), "runtime") ||
-      check(accel_device_get(rt, 0, &dev), "device") ||
-      check(accel_stream_create(dev, NULL, &s), "stream")) {
-    return 1;
-  }
-  bench_report_t report;
-  bench_report_init(&report, "load", dev);
   accel_device_info_t info = {.struct_size = sizeof(info)};
-  accel_device_info(dev, &info);  // the code target
+  accel_device_info(b->dev, &info);  // the code target
+  accel_status_t st =
+      write_executable(b->path, info.target, so, so_size, weight_bytes);
+  free(so);
+  return check(st, "writing the executable");
+}
 
-  // Build the executable: the empty kernel, the code object, and the weights
-  // as 16 tensors of f32.
-  uint8_t *weights = mmap(NULL, weight_bytes, PROT_READ | PROT_WRITE,
-                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (weights == MAP_FAILED) {
-    fprintf(stderr, "accel-bench load: cannot map %llu bytes\n",
-            (unsigned long long)weight_bytes);
-    return 1;
-  }
-  for (uint64_t i = 0; i < weight_bytes; i += 4096) {
-    weights[i] = (uint8_t)(i >> 12);
-  }
-  accel_exe_builder_t *b;
-  if (check(accel_exe_builder_create(&b), "builder")) {
-    return 1;
-  }
-  accel_exe_kernel_desc_t kd = {.struct_size = sizeof(kd), .name = "empty"};
-  accel_status_t st = accel_exe_builder_add_kernel(b, &kd);
-  if (st == ACCEL_OK) {
-    st = accel_exe_builder_add_code(b, info.target, ACCEL_CODE_FORMAT_ELF_SO,
-                                    so, so_size);
-  }
-  uint64_t per = weight_bytes / 16;
-  for (int i = 0; i < 16 && st == ACCEL_OK; ++i) {
-    char name[32];
-    snprintf(name, sizeof(name), "layer%02d.weight", i);
-    accel_exe_weight_desc_t w = {.struct_size = sizeof(w), .mappable = 1};
-    w.info = (accel_weight_info_t){
-        .struct_size = sizeof(w.info), .name = name, .dtype = ACCEL_DTYPE_F32,
-        .rank = 2, .shape = {per / 4 / 1024, 1024},
-        .host_data = weights + (uint64_t)i * per, .size_bytes = per};
-    st = accel_exe_builder_add_weight(b, &w);
-  }
+int accel_bench_load(const bench_args_t *args) {
+  uint64_t weight_bytes = args->quick ? (64ull << 20) : (1ull << 30);
+  int runs = args->quick ? 3 : 7;
   const char *tmpdir = getenv("TMPDIR");
   char path[4096];
   snprintf(path, sizeof(path), "%s/accel-bench-load-%d.axe",
            tmpdir && tmpdir[0] ? tmpdir : "/tmp", (int)getpid());
-  if (st == ACCEL_OK) {
-    st = accel_exe_builder_write_file(b, path, NULL, NULL);
-  }
-  accel_exe_builder_destroy(b);
-  munmap(weights, weight_bytes);
-  free(so);
-  if (check(st, "writing the executable")) {
+  load_bench_t b = {.path = path};
+  if (check(accel_runtime_create(NULL, &b.rt), "runtime") ||
+      check(accel_device_get(b.rt, 0, &b.dev), "device") ||
+      check(accel_stream_create(b.dev, NULL, &b.s), "stream")) {
     return 1;
+  }
+  bench_report_t report;
+  bench_report_init(&report, "load", b.dev);
+  int rc = 1;
+  if (load_prepare(&b, weight_bytes)) {
+    goto out;
   }
   struct stat sb;
   stat(path, &sb);
-  uint64_t file_size = (uint64_t)sb.st_size;
-  uint8_t *buf = malloc(file_size);
-  int rc = 1;
-  if (buf == NULL) {
+  b.file_size = (uint64_t)sb.st_size;
+  b.buf = malloc(b.file_size);
+  if (b.buf == NULL) {
     fprintf(stderr, "accel-bench load: cannot allocate %llu bytes\n",
-            (unsigned long long)file_size);
+            (unsigned long long)b.file_size);
     goto out;
   }
-  memset(buf, 0, file_size);  // fault the read buffer in before timing
-
-  // Warm-up: the page cache holds the file, code paths are hot.
-  if (time_read(path, buf, file_size) == 0 ||
-      time_first_launch(rt, dev, s, path, 0) == 0) {
-    fprintf(stderr, "accel-bench load: warm-up failed\n");
-    goto out;
+  memset(b.buf, 0, b.file_size);  // fault the read buffer in before timing
+  const bench_group_t group = {.runs = runs, .slots = 3,
+                               .measure = load_measure,
+                               .figures = k_load_figures, .figure_count = 2};
+  if (bench_group_run(&report, &group, &b) == 0) {
+    bench_add(&report, "weight_bytes", (double)weight_bytes, "bytes", NULL, 0,
+              NULL, 1);
+    rc = bench_print(&report, args->json);
   }
-  double rd[16], skip[16], hashed[16];
-  for (int r = 0; r < runs; ++r) {
-    uint64_t a = time_read(path, buf, file_size);
-    uint64_t c = time_first_launch(rt, dev, s, path,
-                                   ACCEL_EXECUTABLE_LOAD_SKIP_HASHES);
-    uint64_t h = time_first_launch(rt, dev, s, path, 0);
-    if (a == 0 || c == 0 || h == 0) {
-      goto out;
-    }
-    rd[r] = (double)a / 1e6;
-    skip[r] = (double)c / 1e6;
-    hashed[r] = (double)h / 1e6;
-  }
-  double read_ms = bench_median(rd, runs);
-  bench_add(&report, "load_to_first_launch_skip_hashes",
-            bench_median(skip, runs), "ms", "read_whole_file", read_ms,
-            "<= 0.1", runs);
-  bench_add(&report, "load_to_first_launch_hashed", bench_median(hashed, runs),
-            "ms", "read_whole_file", read_ms, "<= 1.3", runs);
-  bench_add(&report, "weight_bytes", (double)weight_bytes, "bytes", NULL, 0,
-            NULL, 1);
-  rc = bench_print(&report, args->json);
 out:
-  free(buf);
+  free(b.buf);
   unlink(path);
-  accel_stream_destroy(s);
-  accel_runtime_destroy(rt);
+  accel_stream_destroy(b.s);
+  accel_runtime_destroy(b.rt);
   return rc;
 }

@@ -44,12 +44,9 @@ static int time_runtime_create(int runs, int iters, double *out_us) {
   return 0;
 }
 
-int accel_bench_topo(const bench_args_t *args) {
-  int runs = args->quick ? 5 : 21;
-  int iters = args->quick ? 20 : 200;
-  bench_report_t report = {.bench = "topo"};
-  snprintf(report.device, sizeof(report.device), "host:0");
-
+// Both runtime figures: unplaced first, then placed, each its own warm-up
+// and runs (ACCEL_AFFINITY restored after).
+static int runtime_create_run(bench_report_t *report, int runs, int iters) {
   const char *saved = getenv("ACCEL_AFFINITY");
   double placed = 0, unplaced = 0;
   setenv("ACCEL_AFFINITY", "0", 1);
@@ -59,76 +56,109 @@ int accel_bench_topo(const bench_args_t *args) {
   if (saved != NULL) {
     setenv("ACCEL_AFFINITY", saved, 1);
   }
+  if (!failed) {
+    bench_add(report, "runtime_create_placed", placed, "us",
+              "runtime_create_unplaced", unplaced, "<= 1.5", runs);
+  }
+  return failed;
+}
+
+// The topology figures: one live load per run, then reading back its JSON
+// (formatted once, from the warm-up's topology).
+typedef struct topo_bench {
+  accel_topology_options_t opts;
+  char *json;
+  size_t length;
+  bool have_hwloc;  // false: built without hwloc, no figure
+  bool have_json;   // false: built without json-c, no deserialize figure
+} topo_bench_t;
+
+static int format_json(topo_bench_t *b, accel_topology_t *t) {
+  if (check(accel_topology_format(t, ACCEL_TOPOLOGY_FORMAT_JSON, NULL, 0,
+                                  &b->length),
+            "json size")) {
+    return 1;
+  }
+  b->json = malloc(b->length + 1);
+  return b->json == NULL ||
+         check(accel_topology_format(t, ACCEL_TOPOLOGY_FORMAT_JSON, b->json,
+                                     b->length + 1, &b->length),
+               "json");
+}
+
+// Samples: 0 the live load, 1 the deserialize (ms).
+static int topology_measure(void *arg, int run, double *out) {
+  topo_bench_t *b = arg;
+  if (!b->have_hwloc) {
+    return 0;
+  }
+  accel_topology_t *t = NULL;
+  uint64_t t0 = bench_now_ns();
+  accel_status_t load_st = accel_topology_load(&b->opts, &t);
+  if (load_st == ACCEL_ERROR_UNSUPPORTED) {
+    fprintf(stderr, "accel-bench topo: %s; load figures skipped\n",
+            accel_last_error());
+    b->have_hwloc = false;
+    return 0;
+  }
+  if (check(load_st, "live topology")) {
+    return 1;
+  }
+  uint64_t t1 = bench_now_ns();
+  int failed = b->json == NULL ? format_json(b, t) : 0;
+  accel_topology_destroy(t);
   if (failed) {
     return 1;
   }
-
-  accel_topology_options_t opts;
-  accel_topology_options_init(&opts);
-  opts.flags = ACCEL_TOPOLOGY_LOAD_IGNORE_ENV;
-  double load[64], parse[64];
-  char *json = NULL;
-  size_t length = 0;
-  bool have_hwloc = true;
-  for (int r = -1; r < runs && have_hwloc; ++r) {
-    accel_topology_t *t = NULL;
-    uint64_t t0 = bench_now_ns();
-    accel_status_t load_st = accel_topology_load(&opts, &t);
-    if (load_st == ACCEL_ERROR_UNSUPPORTED) {
-      fprintf(stderr, "accel-bench topo: %s; load figures skipped\n",
-              accel_last_error());
-      have_hwloc = false;
-      break;
-    }
-    if (check(load_st, "live topology")) {
-      free(json);
-      return 1;
-    }
-    uint64_t t1 = bench_now_ns();
-    if (json == NULL) {
-      if (check(accel_topology_format(t, ACCEL_TOPOLOGY_FORMAT_JSON, NULL, 0,
-                                      &length),
-                "json size") ||
-          (json = malloc(length + 1)) == NULL ||
-          check(accel_topology_format(t, ACCEL_TOPOLOGY_FORMAT_JSON, json,
-                                      length + 1, &length),
-                "json")) {
-        accel_topology_destroy(t);
-        free(json);
-        return 1;
-      }
-    }
+  uint64_t t2 = bench_now_ns();
+  accel_status_t st = accel_topology_deserialize(b->json, b->length, &t);
+  uint64_t t3 = bench_now_ns();
+  if (st == ACCEL_ERROR_UNSUPPORTED) {
+    b->have_json = false;  // built without json-c
+  } else if (check(st, "deserialize")) {
+    return 1;
+  } else {
     accel_topology_destroy(t);
-    uint64_t t2 = bench_now_ns();
-    accel_status_t st = accel_topology_deserialize(json, length, &t);
-    uint64_t t3 = bench_now_ns();
-    if (st == ACCEL_ERROR_UNSUPPORTED) {
-      parse[r < 0 ? 0 : r] = -1;  // built without json-c
-    } else if (check(st, "deserialize")) {
-      free(json);
-      return 1;
-    } else {
-      accel_topology_destroy(t);
-      if (r >= 0) {
-        parse[r] = (double)(t3 - t2) / 1e6;
-      }
-    }
-    if (r >= 0) {
-      load[r] = (double)(t1 - t0) / 1e6;
-    }
   }
-  free(json);
-  bench_add(&report, "runtime_create_placed", placed, "us",
-            "runtime_create_unplaced", unplaced, "<= 1.5", runs);
-  if (!have_hwloc) {
-    return bench_print(&report, args->json);
+  out[0] = (double)(t1 - t0) / 1e6;
+  out[1] = (double)(t3 - t2) / 1e6;
+  (void)run;
+  return 0;
+}
+
+static void topology_teardown(void *arg) {
+  topo_bench_t *b = arg;
+  free(b->json);
+}
+
+static bool topology_keep(void *arg, int index) {
+  topo_bench_t *b = arg;
+  return b->have_hwloc && (index == 0 || b->have_json);
+}
+
+static const bench_figure_t k_topology_figures[] = {
+    {"topology_load_live", "ms", 0, NULL, 0, "<= 100", BENCH_MEDIANS, false},
+    {"topology_deserialize", "ms", 1, "topology_load_live", 0, "<= 0.1",
+     BENCH_MEDIANS, false},
+};
+
+int accel_bench_topo(const bench_args_t *args) {
+  int runs = args->quick ? 5 : 21;
+  int iters = args->quick ? 20 : 200;
+  bench_report_t report = {.bench = "topo"};
+  snprintf(report.device, sizeof(report.device), "host:0");
+  if (runtime_create_run(&report, runs, iters)) {
+    return 1;
   }
-  double live_ms = bench_median(load, runs);
-  bench_add(&report, "topology_load_live", live_ms, "ms", NULL, 0, "<= 100",
-            runs);
-  if (parse[0] >= 0) {
-    bench_add(&report, "topology_deserialize", bench_median(parse, runs), "ms",
-              "topology_load_live", live_ms, "<= 0.1", runs);
+  topo_bench_t b = {.have_hwloc = true, .have_json = true};
+  accel_topology_options_init(&b.opts);
+  b.opts.flags = ACCEL_TOPOLOGY_LOAD_IGNORE_ENV;
+  const bench_group_t group = {
+      .runs = runs, .slots = 2, .measure = topology_measure,
+      .teardown = topology_teardown, .figures = k_topology_figures,
+      .figure_count = 2, .keep_figure = topology_keep};
+  if (bench_group_run(&report, &group, &b)) {
+    return 1;
   }
   return bench_print(&report, args->json);
 }

@@ -163,6 +163,124 @@ static void lttng_end(lttng_session_t *l) {
   sh("rm -rf %s%.0s%.0s", l->dir);
 }
 
+// Every sample the trace figures come from. The runs are not a
+// bench_group_t: no run is a warm-up (each sample warms up its own round
+// trip), the event figures take their runs one mode after the other, and the
+// LTTng figures, measured last, are judged against the off state of the
+// first runs.
+typedef struct trace_bench {
+  accel_stream_t *s;
+  int runs;
+  int iters;
+  char trace_path[32];
+  double samples[MODE_COUNT][RUNS_MAX];
+  double lt_samples[RUNS_MAX], off2[RUNS_MAX];
+  double per_event[2][16];
+  int event_runs;
+  lttng_session_t lt;
+} trace_bench_t;
+
+// The round trip in each mode, the modes taking turns within each run.
+static int measure_modes(trace_bench_t *b) {
+  for (int r = 0; r < b->runs; ++r) {
+    // The order rotates from run to run so that no configuration always
+    // follows the recorder's stop (a file write, the worker parking).
+    for (int k = 0; k < MODE_COUNT; ++k) {
+      int mode = (r + k) % MODE_COUNT;
+      if (mode == MODE_LTTNG) {
+        continue;  // measured below with a session listening
+      }
+      set_mode(mode);
+      if (mode == MODE_RECORDER &&
+          accel_trace_start(b->trace_path) != ACCEL_OK) {
+        fprintf(stderr, "accel-bench trace: %s\n", accel_last_error());
+        return 1;
+      }
+      roundtrip(b->s, 20);  // warm-up
+      b->samples[mode][r] = roundtrip(b->s, b->iters);
+      if (mode == MODE_RECORDER) {
+        accel_trace_stop();
+      }
+    }
+  }
+  return 0;
+}
+
+// Per-event cost while recording, without and with the flight ring.
+static void measure_events(trace_bench_t *b, uint64_t n_events) {
+  for (int flight = 0; flight < 2; ++flight) {
+    set_mode(flight ? MODE_FLIGHT : MODE_DEFAULT);
+    accel_trace_start(b->trace_path);
+    for (int r = 0; r < b->event_runs; ++r) {
+      uint64_t t0 = bench_now_ns();
+      for (uint64_t i = 0; i < n_events; ++i) {
+        accel_trace_emit(ACCEL_TEV_SEM_SIGNAL, 0, 0, i, i);
+      }
+      b->per_event[flight][r] =
+          (double)(bench_now_ns() - t0) / (double)n_events;
+      accel_trace_flush();
+    }
+    accel_trace_stop();
+  }
+  set_mode(MODE_DEFAULT);
+}
+
+// LTTng: a session of our own, measured against the off state in turn.
+static void measure_lttng(trace_bench_t *b) {
+  lttng_begin(&b->lt);
+  for (int r = 0; r < b->runs && b->lt.on; ++r) {
+    // Our hooks off, LTTng recording; then the defaults and LTTng.
+    set_mode(MODE_OFF);
+    roundtrip(b->s, 20);
+    b->lt_samples[r] = roundtrip(b->s, b->iters);
+    set_mode(MODE_DEFAULT);
+    roundtrip(b->s, 20);
+    b->off2[r] = roundtrip(b->s, b->iters);
+  }
+  lttng_end(&b->lt);
+  set_mode(MODE_DEFAULT);
+}
+
+// Median of mode |mode|'s round trips, in us.
+static double mode_us(const trace_bench_t *b, int mode) {
+  return bench_median(b->samples[mode], b->runs) / 1000.0;
+}
+
+static void add_figures(bench_report_t *report, const trace_bench_t *b) {
+  int runs = b->runs;
+  double off = mode_us(b, MODE_OFF);
+  bench_add(report, "roundtrip_tracing_off", off, "us", NULL, 0, NULL, runs);
+  bench_add(report, "roundtrip_no_session", mode_us(b, MODE_DEFAULT), "us",
+            "roundtrip_tracing_off", off, "<= 1.02", runs);
+  bench_add(report, "roundtrip_flight_recorder", mode_us(b, MODE_FLIGHT),
+            "us", "roundtrip_tracing_off", off, NULL, runs);
+  bench_add(report, "roundtrip_recorder", mode_us(b, MODE_RECORDER), "us",
+            "roundtrip_tracing_off", off, "<= 1.2", runs);
+  // The recorder against the default state too: the off state's handoff
+  // timing differs (its median can exceed the default state's), so this is
+  // the recorder's own increment.
+  bench_add(report, "roundtrip_recorder_vs_no_session",
+            mode_us(b, MODE_RECORDER), "us", "roundtrip_no_session",
+            mode_us(b, MODE_DEFAULT), NULL, runs);
+  if (b->lt.on) {
+    bench_add(report, "roundtrip_lttng_session",
+              bench_median(b->lt_samples, runs) / 1000.0, "us",
+              "roundtrip_tracing_off", off, NULL, runs);
+    bench_add(report, "roundtrip_lttng_session_and_defaults",
+              bench_median(b->off2, runs) / 1000.0, "us",
+              "roundtrip_tracing_off", off, NULL, runs);
+  } else {
+    fprintf(stderr, "accel-bench trace: LTTng session figure skipped: %s\n",
+            b->lt.why);
+  }
+  bench_add(report, "event_record_ns",
+            bench_median(b->per_event[0], b->event_runs), "ns", NULL, 0,
+            "< 50", b->event_runs);
+  bench_add(report, "event_record_and_flight_ns",
+            bench_median(b->per_event[1], b->event_runs), "ns", NULL, 0, NULL,
+            b->event_runs);
+}
+
 int accel_bench_trace(const bench_args_t *args) {
   // Many short runs (tens of microseconds each), the configurations taking
   // turns within each, so that the machine's noise (other tenants, a worker
@@ -196,107 +314,31 @@ int accel_bench_trace(const bench_args_t *args) {
   accel_trace_clock_init();  // as a recording would, before timing
   bench_report_t report = {.bench = "trace"};
   snprintf(report.device, sizeof(report.device), "host:0");
-  char trace_path[] = "/tmp/accel-bench-trace-XXXXXX";
-  int fd = mkstemp(trace_path);
+  trace_bench_t *b = calloc(1, sizeof(*b));  // ~20 KiB of samples
+  if (b == NULL) {
+    return 1;
+  }
+  b->s = s;
+  b->runs = runs;
+  b->iters = iters;
+  b->event_runs = args->quick ? 3 : 9;
+  snprintf(b->trace_path, sizeof(b->trace_path),
+           "/tmp/accel-bench-trace-XXXXXX");
+  int fd = mkstemp(b->trace_path);
   if (fd >= 0) {
     close(fd);
   }
-  lttng_session_t lt = {0};
-  static double samples[MODE_COUNT][RUNS_MAX];
-  static double lt_samples[RUNS_MAX], off2[RUNS_MAX];
-  for (int r = 0; r < runs; ++r) {
-    // The order rotates from run to run so that no configuration always
-    // follows the recorder's stop (a file write, the worker parking).
-    for (int k = 0; k < MODE_COUNT; ++k) {
-      int mode = (r + k) % MODE_COUNT;
-      if (mode == MODE_LTTNG) {
-        continue;  // measured below with a session listening
-      }
-      set_mode(mode);
-      if (mode == MODE_RECORDER && accel_trace_start(trace_path) != ACCEL_OK) {
-        fprintf(stderr, "accel-bench trace: %s\n", accel_last_error());
-        return 1;
-      }
-      roundtrip(s, 20);  // warm-up
-      samples[mode][r] = roundtrip(s, iters);
-      if (mode == MODE_RECORDER) {
-        accel_trace_stop();
-      }
-    }
+  int rc = 1;
+  if (measure_modes(b) == 0) {
+    measure_events(b, args->quick ? 200000 : 1000000);
+    unlink(b->trace_path);
+    measure_lttng(b);
+    add_figures(&report, b);
+    rc = bench_print(&report, args->json);
   }
-  // Per-event cost while recording, without and with the flight ring.
-  double per_event[2][16];
-  int event_runs = args->quick ? 3 : 9;
-  uint64_t n_events = args->quick ? 200000 : 1000000;
-  for (int flight = 0; flight < 2; ++flight) {
-    set_mode(flight ? MODE_FLIGHT : MODE_DEFAULT);
-    accel_trace_start(trace_path);
-    for (int r = 0; r < event_runs; ++r) {
-      uint64_t t0 = bench_now_ns();
-      for (uint64_t i = 0; i < n_events; ++i) {
-        accel_trace_emit(ACCEL_TEV_SEM_SIGNAL, 0, 0, i, i);
-      }
-      per_event[flight][r] = (double)(bench_now_ns() - t0) / (double)n_events;
-      accel_trace_flush();
-    }
-    accel_trace_stop();
-  }
-  set_mode(MODE_DEFAULT);
-  unlink(trace_path);
-
-  // LTTng: a session of our own, measured against the off state in turn.
-  lttng_begin(&lt);
-  if (lt.on) {
-    for (int r = 0; r < runs; ++r) {
-      // Our hooks off, LTTng recording; then the defaults and LTTng.
-      set_mode(MODE_OFF);
-      roundtrip(s, 20);
-      lt_samples[r] = roundtrip(s, iters);
-      set_mode(MODE_DEFAULT);
-      roundtrip(s, 20);
-      off2[r] = roundtrip(s, iters);
-    }
-  }
-  lttng_end(&lt);
-  set_mode(MODE_DEFAULT);
-
-  double off = bench_median(samples[MODE_OFF], runs) / 1000.0;
-  bench_add(&report, "roundtrip_tracing_off", off, "us", NULL, 0, NULL, runs);
-  bench_add(&report, "roundtrip_no_session",
-            bench_median(samples[MODE_DEFAULT], runs) / 1000.0, "us",
-            "roundtrip_tracing_off", off, "<= 1.02", runs);
-  bench_add(&report, "roundtrip_flight_recorder",
-            bench_median(samples[MODE_FLIGHT], runs) / 1000.0, "us",
-            "roundtrip_tracing_off", off, NULL, runs);
-  bench_add(&report, "roundtrip_recorder",
-            bench_median(samples[MODE_RECORDER], runs) / 1000.0, "us",
-            "roundtrip_tracing_off", off, "<= 1.2", runs);
-  // The recorder against the default state too: the off state's handoff
-  // timing differs (its median can exceed the default state's), so this is
-  // the recorder's own increment.
-  bench_add(&report, "roundtrip_recorder_vs_no_session",
-            bench_median(samples[MODE_RECORDER], runs) / 1000.0, "us",
-            "roundtrip_no_session",
-            bench_median(samples[MODE_DEFAULT], runs) / 1000.0, NULL, runs);
-  if (lt.on) {
-    bench_add(&report, "roundtrip_lttng_session",
-              bench_median(lt_samples, runs) / 1000.0, "us",
-              "roundtrip_tracing_off", off, NULL, runs);
-    bench_add(&report, "roundtrip_lttng_session_and_defaults",
-              bench_median(off2, runs) / 1000.0, "us", "roundtrip_tracing_off",
-              off, NULL, runs);
-  } else {
-    fprintf(stderr, "accel-bench trace: LTTng session figure skipped: %s\n",
-            lt.why);
-  }
-  bench_add(&report, "event_record_ns",
-            bench_median(per_event[0], event_runs), "ns", NULL, 0, "< 50",
-            event_runs);
-  bench_add(&report, "event_record_and_flight_ns",
-            bench_median(per_event[1], event_runs), "ns", NULL, 0, NULL,
-            event_runs);
+  free(b);
   accel_kernel_release(g_kernel);
   accel_stream_destroy(s);
   accel_runtime_destroy(rt);
-  return bench_print(&report, args->json);
+  return rc;
 }

@@ -222,14 +222,14 @@ static void hex128(const uint8_t h[16], char out[33]) {
 static uint32_t report_hash_mismatches(const void *data, uint64_t size,
                                        const char *path, bool json) {
   axe_view_t v;
-  if (axe_parse(data, size, true, &v) != ACCEL_OK) {
+  if (accel_axe_parse(data, size, true, &v) != ACCEL_OK) {
     return 0;  // the structure itself is bad: the loader's message says how
   }
   uint32_t count = 0;
   for (uint32_t i = 0; i < v.section_count; ++i) {
     const axe_section_t *s = &v.sections[i];
     uint8_t actual[16];
-    axe_hash128(v.data + s->offset, s->size, actual);
+    accel_axe_hash128(v.data + s->offset, s->size, actual);
     if (memcmp(actual, s->hash, 16) == 0) {
       continue;
     }
@@ -239,7 +239,7 @@ static uint32_t report_hash_mismatches(const void *data, uint64_t size,
     const char *name = s->name ? axe_string(&v, s->name) : "";
     if (json) {
       printf("%s{\"section\": %u, \"kind\": \"%s\", \"name\": ", count ? ", " : "",
-             i, axe_section_kind_name(s->kind));
+             i, accel_axe_section_kind_name(s->kind));
       json_string(name);
       printf(", \"offset\": %llu, \"size\": %llu, \"expected_hash\": "
              "\"%s\", \"actual_hash\": \"%s\"}",
@@ -251,7 +251,7 @@ static uint32_t report_hash_mismatches(const void *data, uint64_t size,
               "%llu): content hash differs: expected %s (recorded when the "
               "file was written), actual %s (of the bytes now in the file); "
               "at least one byte of this section changed\n",
-              path, i, axe_section_kind_name(s->kind), name[0] ? " " : "",
+              path, i, accel_axe_section_kind_name(s->kind), name[0] ? " " : "",
               name, (unsigned long long)s->size,
               (unsigned long long)s->offset, want, got);
     }
