@@ -105,16 +105,13 @@ static accel_status_t check_ref(const accel_dma_queue_t *q,
 // Checks that a side of |extent| bytes at |ref| lies in its buffer (or in
 // the address space for host pointers).
 static accel_status_t check_side(const accel_dma_ref_t *ref, uint64_t offset,
-                                 uint64_t extent, const char *what) {
+                                 uint64_t extent, uint32_t use,
+                                 const char *what) {
   if (ref->buffer != NULL) {
     if (offset < ref->offset) {
       return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                          "%s offset overflows", what);
     }
-    // Destinations are written; everything else is read.
-    uint32_t use = strstr(what, "destination") != NULL
-                       ? ACCEL_BUFFER_USE_WRITE
-                       : ACCEL_BUFFER_USE_READ;
     return accel_buffer_check_use(ref->buffer, offset, extent, use, what);
   }
   uint64_t base = (uint64_t)(uintptr_t)ref->host;
@@ -168,7 +165,8 @@ static accel_status_t check_fill(const accel_dma_queue_t *q,
                        "pattern 0x%llx does not fit in %u byte(s)",
                        (unsigned long long)d->pattern, ps);
   }
-  return check_side(&d->dst, d->dst.offset, d->width_bytes, "destination");
+  return check_side(&d->dst, d->dst.offset, d->width_bytes,
+                    ACCEL_BUFFER_USE_WRITE, "destination");
 }
 
 // The source reference of a copy, and the rule that one side is device
@@ -192,10 +190,12 @@ static accel_status_t check_segment(const accel_dma_desc_t *d, uint32_t s,
   char what[48];
   snprintf(what, sizeof(what), "segment %u destination", s);
   ACCEL_RETURN_IF_ERROR(
-      check_side(&d->dst, d->dst.offset + g->dst_offset, g->size_bytes, what));
+      check_side(&d->dst, d->dst.offset + g->dst_offset, g->size_bytes,
+                 ACCEL_BUFFER_USE_WRITE, what));
   snprintf(what, sizeof(what), "segment %u source", s);
   ACCEL_RETURN_IF_ERROR(
-      check_side(&d->src, d->src.offset + g->src_offset, g->size_bytes, what));
+      check_side(&d->src, d->src.offset + g->src_offset, g->size_bytes,
+                 ACCEL_BUFFER_USE_READ, what));
   box_t sb = {.width = g->size_bytes, .height = 1, .depth = 1};
   if (same && g->size_bytes > 0 &&
       sides_overlap(d->dst.offset + g->dst_offset, 0, 0,
@@ -288,8 +288,10 @@ static accel_status_t check_copy_box(const accel_dma_queue_t *q,
                        "the copy's extent overflows 64 bits");
   }
   ACCEL_RETURN_IF_ERROR(
-      check_side(&d->dst, d->dst.offset, dext, "destination"));
-  ACCEL_RETURN_IF_ERROR(check_side(&d->src, d->src.offset, sext, "source"));
+      check_side(&d->dst, d->dst.offset, dext, ACCEL_BUFFER_USE_WRITE,
+                 "destination"));
+  ACCEL_RETURN_IF_ERROR(check_side(&d->src, d->src.offset, sext,
+                                   ACCEL_BUFFER_USE_READ, "source"));
   if (d->dst.buffer != NULL && d->dst.buffer == d->src.buffer &&
       sides_overlap(d->dst.offset, b->dst_pitch, b->dst_slice_pitch,
                     d->src.offset, b->src_pitch, b->src_slice_pitch, b)) {

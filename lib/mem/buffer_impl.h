@@ -35,7 +35,12 @@ struct accel_buffer {
   accel_device_t *device;
   uint64_t address;     // device address of byte 0
   uint64_t size_bytes;  // as requested
-  uint32_t kind;        // accel_memory_kind_t
+  uint8_t kind;         // accel_memory_kind_t
+  // Set once before the handle is returned: no command may write the
+  // buffer (an executable's weights, a read-only import). In the first
+  // cache line, which every command's buffer check reads anyway.
+  bool read_only;
+  uint8_t pad0[2];
   // ACCEL_BUFFER_STATE_*; atomic so that racing frees see each other.
   _Atomic uint32_t state;
   // Who takes the memory back when the last reference goes.
@@ -81,9 +86,6 @@ struct accel_buffer {
   // Buffers made outside lib/mem (lib/abi's weight buffers alias an
   // executable's image) have |allocator| NULL, and a label here.
   char tag[32];
-  // Set once before the handle is returned: no command may write the
-  // buffer (an executable's weights, a read-only import).
-  bool read_only;
 };
 
 // How a command uses a buffer (accel_buffer_check_use).

@@ -329,15 +329,6 @@ static inline void accel_trace_dma_enqueue(const void *ring,
   }
 }
 
-// True when the engine's hooks record something (a backend builds the
-// descriptor's accel_trace_cmd_t only then).
-static inline bool accel_trace_dma_wanted(void) {
-  return accel_trace_mask() != 0 || ACCEL_TP_ON(cmd_start) ||
-         ACCEL_TP_ON(copy_start) || ACCEL_TP_ON(cmd_end) ||
-         ACCEL_TP_ON(copy_end) || ACCEL_TP_ON(cmd_enqueue) ||
-         ACCEL_TP_ON(copy_submit);
-}
-
 // The engine serving |ring| starts traced descriptor |cmd|.
 static inline void accel_trace_dma_start(const void *ring,
                                          const accel_trace_cmd_t *cmd) {

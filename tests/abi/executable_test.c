@@ -419,6 +419,18 @@ static void test_executable_load_refuses_missing_symbol_before_running_code(
 
 // A library descriptor with a short struct_size, or an export table that
 // repeats a name, is refused at load with FORMAT naming the defect.
+// Loading |image| fails with ACCEL_ERROR_FORMAT, a message holding |why|,
+// and no executable.
+static void expect_format_refusal(test_env_t *env, const void *image,
+                                  uint64_t size, const char *why) {
+  accel_executable_t *exe = NULL;
+  assert_accel_status(accel_executable_load_memory(env->runtime, env->device,
+                                                   image, size, 0, &exe),
+                      ACCEL_ERROR_FORMAT);
+  assert_non_null(strstr(accel_last_error(), why));
+  assert_null(exe);
+}
+
 static void test_executable_load_refuses_short_library_and_repeated_export(
     void **state) {
   test_env_t *env = *state;
@@ -434,12 +446,7 @@ static void test_executable_load_refuses_short_library_and_repeated_export(
   void *image = image_with_code("present", so, so_size, &size);
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     setenv("ACCEL_TEST_LIBRARY_DEFECT", cases[i].defect, 1);
-    accel_executable_t *exe = NULL;
-    assert_accel_status(accel_executable_load_memory(env->runtime, env->device,
-                                                     image, size, 0, &exe),
-                        ACCEL_ERROR_FORMAT);
-    assert_non_null(strstr(accel_last_error(), cases[i].why));
-    assert_null(exe);
+    expect_format_refusal(env, image, size, cases[i].why);
   }
   unsetenv("ACCEL_TEST_LIBRARY_DEFECT");
   unsetenv("ACCEL_TEST_CTOR_MARKER");
@@ -471,11 +478,7 @@ static void test_executable_load_refuses_wrong_elf_header_before_dlopen(
     }
     uint64_t size;
     void *image = image_with_code("empty", so, g_so_size, &size);
-    accel_executable_t *exe = NULL;
-    assert_accel_status(accel_executable_load_memory(env->runtime, env->device,
-                                                     image, size, 0, &exe),
-                        ACCEL_ERROR_FORMAT);
-    assert_non_null(strstr(accel_last_error(), cases[i].why));
+    expect_format_refusal(env, image, size, cases[i].why);
     free(image);
     free(so);
   }
@@ -486,11 +489,7 @@ static void test_executable_load_refuses_wrong_elf_header_before_dlopen(
   memcpy(so + 40, &far, sizeof(far));  // e_shoff
   uint64_t size;
   void *image = image_with_code("empty", so, g_so_size, &size);
-  accel_executable_t *exe = NULL;
-  assert_accel_status(accel_executable_load_memory(env->runtime, env->device,
-                                                   image, size, 0, &exe),
-                      ACCEL_ERROR_FORMAT);
-  assert_non_null(strstr(accel_last_error(), "outside"));
+  expect_format_refusal(env, image, size, "outside");
   free(image);
   free(so);
 }

@@ -6,7 +6,8 @@
 #   - builds and runs a C and a C++ program through pkg-config (shared), and
 #     the C one again against libaccel.a with accel.pc's Requires.private,
 #   - builds and runs the C program through CMake's find_package(accel)
-#     (imported target accel::accel) when cmake is installed.
+#     (imported target accel::accel). scripts/install-deps.sh installs
+#     g++ and cmake, so a missing one is a failure, not a skip.
 # usage: install_test.sh BUILD_DIR
 set -eu
 build="$1"
@@ -40,13 +41,13 @@ for f in "$libdir/libaccel-lttng.so.0" "$libdir/accel/kernels/libaccel_host_kern
   [ -e "$f" ] && pass "installed ${f#$prefix/}" || fail "missing ${f#$prefix/}"
 done
 # The completion loads and offers accel-bench's subcommands.
-if command -v bash >/dev/null 2>&1; then
+{
   got=$(PATH="$prefix/bin:$PATH" bash -c '
     . "$1"; COMP_WORDS=(accel-bench la); COMP_CWORD=1; _accel_tool
     printf "%s\n" "${COMPREPLY[@]}"' _ "$prefix/share/bash-completion/completions/accel-bench")
   [ "$got" = "launch" ] && pass "bash completion offers accel-bench launch" ||
     fail "bash completion gave '$got'"
-fi
+}
 
 cat > "$tmp/consumer.c" <<'EOF'
 #include <accel/accel.h>
@@ -74,7 +75,9 @@ if cc -std=c17 -Wall -Werror $cflags "$tmp/consumer.c" -o "$tmp/c" $libs \
 else
   fail "C consumer through pkg-config"
 fi
-if command -v c++ >/dev/null 2>&1; then
+if ! command -v c++ >/dev/null 2>&1; then
+  fail "c++ not installed (scripts/install-deps.sh installs g++)"
+else
   if c++ -std=c++17 -Wall -Werror $cflags "$tmp/consumer.cc" -o "$tmp/cxx" $libs \
        -Wl,-rpath,"$libdir" && "$tmp/cxx" >/dev/null; then
     pass "C++ consumer through pkg-config"
@@ -113,7 +116,7 @@ EOF
     fail "C consumer through CMake find_package(accel)"
   fi
 else
-  echo "skip: cmake not installed"
+  fail "cmake not installed (scripts/install-deps.sh installs it)"
 fi
 [ $status -eq 0 ] && echo "installed package works from $prefix"
 exit $status
