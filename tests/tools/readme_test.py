@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import checklist
+
 ROOT, INFO = sys.argv[1], sys.argv[2]
 with open(os.path.join(ROOT, "README.md")) as f:
     README = f.read()
@@ -50,18 +52,5 @@ def test_no_cuda_device_ids_shown_without_a_cuda_backend():
     assert "cuda:" not in README, "README shows a cuda device id"
 
 
-def main():
-    failed = 0
-    for name, t in sorted(globals().items()):
-        if name.startswith("test_"):
-            try:
-                t()
-                print("ok   " + name)
-            except AssertionError as e:
-                failed += 1
-                print("FAIL %s: %s" % (name, e))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    checklist.main(globals())
