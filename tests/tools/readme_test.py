@@ -37,6 +37,7 @@ def test_readme_shows_the_install_step_and_what_is_missing():
     # list of what is not built yet are there.
     for want in ("meson install", "--prefix=", "PKG_CONFIG_PATH",
                  "pkg-config --cflags --libs accel", "/bin/accel-info",
+                 "share/man", "man accel-info",
                  "## What is not built yet", "CUDA backend", "command buffers",
                  "C shim", "Python", "recovery", "serving"):
         assert want in README, "README lacks %r" % want
