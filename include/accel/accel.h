@@ -9,6 +9,7 @@
 #include "accel/event.h"
 #include "accel/executable.h"
 #include "accel/gguf.h"
+#include "accel/kv_cache.h"
 #include "accel/kernel_abi.h"
 #include "accel/memory.h"
 #include "accel/runtime.h"
