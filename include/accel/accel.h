@@ -10,6 +10,7 @@
 #include "accel/executable.h"
 #include "accel/gguf.h"
 #include "accel/kv_cache.h"
+#include "accel/scheduler.h"
 #include "accel/kernel_abi.h"
 #include "accel/memory.h"
 #include "accel/runtime.h"

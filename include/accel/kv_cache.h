@@ -53,6 +53,8 @@ typedef struct accel_kv_copy {
 
 typedef struct accel_kv_cache_stats {
   uint32_t struct_size;
+  uint32_t block_tokens;   // as created
+  uint32_t host_blocks;    // as created
   uint32_t device_blocks;  // total
   uint32_t free_blocks;    // neither referenced nor cached
   uint32_t used_blocks;    // referenced by at least one sequence

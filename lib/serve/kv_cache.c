@@ -5,8 +5,8 @@
 // the hash of its prefix, on an LRU list, evicted oldest first when a block
 // is needed). Full blocks whose KV was computed are registered in a chained
 // hash table keyed by XXH3-64 of (parent hash, tokens); a lookup compares
-// the parent hash and the tokens too, so a hit is exact. Sequences live in
-// an open-addressing table keyed by their id.
+// the parent hash and the tokens too, so a hit is exact. Sequences are found
+// by id in a serve_id_map.
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 
 #include "accel/kv_cache.h"
 #include "core/error.h"
+#include "serve/id_map.h"
 
 #define NONE UINT32_MAX
 #define MAX_BLOCK_TOKENS 4096u
@@ -52,80 +53,13 @@ struct accel_kv_cache {
   uint32_t host_free_count;
   int32_t *host_tokens;
   uint32_t *host_filled;
-  // Sequences: open addressing, linear probing, backward-shift deletion.
-  sequence_t **slots;
-  uint32_t slot_mask;
-  uint32_t seq_count, swapped_count;
+  serve_id_map_t seqs;  // sequence_t by id
+  uint32_t swapped_count;
   accel_kv_cache_stats_t stats;
 };
 
-// ---------------------------------------------------------------------------
-// Sequence table
-
-static uint32_t slot_of(uint64_t id, uint32_t mask) {
-  return (uint32_t)(XXH3_64bits(&id, sizeof(id)) & mask);
-}
-
 static sequence_t *seq_find(const accel_kv_cache_t *c, uint64_t id) {
-  for (uint32_t i = slot_of(id, c->slot_mask);; i = (i + 1) & c->slot_mask) {
-    sequence_t *s = c->slots[i];
-    if (s == NULL || s->id == id) {
-      return s;
-    }
-  }
-}
-
-static accel_status_t seq_grow_table(accel_kv_cache_t *c) {
-  uint32_t cap = (c->slot_mask + 1) * 2;
-  sequence_t **slots = calloc(cap, sizeof(*slots));
-  if (slots == NULL) {
-    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                       "KV cache: cannot grow the sequence table to %u", cap);
-  }
-  for (uint32_t i = 0; i <= c->slot_mask; ++i) {
-    sequence_t *s = c->slots[i];
-    if (s != NULL) {
-      uint32_t j = slot_of(s->id, cap - 1);
-      while (slots[j] != NULL) {
-        j = (j + 1) & (cap - 1);
-      }
-      slots[j] = s;
-    }
-  }
-  free(c->slots);
-  c->slots = slots;
-  c->slot_mask = cap - 1;
-  return ACCEL_OK;
-}
-
-static void seq_insert(accel_kv_cache_t *c, sequence_t *s) {
-  uint32_t i = slot_of(s->id, c->slot_mask);
-  while (c->slots[i] != NULL) {
-    i = (i + 1) & c->slot_mask;
-  }
-  c->slots[i] = s;
-  c->seq_count++;
-}
-
-static void seq_remove(accel_kv_cache_t *c, uint64_t id) {
-  uint32_t mask = c->slot_mask;
-  uint32_t i = slot_of(id, mask);
-  while (c->slots[i]->id != id) {
-    i = (i + 1) & mask;
-  }
-  c->slots[i] = NULL;
-  // Backward shift: move later entries of the run into the hole when their
-  // home slot does not lie (cyclically) between the hole and them.
-  for (uint32_t j = (i + 1) & mask; c->slots[j] != NULL; j = (j + 1) & mask) {
-    uint32_t home = slot_of(c->slots[j]->id, mask);
-    bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-    if (!stays) {
-      c->slots[i] = c->slots[j];
-      c->slots[j] = NULL;
-      i = j;
-    }
-  }
-  c->seq_count--;
+  return serve_id_map_find(&c->seqs, id);
 }
 
 // ---------------------------------------------------------------------------
@@ -295,11 +229,9 @@ accel_status_t accel_kv_cache_create(const accel_kv_cache_desc_t *desc,
   c->host_tokens =
       calloc(((size_t)desc->host_blocks + 1) * c->bt, sizeof(int32_t));
   c->host_filled = calloc((size_t)desc->host_blocks + 1, sizeof(uint32_t));
-  c->slot_mask = 63;
-  c->slots = calloc(64, sizeof(*c->slots));
   if (c->blocks == NULL || c->tokens == NULL || c->buckets == NULL ||
       c->host_free == NULL || c->host_tokens == NULL ||
-      c->host_filled == NULL || c->slots == NULL) {
+      c->host_filled == NULL || serve_id_map_init(&c->seqs) != ACCEL_OK) {
     accel_kv_cache_destroy(c);
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "KV cache: cannot allocate the tables of %u blocks of "
@@ -334,12 +266,12 @@ void accel_kv_cache_destroy(accel_kv_cache_t *c) {
   if (c == NULL) {
     return;
   }
-  if (c->slots != NULL) {
-    for (uint32_t i = 0; i <= c->slot_mask; ++i) {
-      seq_destroy(c->slots[i]);
+  if (c->seqs.values != NULL) {
+    for (uint32_t i = 0; i <= c->seqs.mask; ++i) {
+      seq_destroy(c->seqs.values[i]);
     }
   }
-  free(c->slots);
+  serve_id_map_fini(&c->seqs);
   free(c->blocks);
   free(c->tokens);
   free(c->buckets);
@@ -414,14 +346,6 @@ static sequence_t *seq_new(uint64_t id, uint32_t blocks) {
   return s;
 }
 
-// Makes room in the sequence table for one more (kept at most half full).
-static accel_status_t seq_reserve(accel_kv_cache_t *c) {
-  if ((c->seq_count + 1) * 2 > c->slot_mask + 1) {
-    return seq_grow_table(c);
-  }
-  return ACCEL_OK;
-}
-
 accel_status_t accel_kv_cache_add(accel_kv_cache_t *c, uint64_t id,
                                   const int32_t *tokens, uint32_t count,
                                   uint32_t *out_cached_tokens) {
@@ -454,7 +378,7 @@ accel_status_t accel_kv_cache_add(accel_kv_cache_t *c, uint64_t id,
                        available_blocks(c) - unreferenced);
   }
   sequence_t *s = seq_new(id, nblocks);
-  accel_status_t st = s != NULL ? seq_reserve(c) : ACCEL_ERROR_OUT_OF_MEMORY;
+  accel_status_t st = s != NULL ? serve_id_map_reserve(&c->seqs) : ACCEL_ERROR_OUT_OF_MEMORY;
   if (st != ACCEL_OK) {
     free(hit_blocks);
     seq_destroy(s);
@@ -479,7 +403,7 @@ accel_status_t accel_kv_cache_add(accel_kv_cache_t *c, uint64_t id,
   s->count = nblocks;
   s->tokens = count;
   s->computed = (uint64_t)hits * c->bt;
-  seq_insert(c, s);
+  serve_id_map_insert(&c->seqs, s->id, s);
   if (prefix_caching(c)) {
     c->stats.prefix_queries += (count - 1) / c->bt;
     c->stats.prefix_hits += hits;
@@ -579,7 +503,7 @@ accel_status_t accel_kv_cache_fork(accel_kv_cache_t *c, uint64_t parent,
                        (unsigned long long)child);
   }
   sequence_t *s = seq_new(child, p->count);
-  accel_status_t st = s != NULL ? seq_reserve(c) : ACCEL_ERROR_OUT_OF_MEMORY;
+  accel_status_t st = s != NULL ? serve_id_map_reserve(&c->seqs) : ACCEL_ERROR_OUT_OF_MEMORY;
   if (st != ACCEL_OK) {
     seq_destroy(s);
     return s == NULL ? accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
@@ -593,7 +517,7 @@ accel_status_t accel_kv_cache_fork(accel_kv_cache_t *c, uint64_t parent,
   s->count = p->count;
   s->tokens = p->tokens;
   s->computed = p->computed;
-  seq_insert(c, s);
+  serve_id_map_insert(&c->seqs, s->id, s);
   return ACCEL_OK;
 }
 
@@ -654,7 +578,7 @@ accel_status_t accel_kv_cache_free(accel_kv_cache_t *c, uint64_t id) {
   if (s->swapped) {
     c->swapped_count--;
   }
-  seq_remove(c, id);
+  serve_id_map_remove(&c->seqs, id);
   seq_destroy(s);
   return ACCEL_OK;
 }
@@ -681,6 +605,17 @@ accel_status_t accel_kv_cache_block_table(const accel_kv_cache_t *c,
   return ACCEL_OK;
 }
 
+// Refuses a copy list shorter than |s|'s block table.
+static accel_status_t check_copy_room(const sequence_t *s, uint32_t capacity) {
+  if (capacity < s->count) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "KV cache: %u copies for the %u blocks of sequence "
+                       "%llu",
+                       capacity, s->count, (unsigned long long)s->id);
+  }
+  return ACCEL_OK;
+}
+
 accel_status_t accel_kv_cache_swap_out(accel_kv_cache_t *c, uint64_t id,
                                        accel_kv_copy_t *copies,
                                        uint32_t capacity,
@@ -689,12 +624,7 @@ accel_status_t accel_kv_cache_swap_out(accel_kv_cache_t *c, uint64_t id,
   ACCEL_CHECK_ARG(copies != NULL && out_count != NULL, "output (NULL)");
   sequence_t *s = NULL;
   ACCEL_RETURN_IF_ERROR(seq_lookup(c, id, &s, true));
-  if (capacity < s->count) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "KV cache: %u copies for the %u blocks of sequence "
-                       "%llu",
-                       capacity, s->count, (unsigned long long)id);
-  }
+  ACCEL_RETURN_IF_ERROR(check_copy_room(s, capacity));
   if (c->host_free_count < s->count) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "KV cache: sequence %llu needs %u host blocks, %u "
@@ -730,12 +660,7 @@ accel_status_t accel_kv_cache_swap_in(accel_kv_cache_t *c, uint64_t id,
                        "KV cache: sequence %llu is not swapped out",
                        (unsigned long long)id);
   }
-  if (capacity < s->count) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "KV cache: %u copies for the %u blocks of sequence "
-                       "%llu",
-                       capacity, s->count, (unsigned long long)id);
-  }
+  ACCEL_RETURN_IF_ERROR(check_copy_room(s, capacity));
   if (available_blocks(c) < s->count) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "KV cache: sequence %llu needs %u device blocks, %u "
@@ -769,12 +694,14 @@ accel_status_t accel_kv_cache_stats(const accel_kv_cache_t *c,
   }
   accel_kv_cache_stats_t s = c->stats;
   s.struct_size = sizeof(s);
+  s.block_tokens = c->bt;
+  s.host_blocks = c->desc.host_blocks;
   s.device_blocks = c->desc.device_blocks;
   s.free_blocks = c->free_count;
   s.cached_blocks = c->cached_count;
   s.used_blocks = c->desc.device_blocks - c->free_count - c->cached_count;
   s.host_used_blocks = c->desc.host_blocks - c->host_free_count;
-  s.sequences = c->seq_count;
+  s.sequences = c->seqs.count;
   s.swapped_sequences = c->swapped_count;
   s.token_slots = (uint64_t)s.used_blocks * c->bt;
   s.tokens = 0;
