@@ -14,6 +14,7 @@
 #include "accel/kernel_abi.h"
 #include "accel/memory.h"
 #include "accel/runtime.h"
+#include "accel/sampling.h"
 #include "accel/semaphore.h"
 #include "accel/stream.h"
 #include "accel/topology.h"
