@@ -296,14 +296,45 @@ KP_AVX512 KP_INLINE void dot4_groups_f(const qweights_t *q,
       t[r] = _mm512_setzero_ps();
       zero[r] = _mm512_set1_epi32(group_zero(q, j[r], g));
     }
-    for (uint32_t c = 0; c < chunks; ++c) {
-      __m512 xv = chunk_x_avx512(format, x + g * q->group, c);
+    if (format == Q_Q8_0) {
+      for (uint32_t c = 0; c < chunks; ++c) {
+        __m512 xv = chunk_x_avx512(format, x + g * q->group, c);
+        for (int r = 0; r < 4; ++r) {
+          int is_signed;
+          __m128i b = chunk_bytes_f(q, format, row[r], g, c, &is_signed);
+          __m512i v = _mm512_cvtepi8_epi32(b);
+          __m512 wv = _mm512_cvtepi32_ps(_mm512_sub_epi32(v, zero[r]));
+          t[r] = _mm512_add_ps(t[r], _mm512_mul_ps(xv, wv));
+        }
+      }
+    } else {
+      // 4-bit formats: one 16-byte load holds a block's two chunks (low
+      // nibbles, then high), and (float)(q - zero) comes from a 16-entry
+      // table of the group's values, which is exact and saves the
+      // conversion per element.
+      __m512 table[4];
+      const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+                                             10, 11, 12, 13, 14, 15);
+      __m512i flip = _mm512_set1_epi32(format == Q_INT4 && q->is_signed ? 8 : 0);
       for (int r = 0; r < 4; ++r) {
-        int is_signed;
-        __m128i b = chunk_bytes_f(q, format, row[r], g, c, &is_signed);
-        __m512i v = is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
-        __m512 wv = _mm512_cvtepi32_ps(_mm512_sub_epi32(v, zero[r]));
-        t[r] = _mm512_add_ps(t[r], _mm512_mul_ps(xv, wv));
+        table[r] = _mm512_cvtepi32_ps(
+            _mm512_sub_epi32(_mm512_xor_si512(iota, flip), zero[r]));
+      }
+      const __m512i low4 = _mm512_set1_epi32(0x0f);
+      for (uint32_t c = 0; c < chunks; c += 2) {
+        __m512 x0 = chunk_x_avx512(format, x + g * q->group, c);
+        __m512 x1 = chunk_x_avx512(format, x + g * q->group, c + 1);
+        uint64_t offset = format == Q_INT4
+                              ? (g * q->group + 16u * c) / 2
+                              : g * 18u + 2u;
+        for (int r = 0; r < 4; ++r) {
+          __m512i v = _mm512_cvtepu8_epi32(
+              _mm_loadu_si128((const __m128i *)(row[r] + offset)));
+          __m512 w0 = _mm512_permutexvar_ps(_mm512_and_si512(v, low4), table[r]);
+          __m512 w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table[r]);
+          t[r] = _mm512_add_ps(t[r], _mm512_mul_ps(x0, w0));
+          t[r] = _mm512_add_ps(t[r], _mm512_mul_ps(x1, w1));
+        }
       }
     }
     for (int r = 0; r < 4; ++r) {
