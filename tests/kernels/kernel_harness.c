@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define KT_MAX_KERNELS 32
 
@@ -105,29 +107,61 @@ static accel_kernel_t *kernel_for(kt_runtime_t *r, const kt_case_t *c) {
   return k;
 }
 
-accel_status_t kt_run(const kt_case_t *c, uint32_t threads, void **out) {
+// Host memory of |bytes| rounded up to pages, followed by an inaccessible
+// page, registered as a buffer: a binding placed at its end faults on any
+// read past the bound length.
+typedef struct kt_guarded {
+  uint8_t *map;
+  uint64_t map_bytes, usable;
+} kt_guarded_t;
+
+static accel_buffer_t *guarded_buffer(kt_runtime_t *r, uint64_t bytes,
+                                      kt_guarded_t *g, uint64_t *offset) {
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  g->usable = (bytes + page - 1) / page * page;
+  g->map_bytes = g->usable + page;
+  g->map = mmap(NULL, g->map_bytes, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(g->map != MAP_FAILED);
+  assert_int_equal(mprotect(g->map + g->usable, page, PROT_NONE), 0);
+  accel_buffer_t *buf;
+  assert_accel_ok(accel_host_register(r->device, g->map, g->usable, &buf));
+  *offset = (g->usable - bytes) & ~(uint64_t)3;  // the declared alignment
+  return buf;
+}
+
+static accel_status_t run_case(const kt_case_t *c, uint32_t threads,
+                               void **out, int guard) {
   kt_runtime_t *r = runtime_for(threads);
   accel_kernel_t *k = kernel_for(r, c);
   accel_buffer_t *buffers[KT_MAX_BINDINGS];
   accel_launch_binding_t bind[KT_MAX_BINDINGS];
+  kt_guarded_t guards[KT_MAX_BINDINGS] = {0};
   for (uint32_t b = 0; b < c->binding_count; ++b) {
     uint64_t bytes = c->bytes[b] ? c->bytes[b] : 4;
     if (c->alias[b] != 0) {
       buffers[b] = buffers[c->alias[b] - 1];
       accel_buffer_retain(buffers[b]);
-      bind[b] = (accel_launch_binding_t){.buffer = buffers[b], .length = bytes};
+      bind[b] = bind[c->alias[b] - 1];
+      bind[b].length = bytes;
       continue;
     }
-    accel_buffer_desc_t bd = {.struct_size = sizeof(bd), .size_bytes = bytes};
-    assert_accel_ok(accel_buffer_alloc(r->device, &bd, &buffers[b]));
-    void *p;
-    assert_accel_ok(accel_buffer_host_pointer(buffers[b], &p));
-    if (c->data[b] != NULL && c->bytes[b] != 0) {
-      memcpy(p, c->data[b], bytes);
+    uint64_t offset = 0;
+    if (guard) {
+      buffers[b] = guarded_buffer(r, bytes, &guards[b], &offset);
     } else {
-      memset(p, 0, bytes);
+      accel_buffer_desc_t bd = {.struct_size = sizeof(bd), .size_bytes = bytes};
+      assert_accel_ok(accel_buffer_alloc(r->device, &bd, &buffers[b]));
     }
-    bind[b] = (accel_launch_binding_t){.buffer = buffers[b], .length = bytes};
+    uint8_t *p;
+    assert_accel_ok(accel_buffer_host_pointer(buffers[b], (void **)&p));
+    if (c->data[b] != NULL && c->bytes[b] != 0) {
+      memcpy(p + offset, c->data[b], bytes);
+    } else {
+      memset(p + offset, 0, bytes);
+    }
+    bind[b] = (accel_launch_binding_t){.buffer = buffers[b], .offset = offset,
+                                       .length = bytes};
   }
   accel_launch_desc_t d = {.struct_size = sizeof(d),
                            .workgroup_count = {c->groups ? c->groups : 1, 1, 1},
@@ -143,18 +177,28 @@ accel_status_t kt_run(const kt_case_t *c, uint32_t threads, void **out) {
   for (uint32_t b = 0; b < c->binding_count; ++b) {
     if (st == ACCEL_OK && out != NULL) {
       uint64_t bytes = c->bytes[b] ? c->bytes[b] : 4;
-      void *p;
-      assert_accel_ok(accel_buffer_host_pointer(buffers[b], &p));
+      uint8_t *p;
+      assert_accel_ok(accel_buffer_host_pointer(buffers[b], (void **)&p));
       out[b] = malloc(bytes);
-      memcpy(out[b], p, bytes);
+      memcpy(out[b], p + bind[b].offset, bytes);
     }
     accel_buffer_release(buffers[b]);
+  }
+  if (guard) {
+    // The launch has completed (or failed) and released its references.
+    for (uint32_t b = 0; b < c->binding_count; ++b) {
+      if (guards[b].map != NULL) munmap(guards[b].map, guards[b].map_bytes);
+    }
   }
   if (st != ACCEL_OK) {
     accel_stream_destroy(r->stream);
     r->stream = NULL;
   }
   return st;
+}
+
+accel_status_t kt_run(const kt_case_t *c, uint32_t threads, void **out) {
+  return run_case(c, threads, out, 0);
 }
 
 void kt_free_outputs(const kt_case_t *c, void **out) {
@@ -193,7 +237,7 @@ void kt_check_reproducible(const kt_case_t *c, uint64_t units, void **out) {
 }
 
 void kt_expect_failure(const kt_case_t *c, const char *needle) {
-  accel_status_t st = kt_run(c, 2, NULL);
+  accel_status_t st = run_case(c, 2, NULL, 1);
   if (st != ACCEL_ERROR_ABORTED || strstr(g_message, needle) == NULL) {
     print_error("%s: got %s \"%s\", want ABORTED with \"%s\"\n", c->kernel,
                 accel_status_name(st), g_message, needle);

@@ -44,7 +44,9 @@ void kt_free_outputs(const kt_case_t *c, void **out);
 void kt_check_reproducible(const kt_case_t *c, uint64_t units, void **out);
 
 // Asserts that |c| fails with ACCEL_ERROR_ABORTED and a message containing
-// |needle|.
+// |needle|. Each binding ends where an inaccessible page begins, so a kernel
+// that read past a binding's bound length would fault instead of failing
+// cleanly.
 void kt_expect_failure(const kt_case_t *c, const char *needle);
 
 // Closes the runtimes (cmocka group teardown).
