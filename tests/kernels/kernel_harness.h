@@ -1,7 +1,8 @@
-// Test harness of the reference kernels (tests/kernels): loads a kernel code
-// object with dlopen (ACCEL_TEST_KERNELS names libaccel_kernels.so),
-// registers its kernels as run-time kernels on the host device and runs
-// launch cases on runtimes with 1, 2 or 7 host threads (ACCEL_HOST_THREADS),
+// Test harness of the reference kernels (tests/kernels): packs each kernel a
+// case names, with the code object ACCEL_TEST_KERNELS names
+// (libaccel_kernels.so), into an .axe image, loads it on the host device as
+// a deployed program would, and runs launch cases on runtimes with 1, 2 or 7
+// host threads (ACCEL_HOST_THREADS),
 // so that a test can compare the bits across thread counts and grids. Also
 // the tests' own reference arithmetic helpers, written independently of the
 // kernels (float64, their own dtype conversions).
