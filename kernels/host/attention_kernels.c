@@ -503,12 +503,9 @@ ACCEL_KERNEL_ENTRY int32_t paged_kv_append(const accel_kernel_dispatch_t *d,
 // The library
 // ---------------------------------------------------------------------------
 
+#define ATTENTION_EXPORT(k) {.name = #k, .fn = k},
 static const accel_kernel_export_t k_exports[] = {
-    {.name = "attention_prefill", .fn = attention_prefill},
-    {.name = "attention_decode", .fn = attention_decode},
-    {.name = "attention_paged_decode", .fn = attention_paged_decode},
-    {.name = "paged_kv_append", .fn = paged_kv_append},
-};
+    ACCEL_KP_ATTENTION_KERNELS(ATTENTION_EXPORT)};
 
 static const accel_kernel_library_t k_library = {
     .struct_size = sizeof(accel_kernel_library_t),

@@ -23,6 +23,12 @@
 
 #include <stdint.h>
 
+// The attention family's kernels: X(name) names both the export and its C
+// entry point.
+#define ACCEL_KP_ATTENTION_KERNELS(X) \
+  X(attention_prefill) X(attention_decode) X(attention_paged_decode) \
+  X(paged_kv_append)
+
 // Largest head_dim and largest n_heads / n_kv_heads * head_dim (one work
 // item's accumulators live on the stack) the kernels take.
 #define ACCEL_KP_ATTN_MAX_HEAD_DIM 512u

@@ -40,6 +40,14 @@ for f in "$libdir/libaccel-lttng.so.0" "$libdir/accel/kernels/libaccel_host_kern
   esac
   [ -e "$f" ] && pass "installed ${f#$prefix/}" || fail "missing ${f#$prefix/}"
 done
+# reference.axe is installed with the library and the installed
+# accel-inspect validates it and lists its kernels.
+if "$prefix/bin/accel-inspect" "$libdir/accel/reference.axe" 2>&1 |
+    grep -q "attention_paged_decode (symbol"; then
+  pass "accel-inspect lists the installed reference.axe"
+else
+  fail "accel-inspect cannot list $libdir/accel/reference.axe"
+fi
 # The completion loads and offers accel-bench's subcommands.
 {
   got=$(PATH="$prefix/bin:$PATH" bash -c '

@@ -648,16 +648,117 @@ static void test_bad_launches_refused_with_message(void **state) {
   decode_case_free(&dc);
 }
 
+// ---------------------------------------------------------------------------
+// Through the runtime: reference.axe on the host device
+// ---------------------------------------------------------------------------
+
+// A device buffer holding a copy of |data| (|bytes| long).
+static accel_buffer_t *device_copy(accel_device_t *dev, const void *data,
+                                   uint64_t bytes) {
+  accel_buffer_desc_t desc = {.struct_size = sizeof(desc), .size_bytes = bytes};
+  accel_buffer_t *buf = NULL;
+  assert_accel_ok(accel_buffer_alloc(dev, &desc, &buf));
+  void *p = NULL;
+  assert_accel_ok(accel_buffer_host_pointer(buf, &p));
+  memcpy(p, data, bytes);
+  return buf;
+}
+
+// Launches the direct run |l| of kernel |name| through accel_launch on
+// |s| (same bindings copied into device buffers, same grid), waits, and
+// returns the device buffers (caller releases them).
+static accel_status_t launch_like(accel_executable_t *exe, accel_stream_t *s,
+                                  accel_device_t *dev, const char *name,
+                                  const kernel_launch_t *l,
+                                  accel_buffer_t **bufs) {
+  accel_kernel_t *k = NULL;
+  assert_accel_ok(accel_executable_kernel(exe, name, &k));
+  accel_launch_binding_t lb[8];
+  for (uint32_t i = 0; i < l->binding_count; ++i) {
+    bufs[i] = device_copy(dev, l->bindings[i].data, l->bindings[i].size_bytes);
+    lb[i] = (accel_launch_binding_t){.buffer = bufs[i]};
+  }
+  accel_launch_desc_t desc = {.struct_size = sizeof(desc),
+                              .workgroup_count = {l->grid[0], l->grid[1],
+                                                  l->grid[2]},
+                              .binding_count = l->binding_count,
+                              .constants_size = l->constants_size,
+                              .bindings = lb,
+                              .constants = l->constants};
+  assert_accel_ok(accel_launch(s, k, &desc));
+  return accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE);
+}
+
+// reference.axe's attention kernels launched through the runtime (its
+// thread pool, its work-group order) give the bits of the direct run, and a
+// refused launch fails the stream with the kernel's message.
+static void test_runtime_launch_matches_direct_run(void **state) {
+  test_env_t *env = *state;
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  accel_executable_t *exe = NULL;
+  assert_accel_ok(accel_executable_load_file(
+      env->runtime, env->device, getenv("ACCEL_TEST_REFERENCE_AXE"), 0, &exe));
+  accel_stream_t *s = NULL;
+  accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "attention"};
+  assert_accel_ok(accel_stream_create(env->device, &sd, &s));
+
+  decode_case_t dc;
+  decode_case_make(&rng, &dc, 3, 90, 8, 2, 32, 16);
+  accel_kp_kv_append_constants_t ac;
+  kernel_launch_t l = append_launch(&dc, &ac, 1, 1, 0);
+  run_ok(&l);
+  accel_kp_attn_paged_constants_t pcon;
+  l = paged_decode_launch(&dc, &pcon, 5, 2, test_rng_next(&rng));
+  run_ok(&l);
+  accel_buffer_t *bufs[8];
+  assert_accel_ok(
+      launch_like(exe, s, env->device, "attention_paged_decode", &l, bufs));
+  void *out = NULL;
+  assert_accel_ok(accel_buffer_host_pointer(bufs[5], &out));
+  assert_memory_equal(out, dc.out, l.bindings[5].size_bytes);
+  for (uint32_t i = 0; i < 6; ++i) {
+    accel_buffer_release(bufs[i]);
+  }
+
+  prefill_case_t pc;
+  prefill_case_make(&rng, &pc, 70, 75, 8, 2, 32);
+  l = prefill_launch(&pc, 3, 2, test_rng_next(&rng));
+  run_ok(&l);
+  assert_accel_ok(
+      launch_like(exe, s, env->device, "attention_prefill", &l, bufs));
+  assert_accel_ok(accel_buffer_host_pointer(bufs[3], &out));
+  assert_memory_equal(out, pc.out, l.bindings[3].size_bytes);
+  for (uint32_t i = 0; i < 4; ++i) {
+    accel_buffer_release(bufs[i]);
+  }
+  prefill_case_free(&pc);
+
+  // A block id past the cache: the stream fails with the kernel's message.
+  l = paged_decode_launch(&dc, &pcon, 5, 2, 0);
+  pcon.num_blocks = 1;
+  l.bindings[1].size_bytes = l.bindings[2].size_bytes =
+      4ull * dc.block_size * row_floats(&dc);
+  assert_int_equal(
+      launch_like(exe, s, env->device, "attention_paged_decode", &l, bufs),
+      ACCEL_ERROR_ABORTED);
+  assert_non_null(strstr(accel_last_error(), "is outside the cache's 1 blocks"));
+  for (uint32_t i = 0; i < 6; ++i) {
+    accel_buffer_release(bufs[i]);
+  }
+  decode_case_free(&dc);
+  accel_stream_destroy(s);
+  accel_executable_release(exe);
+}
+
 static int group_setup(void **state) {
-  (void)state;
   g_lib = kernel_lib_open(getenv("ACCEL_TEST_ATTENTION_KERNELS"));
-  return 0;
+  return test_env_setup(state);
 }
 
 static int group_teardown(void **state) {
-  (void)state;
   kernel_lib_close(g_lib);
-  return 0;
+  return test_env_teardown(state);
 }
 
 int main(void) {
@@ -668,6 +769,7 @@ int main(void) {
       cmocka_unit_test(test_paged_decode_equals_dense_bit_for_bit),
       cmocka_unit_test(test_results_identical_across_splits_and_threads),
       cmocka_unit_test(test_bad_launches_refused_with_message),
+      cmocka_unit_test(test_runtime_launch_matches_direct_run),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
