@@ -22,6 +22,8 @@ static const struct {
      "empty-kernel launch round trip: tracing off, counters, LTTng, recorder"},
     {"dma", accel_bench_dma,
      "DMA copy bandwidth, 4 KiB latency and staging vs memcpy baselines"},
+    {"kernels", accel_bench_kernels,
+     "reference kernels through accel_launch: paged vs dense attention"},
 };
 
 static int usage(void) {
