@@ -26,71 +26,24 @@
 
 #include "accel/kernel_abi.h"
 #include "attention_params.h"
+#include "kernel_list.h"
+#include "kernel_util.h"
 
-// Sends |fmt| as the launch's assertion message (when the runtime has the
-// channel) and returns the value the kernel returns.
-__attribute__((format(printf, 3, 4))) static int32_t refuse(
-    const accel_kernel_dispatch_t *d, const accel_kernel_workgroup_t *wg,
-    const char *fmt, ...) {
-  char text[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(text, sizeof(text), fmt, ap);
-  va_end(ap);
-  if (d->struct_size >= 80 && d->message != NULL) {
-    d->message(d, wg, ACCEL_KERNEL_MESSAGE_ASSERT, text);
-  }
-  return 1;
-}
+ACCEL_KP_ATTENTION_KERNELS(ACCEL_KP_DECLARE)
 
-// The items [*first, *last) of this work-group out of |items|.
-static void split(const accel_kernel_dispatch_t *d,
-                  const accel_kernel_workgroup_t *wg, uint64_t items,
-                  uint64_t *first, uint64_t *last) {
-  unsigned __int128 n = (unsigned __int128)d->workgroup_count[0] *
-                        d->workgroup_count[1] * d->workgroup_count[2];
-  unsigned __int128 i =
-      wg->id[0] + (unsigned __int128)d->workgroup_count[0] *
-                      (wg->id[1] + (uint64_t)d->workgroup_count[1] * wg->id[2]);
-  *first = (uint64_t)(items * i / n);
-  *last = (uint64_t)(items * (i + 1) / n);
-}
+// Bytes of a*b*c floats, in 128 bits (u32 factors cannot overflow it).
+#define F32_BYTES(a, b, c) \
+  ((unsigned __int128)(a) * (uint64_t)(b) * (uint64_t)(c) * 4u)
 
-// a * b * c, or UINT64_MAX when that overflows (no binding is that long).
-static uint64_t sat_mul(uint64_t a, uint64_t b, uint64_t c) {
-  uint64_t ab, abc;
-  if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc)) {
-    return UINT64_MAX;
-  }
-  return abc;
-}
-
-// Checks that binding |index| holds |count| elements of |elem| bytes.
-static bool binding_holds(const accel_kernel_dispatch_t *d, uint32_t index,
-                          uint64_t count, uint64_t elem, uint64_t *need) {
-  if (__builtin_mul_overflow(count, elem, need)) {
-    *need = UINT64_MAX;
-    return false;
-  }
-  return d->bindings[index].size_bytes >= *need;
-}
-
-// Checks each binding of |names| against its element count; refuses the
-// first that is too short.
+// Checks each binding against the bytes the constants need (computed in 128
+// bits, so no product wraps around); reports the first that is too short.
 static int32_t check_bindings(const accel_kernel_dispatch_t *d,
                               const accel_kernel_workgroup_t *wg,
-                              const char *kernel, const char *const *names,
-                              const uint64_t *counts, const uint64_t *elems,
-                              uint32_t n) {
+                              const char *const *names,
+                              const unsigned __int128 *bytes, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) {
-    uint64_t need = 0;
-    if (!binding_holds(d, i, counts[i], elems[i], &need)) {
-      return refuse(d, wg,
-                    "%s: binding %u (%s) holds %llu bytes, the constants need "
-                    "%llu",
-                    kernel, i, names[i],
-                    (unsigned long long)d->bindings[i].size_bytes,
-                    (unsigned long long)need);
+    if (!kp_binding_holds(d, wg, i, names[i], bytes[i])) {
+      return 1;
     }
   }
   return 0;
@@ -102,19 +55,19 @@ static int32_t check_heads(const accel_kernel_dispatch_t *d,
                            const char *kernel, uint32_t n_heads,
                            uint32_t n_kv_heads, uint32_t head_dim) {
   if (n_heads == 0 || n_kv_heads == 0 || head_dim == 0) {
-    return refuse(d, wg,
+    return kp_fail(d, wg,
                   "%s: n_heads %u, n_kv_heads %u and head_dim %u must be "
                   "positive",
                   kernel, n_heads, n_kv_heads, head_dim);
   }
   if (n_heads % n_kv_heads != 0) {
-    return refuse(d, wg, "%s: n_heads %u is not a multiple of n_kv_heads %u",
+    return kp_fail(d, wg, "%s: n_heads %u is not a multiple of n_kv_heads %u",
                   kernel, n_heads, n_kv_heads);
   }
   if (head_dim > ACCEL_KP_ATTN_MAX_HEAD_DIM ||
       (uint64_t)(n_heads / n_kv_heads) * head_dim >
           ACCEL_KP_ATTN_MAX_GROUP_FLOATS) {
-    return refuse(d, wg,
+    return kp_fail(d, wg,
                   "%s: head_dim %u (at most %u) times %u query heads per KV "
                   "head exceeds %u",
                   kernel, head_dim, ACCEL_KP_ATTN_MAX_HEAD_DIM,
@@ -148,28 +101,27 @@ static inline uint64_t kv_row(const kv_source_t *s, uint32_t j) {
   return slot * s->stride;
 }
 
-// dot(a, b) in a fixed order: lane l (0..7) sums a[i] * b[i] for i = l mod 8
-// in increasing i, and the lanes are added as
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+// dot(a, b) in the fixed order of every reference kernel: lane i % 16
+// accumulates a[i] * b[i] in increasing i, then the lanes fold as kp_fold
+// does (l += l + 8, l += l + 4, l += l + 2, l += l + 1).
 static inline float dot_fixed(const float *a, const float *b, uint32_t n) {
-  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float lane[KP_LANES] = {0};
   uint32_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (uint32_t l = 0; l < 8; ++l) {
+  for (; i + KP_LANES <= n; i += KP_LANES) {
+    for (uint32_t l = 0; l < KP_LANES; ++l) {
       lane[l] += a[i + l] * b[i + l];
     }
   }
   for (uint32_t l = 0; i < n; ++i, ++l) {
     lane[l] += a[i] * b[i];
   }
-  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) +
-         ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+  return kp_fold(lane);
 }
 
 // out[g] = softmax(scale * q[g] . K^T) V over keys 0..len-1, with online
 // softmax over key tiles of ACCEL_KP_ATTN_KEY_TILE positions in increasing
 // order. len == 0 writes zeros.
-static void attend(const float *q, uint32_t group, uint32_t head_dim,
+KP_VECTOR_CLONES static void attend(const float *q, uint32_t group, uint32_t head_dim,
                    float scale, const kv_source_t *src, uint32_t len,
                    float *out) {
   float acc[ACCEL_KP_ATTN_MAX_GROUP_FLOATS];
@@ -199,10 +151,10 @@ static void attend(const float *q, uint32_t group, uint32_t head_dim,
       float m_new = m[g] > tile_max ? m[g] : tile_max;
       // The first tile has nothing to rescale (m is -inf: exp would be 0,
       // but -inf - -inf is NaN when a score is -inf too).
-      float corr = m[g] == -INFINITY ? 0.0f : expf(m[g] - m_new);
+      float corr = m[g] == -INFINITY ? 0.0f : kp_expf(m[g] - m_new);
       float sum = 0.0f;
       for (uint32_t t = 0; t < t_count; ++t) {
-        p[t] = expf(s[t] - m_new);
+        p[t] = kp_expf(s[t] - m_new);
         sum += p[t];
       }
       l[g] = l[g] * corr + sum;
@@ -235,12 +187,12 @@ static void attend(const float *q, uint32_t group, uint32_t head_dim,
 // ---------------------------------------------------------------------------
 
 ACCEL_KERNEL_ENTRY int32_t attention_prefill(const accel_kernel_dispatch_t *d,
-                                             const accel_kernel_workgroup_t *wg);
-ACCEL_KERNEL_ENTRY int32_t attention_prefill(const accel_kernel_dispatch_t *d,
                                              const accel_kernel_workgroup_t *wg) {
   static const char *const k_names[] = {"q", "k", "v", "out"};
   accel_kp_attn_prefill_constants_t c;
-  memcpy(&c, d->constants, sizeof(c));
+  if (!kp_signature(d, wg, 4, &c, sizeof(c))) {
+    return 1;
+  }
   int32_t rc =
       check_heads(d, wg, "attention_prefill", c.n_heads, c.n_kv_heads,
                   c.head_dim);
@@ -248,14 +200,13 @@ ACCEL_KERNEL_ENTRY int32_t attention_prefill(const accel_kernel_dispatch_t *d,
     return rc;
   }
   if (c.kv_len < c.q_len) {
-    return refuse(d, wg, "attention_prefill: kv_len %u is below q_len %u",
+    return kp_fail(d, wg, "attention_prefill: kv_len %u is below q_len %u",
                   c.kv_len, c.q_len);
   }
-  uint64_t q_floats = sat_mul(c.q_len, c.n_heads, c.head_dim);
-  uint64_t kv_floats = sat_mul(c.kv_len, c.n_kv_heads, c.head_dim);
-  const uint64_t counts[] = {q_floats, kv_floats, kv_floats, q_floats};
-  const uint64_t elems[] = {4, 4, 4, 4};
-  rc = check_bindings(d, wg, "attention_prefill", k_names, counts, elems, 4);
+  unsigned __int128 q_bytes = F32_BYTES(c.q_len, c.n_heads, c.head_dim);
+  unsigned __int128 kv_bytes = F32_BYTES(c.kv_len, c.n_kv_heads, c.head_dim);
+  const unsigned __int128 bytes[] = {q_bytes, kv_bytes, kv_bytes, q_bytes};
+  rc = check_bindings(d, wg, k_names, bytes, 4);
   if (rc != 0) {
     return rc;
   }
@@ -267,9 +218,8 @@ ACCEL_KERNEL_ENTRY int32_t attention_prefill(const accel_kernel_dispatch_t *d,
   float *out = d->bindings[3].data;
   // Items: (KV head, query row), rows fastest, so that a work-group's rows
   // share one head's keys in cache.
-  uint64_t first, last;
-  split(d, wg, (uint64_t)c.n_kv_heads * c.q_len, &first, &last);
-  for (uint64_t it = first; it < last; ++it) {
+  kp_range_t items = kp_units(d, wg, (uint64_t)c.n_kv_heads * c.q_len);
+  for (uint64_t it = items.begin; it < items.end; ++it) {
     uint32_t h = (uint32_t)(it / c.q_len);
     uint32_t row = (uint32_t)(it % c.q_len);
     uint32_t len = c.kv_len - c.q_len + row + 1;
@@ -299,9 +249,8 @@ static void decode_items(const accel_kernel_dispatch_t *d,
                          const uint32_t *context_lens, seq_source_fn seq_src,
                          const float *q, float *out) {
   uint32_t group = n_heads / n_kv_heads;
-  uint64_t first, last;
-  split(d, wg, (uint64_t)num_seqs * n_kv_heads, &first, &last);
-  for (uint64_t it = first; it < last; ++it) {
+  kp_range_t items = kp_units(d, wg, (uint64_t)num_seqs * n_kv_heads);
+  for (uint64_t it = items.begin; it < items.end; ++it) {
     uint32_t s = (uint32_t)(it / n_kv_heads);
     uint32_t h = (uint32_t)(it % n_kv_heads);
     kv_source_t src;
@@ -325,31 +274,30 @@ static void dense_seq_source(const accel_kernel_dispatch_t *d, uint32_t s,
 }
 
 ACCEL_KERNEL_ENTRY int32_t attention_decode(const accel_kernel_dispatch_t *d,
-                                            const accel_kernel_workgroup_t *wg);
-ACCEL_KERNEL_ENTRY int32_t attention_decode(const accel_kernel_dispatch_t *d,
                                             const accel_kernel_workgroup_t *wg) {
   static const char *const k_names[] = {"q", "k", "v", "context_lens", "out"};
   accel_kp_attn_decode_constants_t c;
-  memcpy(&c, d->constants, sizeof(c));
+  if (!kp_signature(d, wg, 5, &c, sizeof(c))) {
+    return 1;
+  }
   int32_t rc = check_heads(d, wg, "attention_decode", c.n_heads, c.n_kv_heads,
                            c.head_dim);
   if (rc != 0) {
     return rc;
   }
-  uint64_t q_floats = sat_mul(c.num_seqs, c.n_heads, c.head_dim);
-  uint64_t kv_floats = sat_mul(sat_mul(c.num_seqs, c.max_len, 1),
-                               c.n_kv_heads, c.head_dim);
-  const uint64_t counts[] = {q_floats, kv_floats, kv_floats, c.num_seqs,
-                             q_floats};
-  const uint64_t elems[] = {4, 4, 4, 4, 4};
-  rc = check_bindings(d, wg, "attention_decode", k_names, counts, elems, 5);
+  unsigned __int128 q_bytes = F32_BYTES(c.num_seqs, c.n_heads, c.head_dim);
+  unsigned __int128 kv_bytes =
+      F32_BYTES(c.num_seqs, c.max_len, c.n_kv_heads) * c.head_dim;
+  const unsigned __int128 bytes[] = {q_bytes, kv_bytes, kv_bytes,
+                                     F32_BYTES(c.num_seqs, 1, 1), q_bytes};
+  rc = check_bindings(d, wg, k_names, bytes, 5);
   if (rc != 0) {
     return rc;
   }
   const uint32_t *lens = d->bindings[3].data;
   for (uint32_t s = 0; s < c.num_seqs; ++s) {
     if (lens[s] > c.max_len) {
-      return refuse(d, wg,
+      return kp_fail(d, wg,
                     "attention_decode: context_lens[%u] = %u exceeds max_len "
                     "%u",
                     s, lens[s], c.max_len);
@@ -380,7 +328,7 @@ static int32_t check_block_table(const accel_kernel_dispatch_t *d,
                                  const accel_kp_attn_paged_constants_t *c,
                                  uint32_t s, uint32_t len) {
   if (len > (uint64_t)c->max_blocks_per_seq * c->block_size) {
-    return refuse(d, wg,
+    return kp_fail(d, wg,
                   "attention_paged_decode: context_lens[%u] = %u exceeds %u "
                   "blocks of %u positions",
                   s, len, c->max_blocks_per_seq, c->block_size);
@@ -390,7 +338,7 @@ static int32_t check_block_table(const accel_kernel_dispatch_t *d,
   uint32_t used = (uint32_t)(((uint64_t)len + c->block_size - 1) / c->block_size);
   for (uint32_t b = 0; b < used; ++b) {
     if (table[b] >= c->num_blocks) {
-      return refuse(d, wg,
+      return kp_fail(d, wg,
                     "attention_paged_decode: block_tables[%u][%u] = %u is "
                     "outside the cache's %u blocks",
                     s, b, table[b], c->num_blocks);
@@ -400,34 +348,30 @@ static int32_t check_block_table(const accel_kernel_dispatch_t *d,
 }
 
 ACCEL_KERNEL_ENTRY int32_t attention_paged_decode(
-    const accel_kernel_dispatch_t *d, const accel_kernel_workgroup_t *wg);
-ACCEL_KERNEL_ENTRY int32_t attention_paged_decode(
     const accel_kernel_dispatch_t *d, const accel_kernel_workgroup_t *wg) {
   static const char *const k_names[] = {"q",           "k_cache",
                                         "v_cache",     "block_tables",
                                         "context_lens", "out"};
   accel_kp_attn_paged_constants_t c;
-  memcpy(&c, d->constants, sizeof(c));
+  if (!kp_signature(d, wg, 6, &c, sizeof(c))) {
+    return 1;
+  }
   int32_t rc = check_heads(d, wg, "attention_paged_decode", c.n_heads,
                            c.n_kv_heads, c.head_dim);
   if (rc != 0) {
     return rc;
   }
   if (c.block_size == 0) {
-    return refuse(d, wg, "attention_paged_decode: block_size is 0");
+    return kp_fail(d, wg, "attention_paged_decode: block_size is 0");
   }
-  uint64_t q_floats = sat_mul(c.num_seqs, c.n_heads, c.head_dim);
-  uint64_t cache_floats = sat_mul(sat_mul(c.num_blocks, c.block_size, 1),
-                                  c.n_kv_heads, c.head_dim);
-  const uint64_t counts[] = {q_floats,
-                             cache_floats,
-                             cache_floats,
-                             (uint64_t)c.num_seqs * c.max_blocks_per_seq,
-                             c.num_seqs,
-                             q_floats};
-  const uint64_t elems[] = {4, 4, 4, 4, 4, 4};
-  rc = check_bindings(d, wg, "attention_paged_decode", k_names, counts, elems,
-                      6);
+  unsigned __int128 q_bytes = F32_BYTES(c.num_seqs, c.n_heads, c.head_dim);
+  unsigned __int128 cache_bytes =
+      F32_BYTES(c.num_blocks, c.block_size, c.n_kv_heads) * c.head_dim;
+  const unsigned __int128 bytes[] = {
+      q_bytes,     cache_bytes, cache_bytes,
+      F32_BYTES(c.num_seqs, c.max_blocks_per_seq, 1),
+      F32_BYTES(c.num_seqs, 1, 1), q_bytes};
+  rc = check_bindings(d, wg, k_names, bytes, 6);
   if (rc != 0) {
     return rc;
   }
@@ -449,34 +393,35 @@ ACCEL_KERNEL_ENTRY int32_t attention_paged_decode(
 // ---------------------------------------------------------------------------
 
 ACCEL_KERNEL_ENTRY int32_t paged_kv_append(const accel_kernel_dispatch_t *d,
-                                           const accel_kernel_workgroup_t *wg);
-ACCEL_KERNEL_ENTRY int32_t paged_kv_append(const accel_kernel_dispatch_t *d,
                                            const accel_kernel_workgroup_t *wg) {
   static const char *const k_names[] = {"k_new", "v_new", "slot_mapping",
                                         "k_cache", "v_cache"};
   accel_kp_kv_append_constants_t c;
-  memcpy(&c, d->constants, sizeof(c));
+  if (!kp_signature(d, wg, 5, &c, sizeof(c))) {
+    return 1;
+  }
   if (c.n_kv_heads == 0 || c.head_dim == 0 || c.block_size == 0) {
-    return refuse(d, wg,
+    return kp_fail(d, wg,
                   "paged_kv_append: n_kv_heads %u, head_dim %u and block_size "
                   "%u must be positive",
                   c.n_kv_heads, c.head_dim, c.block_size);
   }
   uint64_t row = (uint64_t)c.n_kv_heads * c.head_dim;
   uint64_t slots = (uint64_t)c.num_blocks * c.block_size;
-  const uint64_t counts[] = {sat_mul(c.tokens, row, 1),
-                             sat_mul(c.tokens, row, 1), c.tokens,
-                             sat_mul(slots, row, 1), sat_mul(slots, row, 1)};
-  const uint64_t elems[] = {4, 4, 4, 4, 4};
-  int32_t rc = check_bindings(d, wg, "paged_kv_append", k_names, counts,
-                              elems, 5);
+  unsigned __int128 new_bytes = F32_BYTES(c.tokens, c.n_kv_heads, c.head_dim);
+  unsigned __int128 cache_bytes =
+      F32_BYTES(c.num_blocks, c.block_size, c.n_kv_heads) * c.head_dim;
+  const unsigned __int128 bytes[] = {new_bytes, new_bytes,
+                                     F32_BYTES(c.tokens, 1, 1), cache_bytes,
+                                     cache_bytes};
+  int32_t rc = check_bindings(d, wg, k_names, bytes, 5);
   if (rc != 0) {
     return rc;
   }
   const int32_t *slot_mapping = d->bindings[2].data;
   for (uint32_t t = 0; t < c.tokens; ++t) {
     if (slot_mapping[t] < -1 || (int64_t)slot_mapping[t] >= (int64_t)slots) {
-      return refuse(d, wg,
+      return kp_fail(d, wg,
                     "paged_kv_append: slot_mapping[%u] = %d is outside the "
                     "cache's %llu slots (-1 skips a token)",
                     t, slot_mapping[t], (unsigned long long)slots);
@@ -486,9 +431,8 @@ ACCEL_KERNEL_ENTRY int32_t paged_kv_append(const accel_kernel_dispatch_t *d,
   const float *v_new = d->bindings[1].data;
   float *k_cache = d->bindings[3].data;
   float *v_cache = d->bindings[4].data;
-  uint64_t first, last;
-  split(d, wg, c.tokens, &first, &last);
-  for (uint64_t t = first; t < last; ++t) {
+  kp_range_t items = kp_units(d, wg, c.tokens);
+  for (uint64_t t = items.begin; t < items.end; ++t) {
     if (slot_mapping[t] < 0) {
       continue;
     }
@@ -500,28 +444,10 @@ ACCEL_KERNEL_ENTRY int32_t paged_kv_append(const accel_kernel_dispatch_t *d,
 }
 
 // ---------------------------------------------------------------------------
-// The library
+// The library (left out of libaccel_kernels.so, which has its own table)
 // ---------------------------------------------------------------------------
 
-#define ATTENTION_EXPORT(k) {.name = #k, .fn = k},
-static const accel_kernel_export_t k_exports[] = {
-    ACCEL_KP_ATTENTION_KERNELS(ATTENTION_EXPORT)};
-
-static const accel_kernel_library_t k_library = {
-    .struct_size = sizeof(accel_kernel_library_t),
-    .abi_version = ACCEL_KERNEL_ABI_VERSION,
-    .name = "accel attention host kernels",
-    .export_count = sizeof(k_exports) / sizeof(k_exports[0]),
-    .exports = k_exports,
-};
-
-ACCEL_KERNEL_EXPORT const accel_kernel_library_t *accel_kernel_library_query(
-    uint32_t runtime_abi_version);
-
-ACCEL_KERNEL_EXPORT const accel_kernel_library_t *accel_kernel_library_query(
-    uint32_t runtime_abi_version) {
-  if ((runtime_abi_version >> 16) != ACCEL_KERNEL_ABI_VERSION_MAJOR) {
-    return NULL;
-  }
-  return &k_library;
-}
+#ifndef ACCEL_KP_COMBINED
+ACCEL_KP_FAMILY_LIBRARY("accel attention kernels", ACCEL_KP_ATTENTION_KERNELS,
+                        NULL)
+#endif

@@ -187,8 +187,9 @@ static inline uint32_t accel_kp_u4_get(const uint8_t *packed, uint64_t i) {
 //     3 c     write  f32 [m, n]
 //   dtype_a / dtype_b: ACCEL_KP_DTYPE_F32, _F16 or _BF16. f32 x f32 runs
 //   cblas_sgemm (cblas_sgemv for a tile of one row); bf16 x bf16
-//   cblas_sbgemm; other pairs convert each tile's
-//   operands to f32 (exactly) and run cblas_sgemm.
+//   cblas_sbgemm where the installed OpenBLAS exports it (built with
+//   BUILD_BFLOAT16; Debian's 0.3.21 does not); other pairs convert each
+//   tile's operands to f32 (exactly) and run the f32 path.
 //   unit: an output tile of tile_m x tile_n (edge tiles smaller), numbered
 //   row-major over the tile grid. tile_m / tile_n 0 pick the default
 //   ACCEL_KP_MM_DEFAULT_TILE_M(m, n) / _N(m, n) (a function of the shape

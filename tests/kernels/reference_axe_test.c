@@ -6,10 +6,14 @@
 #include <string.h>
 
 #include "attention_params.h"
+#include "kernel_list.h"
 #include "test_support.h"
 
 #define NAME(k) #k,
-static const char *const k_expected[] = {ACCEL_KP_ATTENTION_KERNELS(NAME)};
+static const char *const k_expected[] = {
+    ACCEL_KP_MATMUL_KERNELS(NAME) ACCEL_KP_QUANT_KERNELS(NAME)
+    ACCEL_KP_ROW_KERNELS(NAME) ACCEL_KP_ELTWISE_KERNELS(NAME)
+    ACCEL_KP_SELECT_KERNELS(NAME) ACCEL_KP_ATTENTION_KERNELS(NAME)};
 #define EXPECTED_COUNT (sizeof(k_expected) / sizeof(k_expected[0]))
 
 // It loads, and its kernel table is exactly the families' kernel lists, each
