@@ -689,9 +689,46 @@ static accel_status_t launch_like(accel_executable_t *exe, accel_stream_t *s,
   return accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE);
 }
 
-// reference.axe's attention kernels launched through the runtime (its
-// thread pool, its work-group order) give the bits of the direct run, and a
-// refused launch fails the stream with the kernel's message.
+// Runs the launch |l| of kernel |name| through reference.axe on a fresh
+// runtime whose host device runs grids on |threads| threads
+// (ACCEL_HOST_THREADS), and checks that binding |out| ends with the bits of
+// |want|.
+static void runtime_run_matches(const char *name, const kernel_launch_t *l,
+                                uint32_t out, const void *want,
+                                uint32_t threads) {
+  char text[16];
+  snprintf(text, sizeof(text), "%u", threads);
+  setenv("ACCEL_HOST_THREADS", text, 1);
+  test_env_t *env = NULL;
+  assert_int_equal(test_env_setup((void **)&env), 0);
+  unsetenv("ACCEL_HOST_THREADS");
+  accel_executable_t *exe = NULL;
+  assert_accel_ok(accel_executable_load_file(
+      env->runtime, env->device, getenv("ACCEL_TEST_REFERENCE_AXE"), 0, &exe));
+  accel_stream_t *s = NULL;
+  accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "attention"};
+  assert_accel_ok(accel_stream_create(env->device, &sd, &s));
+  accel_buffer_t *bufs[8];
+  assert_accel_ok(launch_like(exe, s, env->device, name, l, bufs));
+  void *got = NULL;
+  assert_accel_ok(accel_buffer_host_pointer(bufs[out], &got));
+  if (memcmp(got, want, l->bindings[out].size_bytes) != 0) {
+    fail_msg("%s through the runtime on %u threads differs from the direct run",
+             name, threads);
+  }
+  for (uint32_t i = 0; i < l->binding_count; ++i) {
+    accel_buffer_release(bufs[i]);
+  }
+  accel_stream_destroy(s);
+  accel_executable_release(exe);
+  void *state = env;
+  test_env_teardown(&state);
+}
+
+// reference.axe's attention kernels launched through the runtime on 1, 2
+// and 7 host threads (its thread pool, its work-group order) give the bits
+// of the direct run, and a refused launch fails the stream with the
+// kernel's message.
 static void test_runtime_launch_matches_direct_run(void **state) {
   test_env_t *env = *state;
   if (getenv("ACCEL_TEST_REFERENCE_AXE") == NULL) {
@@ -699,12 +736,7 @@ static void test_runtime_launch_matches_direct_run(void **state) {
   }
   test_rng_t rng;
   test_rng_init(&rng, __func__);
-  accel_executable_t *exe = NULL;
-  assert_accel_ok(accel_executable_load_file(
-      env->runtime, env->device, getenv("ACCEL_TEST_REFERENCE_AXE"), 0, &exe));
-  accel_stream_t *s = NULL;
-  accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "attention"};
-  assert_accel_ok(accel_stream_create(env->device, &sd, &s));
+  static const uint32_t threads[] = {1, 2, 7};
 
   decode_case_t dc;
   decode_case_make(&rng, &dc, 3, 90, 8, 2, 32, 16);
@@ -714,34 +746,30 @@ static void test_runtime_launch_matches_direct_run(void **state) {
   accel_kp_attn_paged_constants_t pcon;
   l = paged_decode_launch(&dc, &pcon, 5, 2, test_rng_next(&rng));
   run_ok(&l);
-  accel_buffer_t *bufs[8];
-  assert_accel_ok(
-      launch_like(exe, s, env->device, "attention_paged_decode", &l, bufs));
-  void *out = NULL;
-  assert_accel_ok(accel_buffer_host_pointer(bufs[5], &out));
-  assert_memory_equal(out, dc.out, l.bindings[5].size_bytes);
-  for (uint32_t i = 0; i < 6; ++i) {
-    accel_buffer_release(bufs[i]);
+  for (int t = 0; t < 3; ++t) {
+    runtime_run_matches("attention_paged_decode", &l, 5, dc.out, threads[t]);
   }
-
   prefill_case_t pc;
   prefill_case_make(&rng, &pc, 70, 75, 8, 2, 32);
   l = prefill_launch(&pc, 3, 2, test_rng_next(&rng));
   run_ok(&l);
-  assert_accel_ok(
-      launch_like(exe, s, env->device, "attention_prefill", &l, bufs));
-  assert_accel_ok(accel_buffer_host_pointer(bufs[3], &out));
-  assert_memory_equal(out, pc.out, l.bindings[3].size_bytes);
-  for (uint32_t i = 0; i < 4; ++i) {
-    accel_buffer_release(bufs[i]);
+  for (int t = 0; t < 3; ++t) {
+    runtime_run_matches("attention_prefill", &l, 3, pc.out, threads[t]);
   }
   prefill_case_free(&pc);
 
   // A block id past the cache: the stream fails with the kernel's message.
+  accel_executable_t *exe = NULL;
+  assert_accel_ok(accel_executable_load_file(
+      env->runtime, env->device, getenv("ACCEL_TEST_REFERENCE_AXE"), 0, &exe));
+  accel_stream_t *s = NULL;
+  accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "attention"};
+  assert_accel_ok(accel_stream_create(env->device, &sd, &s));
   l = paged_decode_launch(&dc, &pcon, 5, 2, 0);
   pcon.num_blocks = 1;
   l.bindings[1].size_bytes = l.bindings[2].size_bytes =
       4ull * dc.block_size * row_floats(&dc);
+  accel_buffer_t *bufs[8];
   assert_int_equal(
       launch_like(exe, s, env->device, "attention_paged_decode", &l, bufs),
       ACCEL_ERROR_ABORTED);
