@@ -689,6 +689,15 @@ static accel_status_t launch_like(accel_executable_t *exe, accel_stream_t *s,
   return accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE);
 }
 
+// Loads reference.axe on |env|'s device and creates a stream.
+static void open_reference(test_env_t *env, accel_executable_t **exe,
+                           accel_stream_t **s) {
+  assert_accel_ok(accel_executable_load_file(
+      env->runtime, env->device, getenv("ACCEL_TEST_REFERENCE_AXE"), 0, exe));
+  accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "attention"};
+  assert_accel_ok(accel_stream_create(env->device, &sd, s));
+}
+
 // Runs the launch |l| of kernel |name| through reference.axe on a fresh
 // runtime whose host device runs grids on |threads| threads
 // (ACCEL_HOST_THREADS), and checks that binding |out| ends with the bits of
@@ -703,11 +712,8 @@ static void runtime_run_matches(const char *name, const kernel_launch_t *l,
   assert_int_equal(test_env_setup((void **)&env), 0);
   unsetenv("ACCEL_HOST_THREADS");
   accel_executable_t *exe = NULL;
-  assert_accel_ok(accel_executable_load_file(
-      env->runtime, env->device, getenv("ACCEL_TEST_REFERENCE_AXE"), 0, &exe));
   accel_stream_t *s = NULL;
-  accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "attention"};
-  assert_accel_ok(accel_stream_create(env->device, &sd, &s));
+  open_reference(env, &exe, &s);
   accel_buffer_t *bufs[8];
   assert_accel_ok(launch_like(exe, s, env->device, name, l, bufs));
   void *got = NULL;
@@ -760,11 +766,8 @@ static void test_runtime_launch_matches_direct_run(void **state) {
 
   // A block id past the cache: the stream fails with the kernel's message.
   accel_executable_t *exe = NULL;
-  assert_accel_ok(accel_executable_load_file(
-      env->runtime, env->device, getenv("ACCEL_TEST_REFERENCE_AXE"), 0, &exe));
   accel_stream_t *s = NULL;
-  accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "attention"};
-  assert_accel_ok(accel_stream_create(env->device, &sd, &s));
+  open_reference(env, &exe, &s);
   l = paged_decode_launch(&dc, &pcon, 5, 2, 0);
   pcon.num_blocks = 1;
   l.bindings[1].size_bytes = l.bindings[2].size_bytes =
