@@ -104,7 +104,8 @@ static inline uint64_t kv_row(const kv_source_t *s, uint32_t j) {
 // dot(a, b) in the fixed order of every reference kernel: lane i % 16
 // accumulates a[i] * b[i] in increasing i, then the lanes fold as kp_fold
 // does (l += l + 8, l += l + 4, l += l + 2, l += l + 1).
-static inline float dot_fixed(const float *a, const float *b, uint32_t n) {
+static inline float dot_fixed(const float *restrict a,
+                              const float *restrict b, uint32_t n) {
   float lane[KP_LANES] = {0};
   uint32_t i = 0;
   for (; i + KP_LANES <= n; i += KP_LANES) {
@@ -112,10 +113,28 @@ static inline float dot_fixed(const float *a, const float *b, uint32_t n) {
       lane[l] += a[i + l] * b[i + l];
     }
   }
-  for (uint32_t l = 0; i < n; ++i, ++l) {
-    lane[l] += a[i] * b[i];
+  if (i < n) {
+    // The tail as one more full step over zero-padded copies, so that the
+    // lanes stay in registers (a variable lane index would put them in
+    // memory): lanes past the tail add 0 * 0, which changes no value.
+    float ta[KP_LANES] = {0}, tb[KP_LANES] = {0};
+    memcpy(ta, a + i, (n - i) * sizeof(float));
+    memcpy(tb, b + i, (n - i) * sizeof(float));
+    for (uint32_t l = 0; l < KP_LANES; ++l) {
+      lane[l] += ta[l] * tb[l];
+    }
   }
   return kp_fold(lane);
+}
+
+// y[i] += a * x[i] (restrict parameters: the accumulators never alias the
+// cache, so the loop is vectorized without a runtime overlap check; not
+// inlined, because GCC jams consecutive calls into one scalar loop).
+__attribute__((noinline)) KP_VECTOR_CLONES static void axpy(float *restrict y, const float *restrict x, float a,
+                        uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    y[i] += a * x[i];
+  }
 }
 
 // out[g] = softmax(scale * q[g] . K^T) V over keys 0..len-1, with online
@@ -164,11 +183,7 @@ KP_VECTOR_CLONES static void attend(const float *q, uint32_t group, uint32_t hea
         ag[i] *= corr;
       }
       for (uint32_t t = 0; t < t_count; ++t) {
-        const float *vr = src->v + rows[t];
-        float pt = p[t];
-        for (uint32_t i = 0; i < head_dim; ++i) {
-          ag[i] += pt * vr[i];
-        }
+        axpy(ag, src->v + rows[t], p[t], head_dim);
       }
     }
   }
