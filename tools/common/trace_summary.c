@@ -301,6 +301,16 @@ int trace_summary_read(const char *path, trace_summary_t *out) {
   if (data == NULL) {
     return 1;
   }
+  int rc = trace_summary_parse(data, size, out);
+  free(data);
+  if (rc != 0) {
+    fprintf(stderr, "accel-trace: \"%s\" is not a Perfetto trace\n", path);
+  }
+  return rc;
+}
+
+int trace_summary_parse(const uint8_t *data, size_t size,
+                        trace_summary_t *out) {
   summary_t s = {0};
   rd_t r = {data, data + size, false};
   uint32_t f, w;
@@ -328,17 +338,17 @@ int trace_summary_read(const char *path, trace_summary_t *out) {
       track_event(&s, ts, te);
     }
   }
-  free(data);
   free(s.open);
   if (r.bad || packets == 0) {
-    fprintf(stderr, "accel-trace: \"%s\" is not a Perfetto trace\n", path);
     for (size_t i = 0; i < s.stat_count; ++i) {
       free(s.stats[i].durations);
     }
     free(s.stats);
     return 1;
   }
-  qsort(s.stats, s.stat_count, sizeof(*s.stats), cmp_stat);
+  if (s.stat_count > 0) {  // a trace with no slices has no table at all
+    qsort(s.stats, s.stat_count, sizeof(*s.stats), cmp_stat);
+  }
   out->entries = calloc(s.stat_count ? s.stat_count : 1, sizeof(*out->entries));
   out->count = 0;
   static const char *const k_order[] = {"kernel", "host", "copy", "command"};
@@ -366,7 +376,6 @@ int trace_summary_read(const char *path, trace_summary_t *out) {
   }
   free(s.stats);
   if (out->entries == NULL) {
-    fprintf(stderr, "accel-trace: out of memory\n");
     return 1;
   }
   return 0;

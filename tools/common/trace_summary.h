@@ -32,6 +32,12 @@ typedef struct trace_summary {
 // is not a Perfetto trace: every length is checked before it is used).
 int trace_summary_read(const char *path, trace_summary_t *out);
 
+// The same from the bytes [data, data + size) (a trace in memory; the
+// libFuzzer target fuzz/fuzz_trace_summary.c). Returns 0, or 1 without a
+// message when the bytes are not a Perfetto trace or memory runs out.
+int trace_summary_parse(const uint8_t *data, size_t size,
+                        trace_summary_t *out);
+
 void trace_summary_free(trace_summary_t *summary);
 
 #endif  // ACCEL_TOOLS_TRACE_SUMMARY_H_
