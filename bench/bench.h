@@ -160,5 +160,7 @@ int accel_bench_kernels(const bench_args_t *args);
 typedef struct accel_runtime accel_runtime_t;
 int bench_kernels_attention(bench_report_t *report, accel_runtime_t *rt,
                             accel_device_t *dev, bool quick);
+int bench_kernels_decoder(bench_report_t *report, accel_runtime_t *rt,
+                          bool quick);
 
 #endif  // ACCEL_BENCH_BENCH_H_

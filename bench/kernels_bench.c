@@ -1,6 +1,7 @@
 // accel-bench kernels: the reference kernels through accel_launch on the
 // host device against baselines measured in the same run (issue #17). Each
-// family adds its figures (attention_bench.c: paged vs dense decode).
+// family adds its figures (attention_bench.c: paged vs dense decode), and
+// decoder_bench.c runs examples/decoder.c's model end to end.
 #include <stdio.h>
 
 #include "accel/accel.h"
@@ -17,7 +18,8 @@ int accel_bench_kernels(const bench_args_t *args) {
   }
   bench_report_t report;
   bench_report_init(&report, "kernels", dev);
-  int rc = bench_kernels_attention(&report, rt, dev, args->quick);
+  int rc = bench_kernels_attention(&report, rt, dev, args->quick) ||
+           bench_kernels_decoder(&report, rt, args->quick);
   if (rc == 0) {
     rc = bench_print(&report, args->json);
   }

@@ -46,7 +46,8 @@ EXPECTED = {
              "stream_copy_4KiB", "h2d_pageable_staged_64MiB",
              "d2h_pageable_staged_64MiB"],
             [r"copy_\d+_engines_(%s)" % "|".join(SIZES)]),
-    "kernels": (["paged_decode_attention"], []),
+    "kernels": (["paged_decode_attention", "decoder_prefill",
+                 "decoder_decode", "decoder_decode_host_overhead"], []),
 }
 
 KEYS = ["name", "value", "unit", "baseline_name", "baseline", "ratio",
