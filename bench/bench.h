@@ -150,10 +150,10 @@ bool bench_target_met(const char *target, double x);
 int accel_bench_launch(const bench_args_t *args);
 int accel_bench_alloc(const bench_args_t *args);
 int accel_bench_dma(const bench_args_t *args);
+int accel_bench_kernels(const bench_args_t *args);
 int accel_bench_topo(const bench_args_t *args);
 int accel_bench_load(const bench_args_t *args);
 int accel_bench_trace(const bench_args_t *args);
-int accel_bench_kernels(const bench_args_t *args);
 
 // Families' figures of accel-bench kernels, added to |report| (0, or
 // nonzero after printing why).

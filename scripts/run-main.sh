@@ -24,7 +24,7 @@ if [ -x "$dir/examples/example-mlp-layer" ]; then
   axe="$dir/mlp_layer.axe"
   trace="$dir/mlp_layer.pftrace"
   ACCEL_TRACE="$trace" "$dir/examples/example-mlp-layer" \
-    "$dir/kernels/host/libaccel_layer_kernels.so" "$axe"
+    "$dir/kernels/host/libaccel_kernels.so" "$axe"
   echo
   echo "== accel-inspect $axe"
   "$dir/tools/accel-inspect/accel-inspect" "$axe"

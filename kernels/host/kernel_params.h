@@ -82,7 +82,7 @@ static inline uint16_t accel_kp_f32_to_bf16(float f) {
 }
 
 // Returns the f32 value of the IEEE binary16 |h| (exact, subnormals too).
-static inline float accel_kp_f16_to_f32(uint16_t h) {
+static inline __attribute__((always_inline)) float accel_kp_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;

@@ -150,6 +150,60 @@ static inline float kp_expf(float x) {
   return x != x ? x : y;
 }
 
+// 16 f32 lanes as one value (GCC/Clang vector extension): the compiler
+// lowers each operation lane by lane to whatever the clone's ISA has, so the
+// roundings are those of the scalar code.
+// Always inlined: a clone's vector code must not call out to baseline-ISA
+// helpers (slow, and 64-byte vectors passed by value need matching ABIs).
+typedef float kp_v16 __attribute__((vector_size(64)));
+#define KP_ALWAYS_INLINE static inline __attribute__((always_inline))
+typedef int32_t kp_v16i __attribute__((vector_size(64)));
+
+KP_ALWAYS_INLINE kp_v16 kp_load16(const float *p) {
+  kp_v16 v;
+  memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+KP_ALWAYS_INLINE void kp_store16(float *p, kp_v16 v) {
+  memcpy(p, &v, sizeof(v));
+}
+
+KP_ALWAYS_INLINE kp_v16 kp_splat16(float f) {
+  kp_v16 v = {f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f};
+  return v;
+}
+
+// mask ? a : b per lane (mask lanes all ones or zero).
+KP_ALWAYS_INLINE kp_v16 kp_select16(kp_v16i mask, kp_v16 a, kp_v16 b) {
+  kp_v16i r = (mask & (kp_v16i)a) | (~mask & (kp_v16i)b);
+  return (kp_v16)r;
+}
+
+// kp_expf on 16 lanes: the same operations in the same order.
+KP_ALWAYS_INLINE kp_v16 kp_expf16(kp_v16 x) {
+  const kp_v16 lo = kp_splat16(-87.33f), hi = kp_splat16(88.7228f);
+  const kp_v16 magic = kp_splat16(12582912.0f);
+  kp_v16 xc = kp_select16(x < lo, lo, kp_select16(x > hi, hi, x));
+  kp_v16 n = (xc * kp_splat16(1.44269504f) + magic) - magic;
+  kp_v16 r = (xc - n * kp_splat16(0.693359375f)) - n * kp_splat16(-2.12194440e-4f);
+  kp_v16 p = kp_splat16(1.38888889e-3f);
+  p = p * r + kp_splat16(8.33333333e-3f);
+  p = p * r + kp_splat16(4.16666667e-2f);
+  p = p * r + kp_splat16(1.66666667e-1f);
+  p = p * r + kp_splat16(0.5f);
+  p = p * r + kp_splat16(1.0f);
+  p = p * r + kp_splat16(1.0f);
+  kp_v16i k = __builtin_convertvector(n, kp_v16i);
+  kp_v16i positive = k > 0;
+  kp_v16i e = (k + (positive & -1)) + 127;  // k - 1 where k > 0
+  kp_v16 y = p * (kp_v16)(e << 23);
+  y = kp_select16(positive, y * kp_splat16(2.0f), y);
+  y = kp_select16(x < lo, kp_splat16(0.0f), y);
+  y = kp_select16(x > hi, kp_splat16(__builtin_inff()), y);
+  return kp_select16(x != x, x, y);
+}
+
 // GELU with the tanh approximation: tanh(u) = 1 - 2 / (exp(2u) + 1).
 static inline float kp_gelu_tanh(float v) {
   float u = 0.7978845608f * (v + 0.044715f * (v * v * v));

@@ -9,44 +9,47 @@
 #include "kernel_list.h"
 #include "kernel_util.h"
 
+// The row loops work on 16-lane vectors (kernel_util.h): lane l of each
+// vector takes elements i with i % 16 == l, exactly the fixed reduction's
+// lanes; the tail (n % 16 elements) is added to the stored lanes in order.
+
 // Largest of x[i] * s (NaN ignored; -inf for an all-NaN row).
 KP_VECTOR_CLONES static float row_max(const float *x, uint64_t n, float s) {
-  float m[KP_LANES];
-  for (int l = 0; l < KP_LANES; ++l) m[l] = -__builtin_inff();
+  kp_v16 m = kp_splat16(-__builtin_inff()), sv = kp_splat16(s);
   uint64_t i = 0;
   for (; i + KP_LANES <= n; i += KP_LANES) {
-    for (int l = 0; l < KP_LANES; ++l) {
-      float v = x[i + l] * s;
-      m[l] = v > m[l] ? v : m[l];
-    }
+    kp_v16 v = kp_load16(x + i) * sv;
+    m = kp_select16(v > m, v, m);
   }
+  float lanes[KP_LANES];
+  kp_store16(lanes, m);
   for (; i < n; ++i) {
     float v = x[i] * s;
-    m[i % KP_LANES] = v > m[i % KP_LANES] ? v : m[i % KP_LANES];
+    lanes[i % KP_LANES] = v > lanes[i % KP_LANES] ? v : lanes[i % KP_LANES];
   }
-  float r = m[0];
-  for (int l = 1; l < KP_LANES; ++l) r = m[l] > r ? m[l] : r;
+  float r = lanes[0];
+  for (int l = 1; l < KP_LANES; ++l) r = lanes[l] > r ? lanes[l] : r;
   return r;
 }
 
 // y[i] = exp(x[i] * s - max); returns their sum in the lane order.
 KP_VECTOR_CLONES static float row_exp(const float *x, float *y, uint64_t n,
                                       float s, float max) {
-  float acc[KP_LANES] = {0};
+  kp_v16 acc = kp_splat16(0.0f), sv = kp_splat16(s), mv = kp_splat16(max);
   uint64_t i = 0;
   for (; i + KP_LANES <= n; i += KP_LANES) {
-    for (int l = 0; l < KP_LANES; ++l) {
-      float e = kp_expf(x[i + l] * s - max);
-      y[i + l] = e;
-      acc[l] = acc[l] + e;
-    }
+    kp_v16 e = kp_expf16(kp_load16(x + i) * sv - mv);
+    kp_store16(y + i, e);
+    acc = acc + e;
   }
+  float lanes[KP_LANES];
+  kp_store16(lanes, acc);
   for (; i < n; ++i) {
     float e = kp_expf(x[i] * s - max);
     y[i] = e;
-    acc[i % KP_LANES] = acc[i % KP_LANES] + e;
+    lanes[i % KP_LANES] = lanes[i % KP_LANES] + e;
   }
-  return kp_fold(acc);
+  return kp_fold(lanes);
 }
 
 KP_VECTOR_CLONES static void row_scale(float *y, uint64_t n, float f) {
@@ -56,19 +59,23 @@ KP_VECTOR_CLONES static void row_scale(float *y, uint64_t n, float f) {
 // Sum of x[i] (square = 0) or of (x[i] - center)^2 (square = 1), lane order.
 KP_VECTOR_CLONES static float row_sum(const float *x, uint64_t n, int square,
                                       float center) {
-  float acc[KP_LANES] = {0};
+  kp_v16 acc = kp_splat16(0.0f), cv = kp_splat16(center);
   uint64_t i = 0;
-  for (; i + KP_LANES <= n; i += KP_LANES) {
-    for (int l = 0; l < KP_LANES; ++l) {
-      float v = x[i + l] - center;
-      acc[l] = acc[l] + (square ? v * v : x[i + l]);
+  if (square) {
+    for (; i + KP_LANES <= n; i += KP_LANES) {
+      kp_v16 v = kp_load16(x + i) - cv;
+      acc = acc + v * v;
     }
+  } else {
+    for (; i + KP_LANES <= n; i += KP_LANES) acc = acc + kp_load16(x + i);
   }
+  float lanes[KP_LANES];
+  kp_store16(lanes, acc);
   for (; i < n; ++i) {
     float v = x[i] - center;
-    acc[i % KP_LANES] = acc[i % KP_LANES] + (square ? v * v : x[i]);
+    lanes[i % KP_LANES] = lanes[i % KP_LANES] + (square ? v * v : x[i]);
   }
-  return kp_fold(acc);
+  return kp_fold(lanes);
 }
 
 // y[i] = ((x[i] - center) * rstd) * gamma[i] (+ beta[i] when beta is set).

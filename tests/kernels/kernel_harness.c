@@ -112,6 +112,12 @@ accel_status_t kt_run(const kt_case_t *c, uint32_t threads, void **out) {
   accel_launch_binding_t bind[KT_MAX_BINDINGS];
   for (uint32_t b = 0; b < c->binding_count; ++b) {
     uint64_t bytes = c->bytes[b] ? c->bytes[b] : 4;
+    if (c->alias[b] != 0) {
+      buffers[b] = buffers[c->alias[b] - 1];
+      accel_buffer_retain(buffers[b]);
+      bind[b] = (accel_launch_binding_t){.buffer = buffers[b], .length = bytes};
+      continue;
+    }
     accel_buffer_desc_t bd = {.struct_size = sizeof(bd), .size_bytes = bytes};
     assert_accel_ok(accel_buffer_alloc(r->device, &bd, &buffers[b]));
     void *p;

@@ -26,6 +26,9 @@ typedef struct kt_case {
   uint32_t constants_size;
   // Work-groups (in x); 0 means 1.
   uint32_t groups;
+  // alias[i] = j + 1 binds binding j's buffer again as binding i (in-place
+  // kernels); 0: a buffer of its own.
+  uint8_t alias[KT_MAX_BINDINGS];
 } kt_case_t;
 
 // Runs |c| on the runtime with |threads| host threads (1, 2 or 7) and waits.

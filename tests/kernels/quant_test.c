@@ -206,6 +206,33 @@ static void test_qmatmul_row_result_independent_of_m(void **state) {
   }
 }
 
+// The portable, AVX2 and AVX-512 paths (ACCEL_KP_VECTOR caps the one the
+// kernel takes) give the same bits for every format, m and tail.
+static void test_qmatmul_vector_paths_agree(void **state) {
+  (void)state;
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  for (int format = 0; format < 5; ++format) {
+    uint32_t k = format == F_INT8 ? 301 : 256;
+    qproblem_t p = make(&rng, format, 3, 67, k, format == F_INT4 ? 32 : 128);
+    kt_case_t c = qcase(&p);
+    void *best[KT_MAX_BINDINGS] = {0};
+    assert_accel_ok(kt_run(&c, 2, best));
+    for (int level = 0; level < 2; ++level) {
+      char text[2] = {(char)('0' + level), 0};
+      setenv("ACCEL_KP_VECTOR", text, 1);
+      void *capped[KT_MAX_BINDINGS] = {0};
+      assert_accel_ok(kt_run(&c, 2, capped));
+      unsetenv("ACCEL_KP_VECTOR");
+      assert_memory_equal(best[c.binding_count - 1],
+                          capped[c.binding_count - 1], 4ull * 3 * 67);
+      kt_free_outputs(&c, capped);
+    }
+    kt_free_outputs(&c, best);
+    free_problem(&p);
+  }
+}
+
 // Empty shapes are legal and write nothing.
 static void test_qmatmul_accepts_empty_shapes(void **state) {
   (void)state;
@@ -256,6 +283,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_qmatmul_matches_dequantized_float64),
       cmocka_unit_test(test_qmatmul_row_result_independent_of_m),
+      cmocka_unit_test(test_qmatmul_vector_paths_agree),
       cmocka_unit_test(test_qmatmul_accepts_empty_shapes),
       cmocka_unit_test(test_qmatmul_rejects_bad_launches),
   };
