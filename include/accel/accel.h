@@ -8,6 +8,7 @@
 #include "accel/dma.h"
 #include "accel/event.h"
 #include "accel/executable.h"
+#include "accel/gguf.h"
 #include "accel/kernel_abi.h"
 #include "accel/memory.h"
 #include "accel/runtime.h"

@@ -360,6 +360,17 @@ static void ev_error(const lt_event_t *e, accel_trace_rec_t *r) {
   r->a = lt_intern(e->s, str(e->p, "message"));
 }
 
+static void ev_kernel_message(const lt_event_t *e, accel_trace_rec_t *r) {
+  char line[1200];
+  snprintf(line, sizeof(line), "kernel \"%s\" work-group (%llu, %llu, %llu): %s",
+           str(e->p, "kernel"), (unsigned long long)u64(e->p, "group_x"),
+           (unsigned long long)u64(e->p, "group_y"),
+           (unsigned long long)u64(e->p, "group_z"), str(e->p, "text"));
+  r->type = ACCEL_TEV_KERNEL_MESSAGE;
+  r->aux = (uint32_t)u64(e->p, "kind");
+  r->a = lt_intern(e->s, line);
+}
+
 static void ev_stream_fail(const lt_event_t *e, accel_trace_rec_t *r) {
   r->type = ACCEL_TEV_STREAM_FAIL;
   r->track = obj(e, "stream");
@@ -404,6 +415,7 @@ static const struct {
     {"buffer_free", ev_buffer},
     {"error", ev_error},
     {"stream_fail", ev_stream_fail},
+    {"kernel_message", ev_kernel_message},
     {"counter_sample", ev_counter},
 };
 
