@@ -419,6 +419,12 @@ int accel_bench_kernels(const bench_args_t *args) {
   for (int i = 0; i < 8 && !failed; ++i) {
     failed |= subject_run(&report, &b, &subjects[i], runs);
   }
+  // The attention family's figures (attention_bench.c) and the decoder
+  // run end to end (decoder_bench.c), on reference.axe.
+  if (!failed) {
+    failed |= bench_kernels_attention(&report, rt, b.dev, args->quick) ||
+              bench_kernels_decoder(&report, rt, args->quick);
+  }
   accel_stream_destroy(b.stream);
   for (uint32_t i = 0; i < b.buffer_count; ++i) accel_buffer_release(b.buffers[i]);
   for (uint32_t i = 0; i < b.kernel_count; ++i) accel_kernel_release(b.kernels[i]);

@@ -2,7 +2,10 @@
 // .axe file holds one code object per target, so reference.axe packs this
 // one). The families' sources are compiled into it with ACCEL_KP_COMBINED,
 // which leaves out their own library tables.
+#include "attention_params.h"
 #include "kernel_list.h"
+
+ACCEL_KP_ATTENTION_KERNELS(ACCEL_KP_DECLARE)
 
 void openblas_set_num_threads(int num_threads);
 
@@ -19,6 +22,7 @@ static const accel_kernel_export_t k_exports[] = {
     ACCEL_KP_ROW_KERNELS(ACCEL_KP_EXPORT)
     ACCEL_KP_ELTWISE_KERNELS(ACCEL_KP_EXPORT)
     ACCEL_KP_SELECT_KERNELS(ACCEL_KP_EXPORT)
+    ACCEL_KP_ATTENTION_KERNELS(ACCEL_KP_EXPORT)
 };
 
 ACCEL_KP_DEFINE_LIBRARY("accel reference kernels", k_exports, library_init)

@@ -43,6 +43,14 @@ for f in "$libdir/libaccel-lttng.so.0" "$libdir/accel/kernels/libaccel_host_kern
   esac
   [ -e "$f" ] && pass "installed ${f#$prefix/}" || fail "missing ${f#$prefix/}"
 done
+# reference.axe is installed with the library and the installed
+# accel-inspect validates it and lists its kernels.
+if "$prefix/bin/accel-inspect" "$libdir/accel/reference.axe" 2>&1 |
+    grep -q "attention_paged_decode (symbol"; then
+  pass "accel-inspect lists the installed reference.axe"
+else
+  fail "accel-inspect cannot list $libdir/accel/reference.axe"
+fi
 # The man pages: installed under share/man, and found there by man itself
 # (MANPATH ending in ':' adds the system's path after the prefix's).
 if [ "$man_pages" = man ]; then
