@@ -33,6 +33,10 @@ typedef struct kt_case {
 } kt_case_t;
 
 // Runs |c| on the runtime with |threads| host threads (1, 2 or 7) and waits.
+// Each binding ends where an inaccessible page begins (host memory
+// registered with accel_host_register; a plain buffer where pinning is over
+// RLIMIT_MEMLOCK), so a kernel that read or wrote past a binding's bound
+// length would fault.
 // On ACCEL_OK, out[i] (when |out| is not NULL) receives a malloc'd copy of
 // binding i after the launch (free with kt_free_outputs). On failure the
 // stream is replaced and kt_expect_failure sees the message.
@@ -45,9 +49,7 @@ void kt_free_outputs(const kt_case_t *c, void **out);
 void kt_check_reproducible(const kt_case_t *c, uint64_t units, void **out);
 
 // Asserts that |c| fails with ACCEL_ERROR_ABORTED and a message containing
-// |needle|. Each binding ends where an inaccessible page begins, so a kernel
-// that read past a binding's bound length would fault instead of failing
-// cleanly.
+// |needle| (and does not fault: see kt_run).
 void kt_expect_failure(const kt_case_t *c, const char *needle);
 
 // Closes the runtimes (cmocka group teardown).
