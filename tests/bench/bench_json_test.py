@@ -46,6 +46,7 @@ EXPECTED = {
              "stream_copy_4KiB", "h2d_pageable_staged_64MiB",
              "d2h_pageable_staged_64MiB"],
             [r"copy_\d+_engines_(%s)" % "|".join(SIZES)]),
+    "shim": (["shim_semaphore_query", "shim_buffer_size"], []),
 }
 
 KEYS = ["name", "value", "unit", "baseline_name", "baseline", "ratio",

@@ -22,6 +22,8 @@ static const struct {
      "empty-kernel launch round trip: tracing off, counters, LTTng, recorder"},
     {"dma", accel_bench_dma,
      "DMA copy bandwidth, 4 KiB latency and staging vs memcpy baselines"},
+    {"shim", accel_bench_shim,
+     "a call through the C shim's function table vs the direct call"},
 };
 
 static int usage(void) {
