@@ -147,10 +147,11 @@ static PyObject *counters(PyObject *module, PyObject *unused) {
   while (st == ACCEL_OK) {
     size_t cap = count + 16;
     PyMem_Free(c);
-    c = PyMem_Calloc(cap, sizeof(*c));
+    c = PyMem_Malloc(cap * sizeof(*c));  // PyMem_Calloc: not in 3.9's limited API
     if (c == NULL) {
       return PyErr_NoMemory();
     }
+    memset(c, 0, cap * sizeof(*c));
     c[0].struct_size = sizeof(*c);
     st = accel_counters_snapshot(c, cap, &count);
     if (st == ACCEL_OK && count <= cap) {

@@ -2,9 +2,18 @@ import os
 import random
 import subprocess
 
+import numpy as np
 import pytest
 
 import accel
+
+# numpy 2.1 consumes and produces versioned DLPack (the read-only flag,
+# from_dlpack(copy=)); numpy 2.0 (the last for Python 3.9) only the legacy
+# form.
+needs_numpy_dlpack_1 = pytest.mark.skipif(
+    tuple(int(x) for x in np.__version__.split(".")[:2]) < (2, 1),
+    reason="numpy %s has no versioned DLPack (read-only flag, copy=): needs "
+           "numpy 2.1" % np.__version__)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import accel
+from conftest import needs_numpy_dlpack_1
 from dlpack_producer import KDLCUDA, READ_ONLY, Producer
 
 DTYPES = [np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
@@ -40,12 +41,16 @@ def test_numpy_round_trips_zero_copy_both_ways(dev, rng):
         assert buf.dtype == np.dtype(dtype).name
         back = np.from_dlpack(buf)
         np.testing.assert_array_equal(back, src)
-        assert back.strides == src.strides
+        # Strides of extent-1 dimensions mean nothing (numpy 2.0 rewrites them).
+        assert [st for st, n in zip(back.strides, src.shape) if n > 1] == \
+            [st for st, n in zip(src.strides, src.shape) if n > 1]
         if src.size and dtype is not np.bool_:
-            # Zero copy: a write through one side shows on the other.
+            # Zero copy: a write through one side shows on the other (numpy
+            # before 2.1 makes arrays from DLPack read-only: one way there).
             idx = tuple(rng.randrange(n) for n in src.shape)
-            back[idx] = 7
-            assert src[idx] == 7
+            if back.flags.writeable:
+                back[idx] = 7
+                assert src[idx] == 7
             src[idx] = 3
             assert back[idx] == 3
 
@@ -55,9 +60,8 @@ def test_accel_buffer_to_numpy_shares_memory(dev, stream):
     stream.fill(buf, 0, 4)
     a = np.from_dlpack(buf)  # synchronizes the stream that wrote it
     assert a.shape == (4, 8) and not a.any()
-    a[1, 2] = 5.0
-    assert buf.numpy()[1, 2] == 5.0
-    assert np.frombuffer(buf, np.float32)[10] == 5.0
+    np.frombuffer(buf, np.float32)[10] = 5.0  # the buffer protocol, writable
+    assert a[1, 2] == 5.0 and buf.numpy()[1, 2] == 5.0
 
 
 def test_capsules_versioned_and_legacy(dev):
@@ -121,7 +125,7 @@ def test_numpy_array_outlives_closed_runtime():
     rt = accel.Runtime()
     buf = rt.devices[0].alloc(32)
     a = np.from_dlpack(buf.view("uint8"))
-    a[:] = 5
+    np.frombuffer(buf, np.uint8)[:] = 5
     rt.close()
     with pytest.raises(accel.ClosedError):
         buf.numpy()
@@ -144,6 +148,7 @@ def test_copy_false_never_copies(dev):
     assert b2.numpy()[1] == 42
 
 
+@needs_numpy_dlpack_1
 def test_read_only_tensors_stay_read_only(dev, stream):
     p = Producer()
     cap, _ = p.capsule([1, 2, 3, 4], flags=READ_ONLY)
@@ -157,6 +162,7 @@ def test_read_only_tensors_stay_read_only(dev, stream):
         buf.__dlpack__()  # the legacy form cannot say read-only
 
 
+@needs_numpy_dlpack_1
 def test_dlpack_copy_and_device_arguments(dev):
     buf = accel.asarray(np.arange(4, dtype=np.float32), device=dev)
     c = np.from_dlpack(buf, copy=True)

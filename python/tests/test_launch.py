@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import accel
+from conftest import needs_numpy_dlpack_1
 
 
 @pytest.fixture
@@ -42,6 +43,7 @@ def test_reduce_sum_matches_numpy(dev, stream, exe, rng):
     assert out.numpy()[0] == pytest.approx(float(x.astype(np.float64).sum()), rel=1e-9)
 
 
+@needs_numpy_dlpack_1
 def test_launch_checks_like_the_c_api(dev, stream, exe):
     k = exe.kernel("vector_add")
     a = accel.empty(256, "float32", device=dev)
