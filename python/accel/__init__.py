@@ -15,6 +15,7 @@ from ._accel import (  # noqa: F401
     Semaphore, Stream, TimeoutError, UnavailableError, UnsupportedError,
     VersionError, api_version, counters, from_dlpack,
 )
+from . import _accel
 from ._profile import Profile, profile, summarize  # noqa: F401
 
 __all__ = [
@@ -48,13 +49,13 @@ def default_device():
 
 
 @_atexit.register
-def _close_default_runtime():
-    # Objects still alive at exit keep working until here, then raise
-    # ClosedError; imported tensors get their deleters called now, once.
+def _close_runtimes_at_exit():
+    # Every Runtime still alive (the default one and the user's): objects
+    # keep working until here, then raise ClosedError; the deleters of
+    # imported tensors run now, once, while the interpreter still works.
     global _default
-    if _default is not None:
-        _default.close()
-        _default = None
+    _default = None
+    _accel._close_all_runtimes()
 
 
 def _dtype_name(dtype):

@@ -99,7 +99,13 @@ typedef struct RuntimeObject {
   PyObject_HEAD
   core_t *core;       // NULL once closed
   child_t children;   // list head (a sentinel)
+  // Every live Runtime, for closing them all at interpreter exit.
+  struct RuntimeObject *live_prev;
+  struct RuntimeObject *live_next;
 } RuntimeObject;
+
+// Closes every live Runtime (the atexit hook of the accel package).
+PyObject *apy_close_all_runtimes(PyObject *module, PyObject *unused);
 
 // Live DLPack exports and buffer-protocol views, of every runtime.
 extern _Atomic long apy_live_exports;

@@ -213,6 +213,8 @@ static PyMethodDef k_methods[] = {
      "_trace_start(path): starts the built-in Perfetto recorder."},
     {"_trace_stop", trace_stop, METH_NOARGS,
      "_trace_stop(): stops the recorder and closes its file."},
+    {"_close_all_runtimes", apy_close_all_runtimes, METH_NOARGS,
+     "_close_all_runtimes(): closes every live Runtime (at exit)."},
     {"api_version", api_version, METH_NOARGS,
      "api_version() -> (major, minor) of the loaded library."},
     {"from_dlpack", (PyCFunction)(void (*)(void))apy_from_dlpack,

@@ -54,6 +54,11 @@ void apy_dealloc_heap(PyObject *self) {
 // Runtime
 // ---------------------------------------------------------------------------
 
+// Live Runtimes (guarded by the GIL), so that interpreter exit can close
+// them while Python still runs: a deleter of an imported tensor (numpy's,
+// torch's) then runs in a working interpreter.
+static RuntimeObject *g_live_runtimes;
+
 static PyObject *runtime_new(PyTypeObject *type, PyObject *args,
                              PyObject *kwargs) {
   static char *kwlist[] = {"host_devices", "visible_devices", NULL};
@@ -86,6 +91,11 @@ static PyObject *runtime_new(PyTypeObject *type, PyObject *args,
   }
   self->core = core;
   self->children.next = self->children.prev = &self->children;
+  self->live_next = g_live_runtimes;
+  if (g_live_runtimes != NULL) {
+    g_live_runtimes->live_prev = self;
+  }
+  g_live_runtimes = self;
   return (PyObject *)self;
 }
 
@@ -117,13 +127,38 @@ static void runtime_close_impl(RuntimeObject *self) {
   APY_NOGIL(core_release(core));
 }
 
+PyObject *apy_close_all_runtimes(PyObject *module, PyObject *unused) {
+  // A close may release the GIL (streams drain): restart from the head,
+  // skipping those already closed.
+  for (;;) {
+    RuntimeObject *rt = g_live_runtimes;
+    while (rt != NULL && rt->core == NULL) {
+      rt = rt->live_next;
+    }
+    if (rt == NULL) {
+      break;
+    }
+    runtime_close_impl(rt);
+  }
+  return Py_NewRef(Py_None);
+}
+
 static PyObject *runtime_close(PyObject *self, PyObject *unused) {
   runtime_close_impl((RuntimeObject *)self);
   return Py_NewRef(Py_None);
 }
 
 static void runtime_dealloc(PyObject *self) {
-  runtime_close_impl((RuntimeObject *)self);
+  RuntimeObject *rt = (RuntimeObject *)self;
+  runtime_close_impl(rt);
+  if (rt->live_prev != NULL) {
+    rt->live_prev->live_next = rt->live_next;
+  } else if (g_live_runtimes == rt) {
+    g_live_runtimes = rt->live_next;
+  }
+  if (rt->live_next != NULL) {
+    rt->live_next->live_prev = rt->live_prev;
+  }
   apy_dealloc_heap(self);
 }
 

@@ -202,8 +202,9 @@ def test_dlpack_consumer_stream_waits_without_blocking(dev, stream):
 
 
 def test_deleters_run_once_at_interpreter_exit(tmp_path):
-    # Imported tensors and exports still alive at exit: the default
-    # runtime closes at exit and each producer deleter runs exactly once.
+    # Imported tensors and exports still alive at exit, on the default
+    # runtime and on one of the user's: every runtime closes at exit, while
+    # the interpreter still works, and each producer deleter runs once.
     script = tmp_path / "exit.py"
     script.write_text(
         "import sys, os\n"
@@ -216,11 +217,17 @@ def test_deleters_run_once_at_interpreter_exit(tmp_path):
         "view = kept.view('float32', (3,))\n"
         "arr = np.from_dlpack(accel.empty(4))\n"
         "s = accel.default_device().stream()\n"
-        "s.fill(kept, 0, 4)\n")
+        "s.fill(kept, 0, 4)\n"
+        "rt = accel.Runtime()\n"
+        "cap2, mem2 = p.capsule([4, 5])\n"
+        "mine = accel.from_dlpack(cap2, rt.devices[0])\n"
+        "s2 = rt.devices[0].stream()\n"
+        "s2.fill(mine, 1, 1)\n")
     r = subprocess.run([sys.executable, str(script)], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("deleted") == 1, r.stdout
+    assert r.stdout.count("deleted") == 2, r.stdout
+    assert "Exception ignored" not in r.stderr, r.stderr
 
 
 def test_torch_from_dlpack_both_ways(dev):
