@@ -63,6 +63,9 @@ for f in build/py-test-summary.txt build/py-asan-test-summary.txt; do
   x=$(echo "$line" | grep -o '[0-9]* failed' | cut -d' ' -f1)
   e=$(echo "$line" | grep -o '[0-9]* error' | cut -d' ' -f1)
   s=$(echo "$line" | grep -o '[0-9]* skipped' | cut -d' ' -f1)
+  # A run that died before pytest's closing line (a sanitizer abort) counts
+  # as one failure.
+  case "$line" in *passed*|*failed*|*error*) ;; *) x=$((${x:-0} + 1)) ;; esac
   passed=$((passed + ${p:-0})); failed=$((failed + ${x:-0} + ${e:-0})); skipped=$((skipped + ${s:-0}))
 done
 echo "tests: $passed passed, $failed failed, $skipped skipped"

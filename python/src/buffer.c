@@ -397,8 +397,8 @@ static int int_pair(PyObject *t, const char *what, long *a, long *b) {
 static PyObject *buffer_dlpack(PyObject *obj, PyObject *const *args,
                                Py_ssize_t nargsf, PyObject *kwnames) {
   PyObject *kw[4] = {Py_None, Py_None, Py_None, Py_None};
-  // The low bits are the count (PY_VECTORCALL_ARGUMENTS_OFFSET aside).
-  Py_ssize_t nargs = nargsf & ~((Py_ssize_t)1 << (8 * sizeof(size_t) - 1));
+  // The count without PY_VECTORCALL_ARGUMENTS_OFFSET (the top bit).
+  Py_ssize_t nargs = nargsf & PY_SSIZE_T_MAX;
   if (parse_dlpack_kwargs(nargs, kwnames, args + nargs, kw) < 0) {
     return NULL;
   }
