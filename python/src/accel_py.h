@@ -49,6 +49,14 @@ static inline PyObject *apy_new_ref(PyObject *o) {
 }
 #define Py_NewRef(o) apy_new_ref((PyObject *)(o))
 #endif
+// METH_FASTCALL | METH_KEYWORDS: arguments arrive as an array, keywords as
+// a tuple of names, with no tuple or dict built per call (the hot calls:
+// __dlpack__, Stream.synchronize). The flag is in the limited API from
+// 3.10; CPython has called builtin methods this way since 3.7, so the 3.9
+// abi3 module declares it itself.
+#ifndef METH_FASTCALL
+#define METH_FASTCALL 0x0080
+#endif
 #ifndef Py_bf_getbuffer
 #define Py_bf_getbuffer 1
 #define Py_bf_releasebuffer 2

@@ -344,14 +344,6 @@ static PyObject *g_kw[4];
 static const char *const k_kw_names[4] = {"stream", "max_version",
                                           "dl_device", "copy"};
 
-// METH_FASTCALL | METH_KEYWORDS: keywords arrive as a tuple of names and
-// an array of values, with no dict built per call. The flag is in the
-// limited API from 3.10; CPython has taken it for builtin methods since 3.7
-// with this calling convention, so the 3.9 abi3 module declares it itself.
-#ifndef METH_FASTCALL
-#define METH_FASTCALL 0x0080
-#endif
-
 static int parse_dlpack_kwargs(Py_ssize_t nargs, PyObject *kwnames,
                                PyObject *const *values, PyObject **out) {
   if (nargs != 0) {

@@ -79,16 +79,6 @@ static PyObject *status_none(accel_status_t st) {
   return st == ACCEL_OK ? Py_NewRef(Py_None) : apy_raise(st);
 }
 
-// The argument of every synchronize(timeout=None), in ns.
-static bool parse_timeout_arg(PyObject *args, PyObject *kwargs,
-                              uint64_t *out_ns) {
-  static char *kwlist[] = {"timeout", NULL};
-  PyObject *timeout = Py_None;
-  return PyArg_ParseTupleAndKeywords(args, kwargs, "|O:synchronize", kwlist,
-                                     &timeout) &&
-         apy_timeout_ns(timeout, out_ns);
-}
-
 // What query() returns for a status: done, not yet, or the stored error.
 static PyObject *query_result(accel_status_t st) {
   if (st == ACCEL_ERROR_NOT_READY) {
@@ -97,11 +87,27 @@ static PyObject *query_result(accel_status_t st) {
   return st == ACCEL_OK ? Py_NewRef(Py_True) : apy_raise(st);
 }
 
-static PyObject *stream_synchronize(PyObject *obj, PyObject *args,
-                                    PyObject *kwargs) {
+// synchronize(timeout=None) as a fastcall: the call that ends every
+// launch-and-wait loop.
+static bool fast_timeout_arg(PyObject *const *args, Py_ssize_t nargsf,
+                             PyObject *kwnames, uint64_t *out_ns) {
+  Py_ssize_t nargs = nargsf & PY_SSIZE_T_MAX;
+  Py_ssize_t nkw = kwnames != NULL ? PyTuple_Size(kwnames) : 0;
+  if (nargs + nkw > 1 ||
+      (nkw == 1 && PyUnicode_CompareWithASCIIString(
+                       PyTuple_GetItem(kwnames, 0), "timeout") != 0)) {
+    PyErr_SetString(PyExc_TypeError,
+                    "synchronize() takes one argument, timeout");
+    return false;
+  }
+  return apy_timeout_ns(nargs + nkw == 1 ? args[0] : Py_None, out_ns);
+}
+
+static PyObject *stream_synchronize(PyObject *obj, PyObject *const *args,
+                                    Py_ssize_t nargsf, PyObject *kwnames) {
   uint64_t ns;
   accel_stream_t *s = apy_stream_handle(obj);
-  if (s == NULL || !parse_timeout_arg(args, kwargs, &ns)) {
+  if (s == NULL || !fast_timeout_arg(args, nargsf, kwnames, &ns)) {
     return NULL;
   }
   accel_status_t st;
@@ -256,7 +262,7 @@ static PyObject *stream_exit(PyObject *self, PyObject *args) {
 
 static PyMethodDef k_stream_methods[] = {
     {"synchronize", (PyCFunction)(void (*)(void))stream_synchronize,
-     METH_VARARGS | METH_KEYWORDS,
+     METH_FASTCALL | METH_KEYWORDS,
      "synchronize(timeout=None): waits (GIL released) until every command\n"
      "submitted so far has completed; raises the stream's error if one\n"
      "failed, accel.TimeoutError after |timeout| seconds."},
@@ -364,11 +370,11 @@ static PyObject *event_record(PyObject *obj, PyObject *stream_obj) {
   return status_none(st);
 }
 
-static PyObject *event_synchronize(PyObject *obj, PyObject *args,
-                                   PyObject *kwargs) {
+static PyObject *event_synchronize(PyObject *obj, PyObject *const *args,
+                                   Py_ssize_t nargsf, PyObject *kwnames) {
   uint64_t ns;
   accel_event_t *e = event_handle(obj);
-  if (e == NULL || !parse_timeout_arg(args, kwargs, &ns)) {
+  if (e == NULL || !fast_timeout_arg(args, nargsf, kwnames, &ns)) {
     return NULL;
   }
   accel_status_t st;
@@ -405,7 +411,7 @@ static PyObject *event_elapsed_ns(PyObject *obj, PyObject *end_obj) {
 static PyMethodDef k_event_methods[] = {
     {"record", event_record, METH_O, "record(stream): marks this point."},
     {"synchronize", (PyCFunction)(void (*)(void))event_synchronize,
-     METH_VARARGS | METH_KEYWORDS,
+     METH_FASTCALL | METH_KEYWORDS,
      "synchronize(timeout=None): waits (GIL released) for the last record."},
     {"query", event_query, METH_NOARGS, "query() -> bool"},
     {"elapsed_ns", event_elapsed_ns, METH_O,

@@ -101,6 +101,21 @@ def test_stream_orders_after_semaphore_and_event(dev):
     s2.close()
 
 
+def test_synchronize_takes_one_timeout(dev, stream):
+    # Positional or keyword, seconds or None; anything else is a TypeError.
+    stream.synchronize(5)
+    stream.synchronize(timeout=None)
+    ev = dev.event()
+    ev.record(stream)
+    ev.synchronize(timeout=1.5)
+    for bad in (lambda: stream.synchronize(1, 2), lambda: stream.synchronize(bogus=1),
+                lambda: ev.synchronize(1, timeout=2)):
+        with pytest.raises(TypeError):
+            bad()
+    with pytest.raises(TypeError):
+        stream.synchronize("soon")
+
+
 def test_stream_errors_raise_on_misuse(dev, stream):
     a, b = dev.alloc(16), dev.alloc(8)
     with pytest.raises(accel.InvalidArgumentError):
