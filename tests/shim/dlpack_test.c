@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fault_driver.h"
 #include "test_support.h"
 
 static accel_buffer_t *alloc_buffer(test_env_t *env, uint64_t size) {
@@ -548,6 +549,50 @@ static void test_round_trip_through_dlpack_is_same_memory(void **state) {
   accel_buffer_release(back);  // runs the export's deleter
 }
 
+// Memory of another device (kDLExtDev 5) is refused; a copy whose
+// allocation fails (fault injection) leaves the tensor the caller's, and
+// one that succeeds lets go of it once.
+static void test_from_dlpack_failed_copy_keeps_tensor(void **state) {
+  (void)state;
+  accel_runtime_t *rt = NULL;
+  accel_device_t *dev = NULL;
+  assert_accel_ok(fault_runtime_create(NULL, &rt));
+  assert_accel_ok(accel_device_get(rt, 0, &dev));
+  float mem[4] = {1, 2, 3, 4};
+  int64_t four[1] = {4};
+  producer_t p;
+  producer_init(&p, mem, 1, four, NULL, 0);
+  accel_buffer_t *back = NULL;
+  p.versioned.dl_tensor.device = (accel_dl_device_t){ACCEL_DL_EXT_DEV, 5};
+  assert_accel_status(accel_buffer_from_dlpack(dev, &p.versioned, &k_import,
+                                               &back, NULL),
+                      ACCEL_ERROR_UNSUPPORTED);
+  p.versioned.dl_tensor.device = (accel_dl_device_t){ACCEL_DL_CPU, 0};
+  accel_dlpack_import_desc_t copy = k_import;
+  copy.flags = ACCEL_DLPACK_IMPORT_COPY;
+  // Fail every physical allocation the copy's buffer could need.
+  fault_driver_arm(FAULT_OP_PHYS_CREATE, 1, ACCEL_ERROR_OUT_OF_MEMORY);
+  accel_status_t st =
+      accel_buffer_from_dlpack(dev, &p.versioned, &copy, &back, NULL);
+  uint32_t calls = fault_driver_calls(FAULT_OP_PHYS_CREATE);
+  fault_driver_reset();
+  printf("copy import with a failing allocation: %s after %u physical "
+         "allocation(s)\n", accel_status_name(st), calls);
+  if (calls > 0) {
+    assert_int_equal(st, ACCEL_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(p.deleted, 0);
+    assert_null(back);
+  } else {  // served from memory the allocator already had
+    assert_accel_ok(st);
+    accel_buffer_release(back);
+    back = NULL;
+  }
+  assert_accel_ok(accel_buffer_from_dlpack(dev, &p.versioned, &copy, &back, NULL));
+  assert_int_equal(p.deleted, calls > 0 ? 1 : 2);
+  accel_buffer_release(back);
+  accel_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dlpack_dtype_maps_accel_dtypes),
@@ -565,6 +610,7 @@ int main(void) {
       cmocka_unit_test(test_from_dlpack_refusals_keep_tensor),
       cmocka_unit_test(test_from_dlpack_stream_waits_for_ready_semaphore),
       cmocka_unit_test(test_round_trip_through_dlpack_is_same_memory),
+      cmocka_unit_test(test_from_dlpack_failed_copy_keeps_tensor),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
 }
