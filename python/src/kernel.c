@@ -139,9 +139,54 @@ static PyObject *executable_kernels(PyObject *obj, void *closure) {
   return list;
 }
 
+// A weight as a read-only Buffer over the executable's image: typed by its
+// dtype, shape and strides for the strided layout, bytes otherwise.
+static PyObject *executable_weight(PyObject *obj, PyObject *name_obj) {
+  ExecutableObject *self = (ExecutableObject *)obj;
+  accel_executable_t *exe = executable_handle(obj);
+  char *name = exe != NULL ? apy_utf8(name_obj) : NULL;
+  if (name == NULL) {
+    return NULL;
+  }
+  accel_weight_info_t info = {.struct_size = sizeof(info)};
+  accel_buffer_t *buf = NULL;
+  accel_status_t st = accel_executable_weight(exe, name, &info);
+  if (st == ACCEL_OK) {
+    st = accel_executable_weight_buffer(exe, name, &buf);
+  }
+  PyMem_Free(name);
+  if (st != ACCEL_OK) {
+    return apy_raise(st);
+  }
+  BufferObject *b =
+      (BufferObject *)apy_buffer_new(self->rt, self->device, buf, true);
+  accel_dl_dtype_t dtype;
+  if (b == NULL || info.layout != ACCEL_WEIGHT_LAYOUT_STRIDED ||
+      accel_dlpack_dtype((accel_dtype_t)info.dtype, &dtype) != ACCEL_OK) {
+    return (PyObject *)b;  // bytes: a blocked layout or a packed type
+  }
+  bool strided = false;
+  for (uint32_t d = 0; d < info.rank; ++d) {
+    strided |= info.strides[d] != 0;
+  }
+  int64_t c = 1;
+  for (int32_t d = (int32_t)info.rank - 1; d >= 0; --d) {
+    b->shape[d] = (int64_t)info.shape[d];
+    b->strides[d] = strided ? (int64_t)info.strides[d] : c;
+    c *= info.shape[d] > 0 ? (int64_t)info.shape[d] : 1;
+  }
+  b->dtype = dtype;
+  b->ndim = (int32_t)info.rank;
+  return (PyObject *)b;
+}
+
 static PyMethodDef k_executable_methods[] = {
     {"kernel", executable_kernel, METH_O,
      "kernel(name) -> Kernel; accel.NotFoundError if there is none."},
+    {"weight", executable_weight, METH_O,
+     "weight(name) -> Buffer: the weight, read-only and without a copy\n"
+     "(typed by its dtype and shape for the strided layout; its bytes for\n"
+     "blocked layouts and packed 4-bit types)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -92,3 +92,47 @@ def test_profile_summarizes_kernels_and_copies(dev, stream, exe, tmp_path, capsy
     assert by_name["vector_add"]["count"] == 3
     copies = [r for r in rows if r["category"] == "copy"]
     assert copies and sum(r["bytes"] for r in copies) >= 4096
+
+
+def test_weights_are_read_only_typed_views(dev, stream, tmp_path):
+    # A weight packed from .npy comes back typed, equal, read-only, and
+    # kernels may read but not write it.
+    import os
+    import subprocess
+    pack, so = os.environ.get("ACCEL_PACK"), os.environ.get("ACCEL_HOST_KERNELS")
+    if not pack or not so:
+        pytest.skip("ACCEL_PACK and ACCEL_HOST_KERNELS are not set")
+    w = np.arange(256, dtype=np.float32).reshape(16, 16) / 7
+    np.save(tmp_path / "w.npy", w)
+    (tmp_path / "m").write_text(
+        f"code host-x86_64 elf {so}\n"
+        "kernel vector_add workgroup=256,1,1 constants=4 binding=r:a:4:4 "
+        "binding=r:b:4:4 binding=w:out:4:4\n"
+        "weight w file=w.npy\n")
+    subprocess.run([pack, str(tmp_path / "m"), "-o", str(tmp_path / "w.axe"),
+                    "--quiet"], check=True)
+    exe = dev.load(tmp_path / "w.axe")
+    wb = exe.weight("w")
+    assert wb.readonly and wb.shape == (16, 16) and wb.dtype == "float32"
+    np.testing.assert_array_equal(np.frombuffer(wb, np.float32).reshape(16, 16), w)
+    with pytest.raises(accel.NotFoundError):
+        exe.weight("nope")
+    k = exe.kernel("vector_add")
+    out = accel.empty(256, "float32", device=dev)
+    k(stream, 1, wb, wb, out, constants=np.uint32(256))
+    np.testing.assert_array_equal(out.numpy(), (w + w).ravel())
+    with pytest.raises(accel.InvalidArgumentError, match="read-only"):
+        k(stream, 1, out, out, wb, constants=np.uint32(256))
+
+
+@needs_numpy_dlpack_1
+def test_weights_export_read_only_to_numpy(dev, kernels_axe, tmp_path):
+    import os
+    import subprocess
+    pack, so = os.environ["ACCEL_PACK"], os.environ["ACCEL_HOST_KERNELS"]
+    np.save(tmp_path / "v.npy", np.ones(8, np.int32))
+    (tmp_path / "m").write_text(f"code host-x86_64 elf {so}\nweight v file=v.npy\n")
+    subprocess.run([pack, str(tmp_path / "m"), "-o", str(tmp_path / "v.axe"),
+                    "--quiet"], check=True)
+    a = dev.load(tmp_path / "v.axe").weight("v").numpy()
+    assert a.dtype == np.int32 and (a == 1).all() and not a.flags.writeable
