@@ -499,9 +499,20 @@ static accel_status_t import_tensor(accel_device_t *device, const foreign_t *f,
   }
   // Bytes [start, start + size) hold every element; element 0 is at
   // |offset| in them.
-  uint64_t elem0 = (uint64_t)(uintptr_t)t->data + t->byte_offset;
-  uint64_t start = elem0 + (uint64_t)s.lo;
-  uint64_t size = (uint64_t)(s.hi - s.lo);
+  uint64_t elem0 = 0, end = 0;
+  if (__builtin_add_overflow((uint64_t)(uintptr_t)t->data, t->byte_offset,
+                             &elem0) ||
+      __builtin_add_overflow(elem0, (uint64_t)s.hi, &end) ||
+      elem0 < (uint64_t)-s.lo) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "dlpack import: the tensor's bytes (data %p, "
+                       "byte_offset %llu, reach [%lld, %lld)) wrap around "
+                       "the address space",
+                       t->data, (unsigned long long)t->byte_offset,
+                       (long long)s.lo, (long long)s.hi);
+  }
+  uint64_t start = elem0 - (uint64_t)-s.lo;
+  uint64_t size = end - start;
   uint64_t offset = (uint64_t)-s.lo;
   accel_dl_device_t own = dl_device_of(device, ACCEL_MEMORY_KIND_DEVICE);
   bool host_visible = (device->info.caps & ACCEL_DEVICE_CAP_HOST_VISIBLE) != 0;

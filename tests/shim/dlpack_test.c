@@ -491,6 +491,14 @@ static void test_from_dlpack_refusals_keep_tensor(void **state) {
   p.versioned.dl_tensor.data = NULL;
   assert_accel_status(accel_buffer_from_dlpack(env->device, &p.versioned, &k_import, &b, NULL),
                       ACCEL_ERROR_INVALID_ARGUMENT);
+  // Bytes that would wrap around the address space.
+  p.versioned.dl_tensor.data = mem;
+  p.versioned.dl_tensor.byte_offset = UINT64_MAX - 8;
+  assert_accel_status(accel_buffer_from_dlpack(env->device, &p.versioned, &k_import, &b, NULL),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(accel_last_error(), "wrap around"));
+  p.versioned.dl_tensor.byte_offset = 0;
+  p.versioned.dl_tensor.data = NULL;
   assert_accel_status(accel_buffer_from_dlpack(NULL, &p.versioned, &k_import, &b, NULL),
                       ACCEL_ERROR_INVALID_ARGUMENT);
   assert_accel_status(accel_buffer_from_dlpack(env->device, NULL, &k_import, &b, NULL),
