@@ -545,8 +545,13 @@ static PyObject *default_device(void) {
 }
 
 // obj.__dlpack__(...) asking for the versioned form; producers that predate
-// max_version get called without it.
+// max_version get called without it. The consumer's stream is passed only
+// to accel producers: for others it is no stream of theirs (DLPack wants
+// None for host memory), and the import waits on it instead.
 static PyObject *producer_capsule(PyObject *obj, PyObject *stream) {
+  if (!PyObject_TypeCheck(obj, apy_BufferType)) {
+    stream = Py_None;
+  }
   PyObject *method = PyObject_GetAttrString(obj, "__dlpack__");
   if (method == NULL) {
     PyErr_Clear();

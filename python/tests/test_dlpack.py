@@ -201,6 +201,17 @@ def test_dlpack_consumer_stream_waits_without_blocking(dev, stream):
     consumer.close()
 
 
+def test_import_onto_a_stream_from_numpy(dev, stream):
+    # numpy has no streams: the consumer's stream is not passed to it, and
+    # work on the stream after the import sees the array.
+    x = np.arange(16, dtype=np.uint8)
+    b = accel.from_dlpack(x, dev, stream=stream)
+    out = dev.alloc(16)
+    stream.copy(out, b)
+    stream.synchronize()
+    assert bytes(memoryview(out)) == x.tobytes()
+
+
 def test_deleters_run_once_at_interpreter_exit(tmp_path):
     # Imported tensors and exports still alive at exit, on the default
     # runtime and on one of the user's: every runtime closes at exit, while
