@@ -4,7 +4,9 @@
 #define ACCEL_ACCEL_H_
 
 #include "accel/base.h"
+#include "accel/api_table.h"
 #include "accel/device.h"
+#include "accel/dlpack.h"
 #include "accel/dma.h"
 #include "accel/event.h"
 #include "accel/executable.h"

@@ -51,6 +51,7 @@ EXPECTED = {
                  "qgemv_int4_g128_4096", "softmax_4096", "layernorm_4096",
                  "rmsnorm_4096", "paged_decode_attention", "decoder_prefill",
                  "decoder_decode", "decoder_decode_host_overhead"], []),
+    "shim": (["shim_semaphore_query", "shim_buffer_size"], []),
 }
 
 KEYS = ["name", "value", "unit", "baseline_name", "baseline", "ratio",

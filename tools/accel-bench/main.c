@@ -26,6 +26,8 @@ static const struct {
     {"kernels", accel_bench_kernels,
      "reference kernels through accel_launch vs OpenBLAS and memcpy"},
 #endif
+    {"shim", accel_bench_shim,
+     "a call through the C shim's function table vs the direct call"},
 };
 
 static int usage(void) {
