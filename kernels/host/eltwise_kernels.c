@@ -6,21 +6,6 @@
 #include "kernel_list.h"
 #include "kernel_util.h"
 
-KP_VECTOR_CLONES static void act_loop(uint32_t op, const float *x, float *y,
-                                      uint64_t n) {
-  switch (op) {
-    case ACCEL_KP_ACT_GELU_TANH:
-      for (uint64_t i = 0; i < n; ++i) y[i] = kp_gelu_tanh(x[i]);
-      break;
-    case ACCEL_KP_ACT_GELU_ERF:
-      for (uint64_t i = 0; i < n; ++i) y[i] = kp_gelu_erf(x[i]);
-      break;
-    default:
-      for (uint64_t i = 0; i < n; ++i) y[i] = kp_silu(x[i]);
-      break;
-  }
-}
-
 KP_VECTOR_CLONES static void swiglu_loop(const float *gate, const float *up,
                                          float *y, uint64_t n) {
   for (uint64_t i = 0; i < n; ++i) y[i] = kp_silu(gate[i]) * up[i];
@@ -87,7 +72,7 @@ static int32_t eltwise(const accel_kernel_dispatch_t *d,
   const float *b = d->bindings[1].data;
   switch (kind) {
     case EW_ACT:
-      act_loop(c.op, a, y, last - first);
+      kp_bias_activate(a, y, NULL, last - first, c.op);
       break;
     case EW_SWIGLU:
       swiglu_loop(a, b + first, y, last - first);

@@ -307,7 +307,7 @@ _Static_assert(sizeof(accel_kp_rope_constants_t) == 32, "rope constants");
 // "activation": y[i] = act(x[i]).  0 x (read, f32 [count]),
 //   1 y (write, f32 [count]); op = accel_kp_activation (not NONE).
 // "swiglu": y[i] = silu(gate[i]) * up[i].  0 gate (read, f32 [count]),
-//   1 up (read, f32 [count]), 2 y (write, f32 [count]); op ignored.
+//   1 up (read, f32 [count]), 2 y (write, f32 [count]); op and b_count 0.
 // "add": y[i] = a[i] + b[i % b_count].  "mul": y[i] = a[i] * b[i % b_count].
 //   0 a (read, f32 [count]), 1 b (read, f32 [b_count]),
 //   2 y (write, f32 [count]); b_count 0 = count; b_count must divide count

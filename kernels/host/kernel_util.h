@@ -221,17 +221,28 @@ static inline float kp_gelu_erf(float v) {
   return 0.5f * v * (1.0f + erff(v * 0.70710678f));
 }
 
-// Applies accel_kp_activation |op| (NONE returns |v|).
-static inline float kp_activate(uint32_t op, float v) {
+// y[i] = act(x[i] + bias[i]) for i < n (x[i] alone when |bias| is NULL; y
+// may be x), with the operation chosen outside the loops so that each loop
+// vectorizes.
+__attribute__((unused)) KP_VECTOR_CLONES static void kp_bias_activate(
+    const float *x, float *y, const float *bias, uint64_t n, uint32_t op) {
+  if (bias != NULL) {
+    for (uint64_t i = 0; i < n; ++i) y[i] = x[i] + bias[i];
+    x = y;
+  }
   switch (op) {
     case ACCEL_KP_ACT_GELU_TANH:
-      return kp_gelu_tanh(v);
+      for (uint64_t i = 0; i < n; ++i) y[i] = kp_gelu_tanh(x[i]);
+      break;
     case ACCEL_KP_ACT_GELU_ERF:
-      return kp_gelu_erf(v);
+      for (uint64_t i = 0; i < n; ++i) y[i] = kp_gelu_erf(x[i]);
+      break;
     case ACCEL_KP_ACT_SILU:
-      return kp_silu(v);
+      for (uint64_t i = 0; i < n; ++i) y[i] = kp_silu(x[i]);
+      break;
     default:
-      return v;
+      if (x != y) memmove(y, x, n * sizeof(float));
+      break;
   }
 }
 

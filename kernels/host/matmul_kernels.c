@@ -135,15 +135,10 @@ static int32_t mm_tile(const accel_kp_matmul_constants_t *c, const void *a,
     free(scratch);
   }
   if ((c->flags & ACCEL_KP_MM_BIAS) || c->activation != ACCEL_KP_ACT_NONE) {
+    const float *tile_bias = (c->flags & ACCEL_KP_MM_BIAS) ? bias + t->c0 : NULL;
     for (uint64_t r = 0; r < t->rows; ++r) {
-      float *row = cc + r * c->n;
-      for (uint64_t j = 0; j < t->cols; ++j) {
-        float v = row[j];
-        if (c->flags & ACCEL_KP_MM_BIAS) {
-          v = v + bias[t->c0 + j];
-        }
-        row[j] = kp_activate(c->activation, v);
-      }
+      kp_bias_activate(cc + r * c->n, cc + r * c->n, tile_bias, t->cols,
+                       c->activation);
     }
   }
   return 1;

@@ -4,10 +4,11 @@
 // never expanded to f32 in memory: each 16-element chunk is decoded into
 // registers and multiplied there.
 //
-// Reduction order (kernels/README.md): 16 lanes, element i of a row in lane
-// i % 16. int8: acc[l] += x[i] * q[i] over the row, y = fold(acc) * scale.
-// Grouped formats: per group, t[l] += x[i] * (float)(q[i] - zero) over the
-// group, then acc[l] += scale * t[l]; y = fold(acc). The AVX2 and AVX-512
+// Reduction order (kernels/README.md): 16 lanes. int8: acc[i % 16] +=
+// x[i] * q[i] over the row, y = fold(acc) * scale. Grouped formats: per
+// group, t[l] += x[e] * (float)(q[e] - zero) over the group's chunks (lane l
+// of a chunk takes element e = 16c + l, or for int4 the nibble order of
+// chunk_x), then acc[l] += scale * t[l]; y = fold(acc). The AVX2 and AVX-512
 // paths perform the same roundings in the same order as the portable one
 // (no FMA: the kernels build with -ffp-contract=off); ACCEL_KP_VECTOR=0, 1
 // or 2 caps the path (tests compare them).

@@ -1,10 +1,11 @@
 #include "kernel_harness.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define KT_MAX_KERNELS 32
 
@@ -15,34 +16,33 @@ typedef struct kt_runtime {
   accel_stream_t *stream;
   uint32_t kernel_count;
   char names[KT_MAX_KERNELS][32];
-  accel_kernel_t *kernels[KT_MAX_KERNELS];
+  accel_kernel_t *kernels[KT_MAX_KERNELS];  // each keeps its executable
+  void *images[KT_MAX_KERNELS];             // the .axe images they load from
 } kt_runtime_t;
 
 static kt_runtime_t g_runtimes[3];
-static void *g_library;
+static void *g_code;  // the code object's bytes
+static uint64_t g_code_size;
 static char g_message[1024];  // the last kt_run's error message
-static const accel_kernel_library_t *g_exports;
+static uint64_t g_guarded, g_unguarded;  // bindings with and without guard
 
-static const accel_kernel_library_t *library(void) {
-  if (g_exports == NULL) {
-    const char *path = getenv("ACCEL_TEST_KERNELS");
-    assert_non_null(path);
-    g_library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (g_library == NULL) {
-      print_error("dlopen %s: %s\n", path, dlerror());
-    }
-    assert_non_null(g_library);
-    const accel_kernel_library_t *(*query)(uint32_t) =
-        (const accel_kernel_library_t *(*)(uint32_t))dlsym(
-            g_library, ACCEL_KERNEL_LIBRARY_QUERY_SYMBOL);
-    assert_non_null(query);
-    g_exports = query(ACCEL_KERNEL_ABI_VERSION);
-    assert_non_null(g_exports);
-    if (g_exports->init != NULL) {
-      assert_int_equal(g_exports->init(), 0);
-    }
+static void read_code_object(void) {
+  if (g_code != NULL) {
+    return;
   }
-  return g_exports;
+  const char *path = getenv("ACCEL_TEST_KERNELS");
+  assert_non_null(path);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    print_error("cannot open %s\n", path);
+  }
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  g_code_size = (uint64_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  g_code = malloc(g_code_size);
+  assert_int_equal(fread(g_code, 1, g_code_size, f), g_code_size);
+  fclose(f);
 }
 
 static kt_runtime_t *runtime_for(uint32_t threads) {
@@ -69,17 +69,10 @@ static accel_kernel_t *kernel_for(kt_runtime_t *r, const kt_case_t *c) {
       return r->kernels[i];
     }
   }
-  const accel_kernel_library_t *lib = library();
-  accel_kernel_fn_t fn = NULL;
-  for (uint32_t i = 0; i < lib->export_count; ++i) {
-    if (strcmp(lib->exports[i].name, c->kernel) == 0) {
-      fn = lib->exports[i].fn;
-    }
-  }
-  if (fn == NULL) {
-    print_error("kernel %s not exported\n", c->kernel);
-  }
-  assert_non_null(fn);
+  // Each kernel comes from an .axe image holding its declaration and the
+  // code object, loaded as a deployed program would (the loader checks the
+  // export against the object's dynamic symbols first).
+  read_code_object();
   accel_kernel_binding_decl_t decls[KT_MAX_BINDINGS];
   for (uint32_t b = 0; b < c->binding_count; ++b) {
     char a = c->access[b];
@@ -90,19 +83,69 @@ static accel_kernel_t *kernel_for(kt_runtime_t *r, const kt_case_t *c) {
                                              ACCEL_KERNEL_ACCESS_WRITE),
         .alignment = 4};
   }
-  accel_kernel_desc_t desc = {.struct_size = sizeof(desc),
-                              .abi_version = ACCEL_KERNEL_ABI_VERSION,
-                              .name = c->kernel,
-                              .fn = fn,
-                              .binding_count = c->binding_count,
-                              .constants_size = c->constants_size,
-                              .bindings = decls};
-  assert_true(r->kernel_count < KT_MAX_KERNELS);
+  accel_exe_kernel_desc_t kd = {.struct_size = sizeof(kd),
+                                .name = c->kernel,
+                                .binding_count = c->binding_count,
+                                .constants_size = c->constants_size,
+                                .bindings = decls};
+  accel_exe_builder_t *builder;
+  assert_accel_ok(accel_exe_builder_create(&builder));
+  assert_accel_ok(accel_exe_builder_add_kernel(builder, &kd));
+#if defined(__x86_64__)
+  const char *target = "host-x86_64";
+#else
+  const char *target = "host-aarch64";
+#endif
+  assert_accel_ok(accel_exe_builder_add_code(builder, target,
+                                             ACCEL_CODE_FORMAT_ELF_SO, g_code,
+                                             g_code_size));
+  void *image;
+  uint64_t image_size;
+  assert_accel_ok(accel_exe_builder_write_memory(builder, &image, &image_size));
+  accel_exe_builder_destroy(builder);
+  accel_executable_t *exe;
+  assert_accel_ok(accel_executable_load_memory(r->runtime, r->device, image,
+                                               image_size, 0, &exe));
   accel_kernel_t *k;
-  assert_accel_ok(accel_kernel_register(r->device, &desc, &k));
+  assert_accel_ok(accel_executable_kernel(exe, c->kernel, &k));
+  accel_kernel_retain(k);  // keeps the executable
+  accel_executable_release(exe);
+  assert_true(r->kernel_count < KT_MAX_KERNELS);
   snprintf(r->names[r->kernel_count], sizeof(r->names[0]), "%s", c->kernel);
+  r->images[r->kernel_count] = image;
   r->kernels[r->kernel_count++] = k;
   return k;
+}
+
+// Host memory of |bytes| rounded up to pages, followed by an inaccessible
+// page, registered as a buffer: a binding placed at its end faults on any
+// read past the bound length.
+typedef struct kt_guarded {
+  uint8_t *map;
+  uint64_t map_bytes, usable;
+} kt_guarded_t;
+
+static accel_buffer_t *guarded_buffer(kt_runtime_t *r, uint64_t bytes,
+                                      kt_guarded_t *g, uint64_t *offset) {
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  g->usable = (bytes + page - 1) / page * page;
+  g->map_bytes = g->usable + page;
+  g->map = mmap(NULL, g->map_bytes, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(g->map != MAP_FAILED);
+  assert_int_equal(mprotect(g->map + g->usable, page, PROT_NONE), 0);
+  accel_buffer_t *buf;
+  if (accel_host_register(r->device, g->map, g->usable, &buf) != ACCEL_OK) {
+    // Pinning is mlock, bounded by RLIMIT_MEMLOCK: fall back to a plain
+    // buffer (the sanitizer builds still check its bounds).
+    munmap(g->map, g->map_bytes);
+    g->map = NULL;
+    ++g_unguarded;
+    return NULL;
+  }
+  *offset = (g->usable - bytes) & ~(uint64_t)3;  // the declared alignment
+  ++g_guarded;
+  return buf;
 }
 
 accel_status_t kt_run(const kt_case_t *c, uint32_t threads, void **out) {
@@ -110,24 +153,31 @@ accel_status_t kt_run(const kt_case_t *c, uint32_t threads, void **out) {
   accel_kernel_t *k = kernel_for(r, c);
   accel_buffer_t *buffers[KT_MAX_BINDINGS];
   accel_launch_binding_t bind[KT_MAX_BINDINGS];
+  kt_guarded_t guards[KT_MAX_BINDINGS] = {0};
   for (uint32_t b = 0; b < c->binding_count; ++b) {
     uint64_t bytes = c->bytes[b] ? c->bytes[b] : 4;
     if (c->alias[b] != 0) {
       buffers[b] = buffers[c->alias[b] - 1];
       accel_buffer_retain(buffers[b]);
-      bind[b] = (accel_launch_binding_t){.buffer = buffers[b], .length = bytes};
+      bind[b] = bind[c->alias[b] - 1];
+      bind[b].length = bytes;
       continue;
     }
-    accel_buffer_desc_t bd = {.struct_size = sizeof(bd), .size_bytes = bytes};
-    assert_accel_ok(accel_buffer_alloc(r->device, &bd, &buffers[b]));
-    void *p;
-    assert_accel_ok(accel_buffer_host_pointer(buffers[b], &p));
-    if (c->data[b] != NULL && c->bytes[b] != 0) {
-      memcpy(p, c->data[b], bytes);
-    } else {
-      memset(p, 0, bytes);
+    uint64_t offset = 0;
+    buffers[b] = guarded_buffer(r, bytes, &guards[b], &offset);
+    if (buffers[b] == NULL) {
+      accel_buffer_desc_t bd = {.struct_size = sizeof(bd), .size_bytes = bytes};
+      assert_accel_ok(accel_buffer_alloc(r->device, &bd, &buffers[b]));
     }
-    bind[b] = (accel_launch_binding_t){.buffer = buffers[b], .length = bytes};
+    uint8_t *p;
+    assert_accel_ok(accel_buffer_host_pointer(buffers[b], (void **)&p));
+    if (c->data[b] != NULL && c->bytes[b] != 0) {
+      memcpy(p + offset, c->data[b], bytes);
+    } else {
+      memset(p + offset, 0, bytes);
+    }
+    bind[b] = (accel_launch_binding_t){.buffer = buffers[b], .offset = offset,
+                                       .length = bytes};
   }
   accel_launch_desc_t d = {.struct_size = sizeof(d),
                            .workgroup_count = {c->groups ? c->groups : 1, 1, 1},
@@ -143,12 +193,16 @@ accel_status_t kt_run(const kt_case_t *c, uint32_t threads, void **out) {
   for (uint32_t b = 0; b < c->binding_count; ++b) {
     if (st == ACCEL_OK && out != NULL) {
       uint64_t bytes = c->bytes[b] ? c->bytes[b] : 4;
-      void *p;
-      assert_accel_ok(accel_buffer_host_pointer(buffers[b], &p));
+      uint8_t *p;
+      assert_accel_ok(accel_buffer_host_pointer(buffers[b], (void **)&p));
       out[b] = malloc(bytes);
-      memcpy(out[b], p, bytes);
+      memcpy(out[b], p + bind[b].offset, bytes);
     }
     accel_buffer_release(buffers[b]);
+  }
+  // The launch has completed (or failed) and released its references.
+  for (uint32_t b = 0; b < c->binding_count; ++b) {
+    if (guards[b].map != NULL) munmap(guards[b].map, guards[b].map_bytes);
   }
   if (st != ACCEL_OK) {
     accel_stream_destroy(r->stream);
@@ -203,6 +257,9 @@ void kt_expect_failure(const kt_case_t *c, const char *needle) {
 
 int kt_teardown(void **state) {
   (void)state;
+  fprintf(stderr, "kernel harness: %llu bindings ended at a guard page, %llu "
+          "in plain buffers (RLIMIT_MEMLOCK)\n",
+          (unsigned long long)g_guarded, (unsigned long long)g_unguarded);
   for (int i = 0; i < 3; ++i) {
     kt_runtime_t *r = &g_runtimes[i];
     if (r->runtime == NULL) continue;
@@ -211,6 +268,9 @@ int kt_teardown(void **state) {
       accel_kernel_release(r->kernels[k]);
     }
     accel_runtime_destroy(r->runtime);
+    for (uint32_t k = 0; k < r->kernel_count; ++k) {
+      free(r->images[k]);  // after the executables are gone
+    }
     memset(r, 0, sizeof(*r));
   }
   return 0;

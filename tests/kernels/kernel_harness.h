@@ -1,7 +1,8 @@
-// Test harness of the reference kernels (tests/kernels): loads a kernel code
-// object with dlopen (ACCEL_TEST_KERNELS names libaccel_kernels.so),
-// registers its kernels as run-time kernels on the host device and runs
-// launch cases on runtimes with 1, 2 or 7 host threads (ACCEL_HOST_THREADS),
+// Test harness of the reference kernels (tests/kernels): packs each kernel a
+// case names, with the code object ACCEL_TEST_KERNELS names
+// (libaccel_kernels.so), into an .axe image, loads it on the host device as
+// a deployed program would, and runs launch cases on runtimes with 1, 2 or 7
+// host threads (ACCEL_HOST_THREADS),
 // so that a test can compare the bits across thread counts and grids. Also
 // the tests' own reference arithmetic helpers, written independently of the
 // kernels (float64, their own dtype conversions).
@@ -32,6 +33,10 @@ typedef struct kt_case {
 } kt_case_t;
 
 // Runs |c| on the runtime with |threads| host threads (1, 2 or 7) and waits.
+// Each binding ends where an inaccessible page begins (host memory
+// registered with accel_host_register; a plain buffer where pinning is over
+// RLIMIT_MEMLOCK), so a kernel that read or wrote past a binding's bound
+// length would fault.
 // On ACCEL_OK, out[i] (when |out| is not NULL) receives a malloc'd copy of
 // binding i after the launch (free with kt_free_outputs). On failure the
 // stream is replaced and kt_expect_failure sees the message.
@@ -44,7 +49,7 @@ void kt_free_outputs(const kt_case_t *c, void **out);
 void kt_check_reproducible(const kt_case_t *c, uint64_t units, void **out);
 
 // Asserts that |c| fails with ACCEL_ERROR_ABORTED and a message containing
-// |needle|.
+// |needle| (and does not fault: see kt_run).
 void kt_expect_failure(const kt_case_t *c, const char *needle);
 
 // Closes the runtimes (cmocka group teardown).
