@@ -18,10 +18,7 @@
 // block id and slot against the cache) before it reads, and refuses a launch
 // that does not fit with an assertion message naming what was wrong.
 #include <math.h>
-#include <stdarg.h>
-#include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "accel/kernel_abi.h"
@@ -31,7 +28,8 @@
 
 ACCEL_KP_ATTENTION_KERNELS(ACCEL_KP_DECLARE)
 
-// Bytes of a*b*c floats, in 128 bits (u32 factors cannot overflow it).
+// Bytes of a*b*c floats, in 128 bits: three u32 factors cannot overflow it,
+// nor a fourth factor of head_dim (at most 512, checked first).
 #define F32_BYTES(a, b, c) \
   ((unsigned __int128)(a) * (uint64_t)(b) * (uint64_t)(c) * 4u)
 
