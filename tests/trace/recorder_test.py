@@ -169,8 +169,11 @@ def test_two_recordings_joined_do_not_clash(tmp):
                 out.write(src.read())
     trace, tracks = pc.load(joined)
     slices, _, _, _ = pc.check(trace, tracks)
-    pc.expect(len(tracks) == 2 * len(pc.load(files[0])[1]),
-              f"joined: {len(tracks)} tracks")
+    # Each file's tracks, none merged away (the files may differ in thread
+    # tracks: which pool threads ran work-groups varies from run to run).
+    each = sum(len(pc.load(f)[1]) for f in files)
+    pc.expect(len(tracks) == each,
+              f"joined: {len(tracks)} tracks, the files have {each}")
     procs = [t.process for t in tracks.values() if t.HasField("process")]
     pc.expect(len(procs) == 2, f"joined: {len(procs)} processes")
     name = os.path.basename(WORKLOAD)
