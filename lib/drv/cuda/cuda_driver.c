@@ -201,6 +201,10 @@ static accel_status_t cuda_device_open(accel_drv_backend_t *backend,
                           ordinal);
     goto err_release_context;
   }
+  st = accel_cuda_reaper_start(d);
+  if (st != ACCEL_OK) {
+    goto err_destroy_stream;
+  }
   char bus_id[32] = "";
   if (cu->cuDeviceGetPCIBusId(bus_id, sizeof(bus_id), d->dev) ==
       CUDA_SUCCESS) {
@@ -211,6 +215,8 @@ static accel_status_t cuda_device_open(accel_drv_backend_t *backend,
   *out_device = d;
   return ACCEL_OK;
 
+err_destroy_stream:
+  (void)cu->cuStreamDestroy(d->internal);
 err_release_context:
   cu->cuDevicePrimaryCtxRelease(d->dev);
 err_free_device:
@@ -222,6 +228,7 @@ err_free_device:
 
 static void cuda_device_close(accel_drv_device_t *device) {
   const accel_cuda_api_t *cu = device->cu;
+  accel_cuda_reaper_stop(device);
   if (cu->cuCtxSetCurrent(device->ctx) == CUDA_SUCCESS) {
     (void)cu->cuStreamSynchronize(device->internal);
     (void)cu->cuStreamDestroy(device->internal);

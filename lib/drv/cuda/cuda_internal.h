@@ -96,6 +96,14 @@ struct accel_drv_device {
   accel_cuda_list_t semaphores;  // guarded by objects_lock
   accel_cuda_list_t queues;      // guarded by objects_lock
   uint64_t last_health_ns;  // relaxed hint: last health poll
+  // Drops the references of completed commands soon after they complete
+  // (cuda_queue.c): host functions may not, since a release may call CUDA.
+  pthread_t reaper;
+  bool reaper_started;
+  pthread_mutex_t reaper_lock;
+  pthread_cond_t reaper_cond;   // a submit left references to drop
+  bool reaper_stop;             // reaper_lock
+  uint32_t reaper_work;         // reaper_lock: submits since the last pass
 };
 
 struct accel_drv_phys {
@@ -151,6 +159,11 @@ struct accel_drv_semaphore {
   _Atomic uint64_t *word;    // host view of the value
   CUdeviceptr word_device;   // the same word for the device
   accel_error_state_t error;
+  // The value when the semaphore failed (what query reports from then on:
+  // later device writes belong to work the failure skipped). |failing| is
+  // taken by the one thread that records the failure.
+  atomic_flag failing;
+  _Atomic uint64_t value_at_failure;
   accel_cuda_list_t link;  // in device->semaphores (objects_lock)
 };
 
@@ -186,6 +199,9 @@ void accel_cuda_queue_destroy(accel_drv_queue_t *queue);
 accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *queue,
                                        const accel_cmd_t *commands,
                                        uint32_t count, uint64_t *out_last_seq);
+// Starts and stops the device's reaper thread (cuda_queue.c).
+accel_status_t accel_cuda_reaper_start(accel_drv_device_t *device);
+void accel_cuda_reaper_stop(accel_drv_device_t *device);
 // Fails |queue| with the device's loss (called under objects_lock).
 void accel_cuda_queue_lose_locked(accel_drv_queue_t *queue,
                                   const char *message);

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/lock.h"
 #include "drv/cuda/cuda_internal.h"
@@ -35,6 +36,11 @@ typedef struct cuda_pending {
   uint64_t seq;
   accel_object_t *refs[2];
   accel_drv_semaphore_t *signal;  // SIGNAL: failed if the queue fails first
+  // WAIT on an abortable queue: the stream waits for the queue's gate word
+  // to reach |gate|, which the reaper stores once |wait| reaches |value|.
+  accel_drv_semaphore_t *wait;
+  uint64_t value;
+  uint64_t gate;
 } cuda_pending_t;
 
 struct accel_drv_queue {
@@ -55,7 +61,17 @@ struct accel_drv_queue {
   uint32_t pending_head, pending_count, pending_cap;
   // Set once (release) when the queue fails; host functions skip after it.
   _Atomic int failed;
+  // Abortable queues (abort_on_destroy): a device wait cannot be taken back,
+  // so their WAITs wait on this private word instead, which the reaper
+  // raises to each wait's number once its semaphore is reached, and destroy
+  // raises past every wait (ACCEL_CUDA_GATE_OPEN) to interrupt them.
+  _Atomic uint64_t *gate_word;
+  CUdeviceptr gate_word_device;
+  uint64_t gate_count;  // submit_lock: WAITs issued
 };
+
+// What an aborting destroy stores in the gate word: past every wait.
+#define ACCEL_CUDA_GATE_OPEN (1ull << 62)
 
 static const char *kind_name(uint32_t kind) {
   return accel_cmd_kind_name(kind);
@@ -138,24 +154,6 @@ static accel_status_t pending_push(accel_drv_queue_t *q, cuda_pending_t p) {
   return ACCEL_OK;
 }
 
-// Drops the references of the pending commands up to |seq|.
-static void pending_reap(accel_drv_queue_t *q, uint64_t seq) {
-  for (;;) {
-    pthread_mutex_lock(&q->pending_lock);
-    if (q->pending_count == 0 || q->pending[q->pending_head].seq > seq) {
-      pthread_mutex_unlock(&q->pending_lock);
-      return;
-    }
-    cuda_pending_t p = q->pending[q->pending_head];
-    q->pending_head = (q->pending_head + 1) & (q->pending_cap - 1);
-    q->pending_count--;
-    pthread_mutex_unlock(&q->pending_lock);
-    // Outside the lock: a release may destroy a buffer (CUDA calls).
-    accel_object_release(p.refs[0]);
-    accel_object_release(p.refs[1]);
-  }
-}
-
 // The seq up to which the stream has passed: the completion word while the
 // queue is healthy; once failed (the word was raised by the failure), all
 // of it only when the stream is idle, and everything when the device is lost.
@@ -168,6 +166,168 @@ static uint64_t retired_seq(accel_drv_queue_t *q) {
   }
   CUresult r = q->device->cu->cuStreamQuery(q->stream);
   return r == CUDA_SUCCESS || accel_cuda_result_is_sticky(r) ? UINT64_MAX : 0;
+}
+
+// The reaper: drops the references of completed commands soon after they
+// complete, on a thread of the device's own (host functions must not, since
+// a release may call CUDA). While references are pending it polls the
+// queues' completion words, sleeping from ACCEL_CUDA_REAP_NAP_MIN_NS up to
+// ACCEL_CUDA_REAP_NAP_MAX_NS; otherwise it sleeps until a submit wakes it.
+#define ACCEL_CUDA_REAP_NAP_MIN_NS 20000ull
+#define ACCEL_CUDA_REAP_NAP_MAX_NS 1000000ull
+
+typedef struct ref_batch {
+  accel_object_t **refs;
+  size_t count, cap;
+} ref_batch_t;
+
+static void batch_add(ref_batch_t *b, accel_object_t *ref) {
+  if (ref == NULL) {
+    return;
+  }
+  if (b->count == b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 64;
+    accel_object_t **grown = realloc(b->refs, cap * sizeof(*grown));
+    if (grown == NULL) {
+      // Out of host memory: release it here (outside no lock the release
+      // could need, as the caller holds only the pending lock).
+      accel_object_release(ref);
+      return;
+    }
+    b->refs = grown;
+    b->cap = cap;
+  }
+  b->refs[b->count++] = ref;
+}
+
+// Moves the references of |q|'s commands up to |seq| into |b|; returns true
+// if some remain pending.
+static bool pending_take(accel_drv_queue_t *q, uint64_t seq, ref_batch_t *b) {
+  pthread_mutex_lock(&q->pending_lock);
+  // Opens the gates of the abortable queue's waits whose semaphores were
+  // reached (or failed: the check after the wait reports it), in order.
+  for (uint32_t i = 0; q->gate_word != NULL && i < q->pending_count; ++i) {
+    cuda_pending_t *p =
+        &q->pending[(q->pending_head + i) & (q->pending_cap - 1)];
+    if (p->wait == NULL ||
+        atomic_load_explicit(q->gate_word, memory_order_relaxed) >= p->gate) {
+      continue;
+    }
+    uint64_t value = 0;
+    accel_status_t st = accel_cuda_semaphore_query(p->wait, &value);
+    if (st == ACCEL_OK && value < p->value) {
+      break;
+    }
+    // Release: the stream that passes the gate sees the semaphore's work.
+    atomic_store_explicit(q->gate_word, p->gate, memory_order_release);
+  }
+  while (q->pending_count != 0 && q->pending[q->pending_head].seq <= seq) {
+    cuda_pending_t *p = &q->pending[q->pending_head];
+    batch_add(b, p->refs[0]);
+    batch_add(b, p->refs[1]);
+    q->pending_head = (q->pending_head + 1) & (q->pending_cap - 1);
+    q->pending_count--;
+  }
+  bool left = q->pending_count != 0;
+  pthread_mutex_unlock(&q->pending_lock);
+  accel_error_clear();  // a failed semaphore's query is not the reaper's error
+  return left;
+}
+
+static void batch_release(ref_batch_t *b) {
+  for (size_t i = 0; i < b->count; ++i) {
+    accel_object_release(b->refs[i]);
+  }
+  b->count = 0;
+}
+
+static uint64_t retired_seq(accel_drv_queue_t *q);
+
+// One pass over the device's queues; true if references remain pending.
+static bool reap_device(accel_drv_device_t *d, ref_batch_t *b) {
+  bool left = false;
+  pthread_mutex_lock(&d->objects_lock);
+  for (accel_cuda_list_t *n = d->queues.next; n != &d->queues; n = n->next) {
+    accel_drv_queue_t *q = (accel_drv_queue_t *)n;
+    left = pending_take(q, retired_seq(q), b) || left;
+  }
+  pthread_mutex_unlock(&d->objects_lock);
+  // Outside the locks: a release may destroy a buffer or a semaphore.
+  batch_release(b);
+  return left;
+}
+
+static void *reaper_main(void *arg) {
+  accel_drv_device_t *d = arg;
+  ref_batch_t batch = {0};
+  (void)d->cu->cuCtxSetCurrent(d->ctx);
+  uint64_t nap = ACCEL_CUDA_REAP_NAP_MIN_NS;
+  bool left = false;
+  pthread_mutex_lock(&d->reaper_lock);
+  while (!d->reaper_stop) {
+    if (d->reaper_work == 0 && !left) {
+      pthread_cond_wait(&d->reaper_cond, &d->reaper_lock);
+      nap = ACCEL_CUDA_REAP_NAP_MIN_NS;
+      continue;
+    }
+    d->reaper_work = 0;
+    pthread_mutex_unlock(&d->reaper_lock);
+    left = reap_device(d, &batch);
+    pthread_mutex_lock(&d->reaper_lock);
+    if (left && d->reaper_work == 0 && !d->reaper_stop) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      uint64_t at = (uint64_t)ts.tv_nsec + nap;
+      ts.tv_sec += (time_t)(at / 1000000000ull);
+      ts.tv_nsec = (long)(at % 1000000000ull);
+      pthread_cond_timedwait(&d->reaper_cond, &d->reaper_lock, &ts);
+      nap = nap * 2 < ACCEL_CUDA_REAP_NAP_MAX_NS ? nap * 2
+                                                 : ACCEL_CUDA_REAP_NAP_MAX_NS;
+    } else {
+      nap = ACCEL_CUDA_REAP_NAP_MIN_NS;
+    }
+  }
+  pthread_mutex_unlock(&d->reaper_lock);
+  free(batch.refs);
+  return NULL;
+}
+
+static void reaper_wake(accel_drv_device_t *d) {
+  pthread_mutex_lock(&d->reaper_lock);
+  d->reaper_work++;
+  pthread_cond_signal(&d->reaper_cond);
+  pthread_mutex_unlock(&d->reaper_lock);
+}
+
+accel_status_t accel_cuda_reaper_start(accel_drv_device_t *d) {
+  pthread_mutex_init(&d->reaper_lock, NULL);
+  pthread_cond_init(&d->reaper_cond, NULL);
+  d->reaper_stop = false;
+  d->reaper_work = 0;
+  int e = pthread_create(&d->reaper, NULL, reaper_main, d);
+  if (e != 0) {
+    pthread_cond_destroy(&d->reaper_cond);
+    pthread_mutex_destroy(&d->reaper_lock);
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "cuda:%u: cannot start the reaper thread: %s",
+                       d->ordinal, strerror(e));
+  }
+  d->reaper_started = true;
+  return ACCEL_OK;
+}
+
+void accel_cuda_reaper_stop(accel_drv_device_t *d) {
+  if (!d->reaper_started) {
+    return;
+  }
+  pthread_mutex_lock(&d->reaper_lock);
+  d->reaper_stop = true;
+  pthread_cond_signal(&d->reaper_cond);
+  pthread_mutex_unlock(&d->reaper_lock);
+  pthread_join(d->reaper, NULL);
+  pthread_cond_destroy(&d->reaper_cond);
+  pthread_mutex_destroy(&d->reaper_lock);
+  d->reaper_started = false;
 }
 
 // Host functions.
@@ -196,9 +356,11 @@ static void CUDA_CB host_call_tramp(void *arg) {
     accel_error_clear();
     accel_status_t st = rec->call.fn(rec->call.user_data);
     if (st != ACCEL_OK) {
-      const char *why = accel_last_error();
-      queue_fail(q, rec->seq, ACCEL_CMD_HOST_CALL, st,
-                 why[0] != '\0' ? why : accel_status_name(st));
+      char why[ACCEL_ERROR_MESSAGE_MAX];
+      const char *msg = accel_last_error();
+      snprintf(why, sizeof(why), "host function returned %s%s%s",
+               accel_status_name(st), msg[0] != '\0' ? ": " : "", msg);
+      queue_fail(q, rec->seq, ACCEL_CMD_HOST_CALL, st, why);
     }
   }
   free(rec);
@@ -365,9 +527,13 @@ static CUresult enqueue_wait(accel_drv_queue_t *q, const accel_cmd_t *cmd,
   if (!q->device->stream_mem_ops) {
     return launch_host(q, host_wait_tramp, rec);
   }
-  CUresult r = q->device->cu->cuStreamWaitValue64(
-      q->stream, cmd->wait.semaphore->word_device, cmd->wait.value,
-      CU_STREAM_WAIT_VALUE_GEQ);
+  CUresult r = q->gate_word != NULL
+                   ? q->device->cu->cuStreamWaitValue64(
+                         q->stream, q->gate_word_device, q->gate_count + 1,
+                         CU_STREAM_WAIT_VALUE_GEQ)
+                   : q->device->cu->cuStreamWaitValue64(
+                         q->stream, cmd->wait.semaphore->word_device,
+                         cmd->wait.value, CU_STREAM_WAIT_VALUE_GEQ);
   if (r != CUDA_SUCCESS) {
     return r;
   }
@@ -437,8 +603,8 @@ accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *q,
   if (st != ACCEL_OK) {
     goto err_refuse;
   }
-  pending_reap(q, retired_seq(q));
   uint32_t i = 0;
+  bool had_refs = false;
   for (; i < count; ++i) {
     const accel_cmd_t *cmd = &commands[i];
     uint64_t seq = q->last_seq + 1;
@@ -450,13 +616,22 @@ accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *q,
       break;
     }
     q->last_seq = seq;
+    bool gated = cmd->kind == ACCEL_CMD_WAIT && q->gate_word != NULL &&
+                 q->device->stream_mem_ops;
+    if (gated) {
+      q->gate_count++;
+    }
     if (cmd->refs[0] != NULL || cmd->refs[1] != NULL ||
-        cmd->kind == ACCEL_CMD_SIGNAL) {
+        cmd->kind == ACCEL_CMD_SIGNAL || gated) {
+      had_refs = true;
       cuda_pending_t p = {
           .seq = seq,
           .refs = {cmd->refs[0], cmd->refs[1]},
           .signal = cmd->kind == ACCEL_CMD_SIGNAL ? cmd->signal.semaphore
                                                   : NULL,
+          .wait = gated ? cmd->wait.semaphore : NULL,
+          .value = gated ? cmd->wait.value : 0,
+          .gate = gated ? q->gate_count : 0,
       };
       if (pending_push(q, p) != ACCEL_OK) {
         // Out of host memory for the list: keep the references alive by
@@ -491,6 +666,9 @@ accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *q,
   }
   pthread_mutex_unlock(&q->submit_lock);
   release_refs(commands + i, count - i);
+  if (had_refs) {
+    reaper_wake(q->device);
+  }
   return st;
 
 err_refuse:
@@ -522,6 +700,27 @@ accel_status_t accel_cuda_queue_create(accel_drv_device_t *device,
     return accel_cuda_check(device, r, "cuda:%u: cuStreamCreateWithPriority",
                             device->ordinal);
   }
+  if (params->abort_on_destroy) {
+    void *word = NULL;
+    r = device->cu->cuMemHostAlloc(
+        &word, sizeof(uint64_t),
+        CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    if (r == CUDA_SUCCESS) {
+      r = device->cu->cuMemHostGetDevicePointer(&q->gate_word_device, word,
+                                                0);
+      if (r != CUDA_SUCCESS) {
+        (void)device->cu->cuMemFreeHost(word);
+      }
+    }
+    if (r != CUDA_SUCCESS) {
+      (void)device->cu->cuStreamDestroy(q->stream);
+      free(q);
+      return accel_cuda_check(device, r, "cuda:%u: stream gate word",
+                              device->ordinal);
+    }
+    q->gate_word = word;
+    atomic_init(q->gate_word, 0);
+  }
   q->device = device;
   q->completion = params->completion;
   q->submitted_seq = params->submitted_seq;
@@ -540,8 +739,12 @@ accel_status_t accel_cuda_queue_create(accel_drv_device_t *device,
 void accel_cuda_queue_destroy(accel_drv_queue_t *q) {
   accel_drv_device_t *device = q->device;
   if (q->abort_on_destroy) {
-    queue_fail(q, q->last_seq, ACCEL_CMD_HOST_CALL, ACCEL_ERROR_ABORTED,
-               "stream destroyed with abort_on_destroy");
+    queue_fail(q, 0, ACCEL_CMD_HOST_CALL, ACCEL_ERROR_ABORTED,
+               "aborted: the stream was destroyed with abort_on_destroy");
+    // Release: interrupts every gated wait; the commands behind them are
+    // skipped (host functions) or report the abort (signals).
+    atomic_store_explicit(q->gate_word, ACCEL_CUDA_GATE_OPEN,
+                          memory_order_release);
   }
   if (device->cu->cuCtxSetCurrent(device->ctx) == CUDA_SUCCESS) {
     CUresult r = device->cu->cuStreamSynchronize(q->stream);
@@ -549,12 +752,19 @@ void accel_cuda_queue_destroy(accel_drv_queue_t *q) {
       (void)accel_cuda_check(device, r, "stream \"%s\": destroy", q->name);
     }
   }
-  pending_reap(q, UINT64_MAX);
   pthread_mutex_lock(&device->objects_lock);
   accel_cuda_list_del(&q->link);
   pthread_mutex_unlock(&device->objects_lock);
+  // Unlinked: the reaper no longer sees the queue; what it left is ours.
+  ref_batch_t batch = {0};
+  (void)pending_take(q, UINT64_MAX, &batch);
+  batch_release(&batch);
+  free(batch.refs);
   if (device->cu->cuCtxSetCurrent(device->ctx) == CUDA_SUCCESS) {
     (void)device->cu->cuStreamDestroy(q->stream);
+    if (q->gate_word != NULL) {
+      (void)device->cu->cuMemFreeHost((void *)q->gate_word);
+    }
   }
   pthread_mutex_destroy(&q->pending_lock);
   pthread_mutex_destroy(&q->submit_lock);

@@ -57,6 +57,8 @@ accel_status_t accel_cuda_semaphore_create(accel_drv_device_t *device,
   sem->word = word;
   atomic_init(sem->word, initial_value);
   accel_error_state_init(&sem->error);
+  atomic_flag_clear(&sem->failing);
+  atomic_init(&sem->value_at_failure, 0);
   pthread_mutex_lock(&device->objects_lock);
   accel_cuda_list_add(&device->semaphores, &sem->link);
   pthread_mutex_unlock(&device->objects_lock);
@@ -82,10 +84,16 @@ void accel_cuda_semaphore_destroy(accel_drv_semaphore_t *sem) {
 
 accel_status_t accel_cuda_semaphore_query(accel_drv_semaphore_t *sem,
                                           uint64_t *out_value) {
+  if (accel_error_state_code(&sem->error) != ACCEL_OK) {
+    // Written before the failure was published (error_state_set releases).
+    *out_value =
+        atomic_load_explicit(&sem->value_at_failure, memory_order_relaxed);
+    return accel_error_state_report(&sem->error);
+  }
   // Acquire: a value written by a stream or a host signal publishes the work
   // before it.
   *out_value = atomic_load_explicit(sem->word, memory_order_acquire);
-  return accel_error_state_report(&sem->error);
+  return ACCEL_OK;
 }
 
 accel_status_t accel_cuda_semaphore_signal(accel_drv_semaphore_t *sem,
@@ -111,9 +119,14 @@ accel_status_t accel_cuda_semaphore_signal(accel_drv_semaphore_t *sem,
 
 void accel_cuda_semaphore_fail(accel_drv_semaphore_t *sem,
                                accel_status_t status, const char *message) {
-  if (!accel_error_state_set(&sem->error, status, "%s", message)) {
-    return;
+  if (atomic_flag_test_and_set_explicit(&sem->failing,
+                                        memory_order_acq_rel)) {
+    return;  // the first failure wins
   }
+  atomic_store_explicit(&sem->value_at_failure,
+                        atomic_load_explicit(sem->word, memory_order_acquire),
+                        memory_order_relaxed);
+  accel_error_state_set(&sem->error, status, "%s", message);
   // Release: a waiter that sees the raised word also sees the failure.
   atomic_fetch_add_explicit(sem->word, ACCEL_CUDA_FAIL_RELEASE,
                             memory_order_release);
