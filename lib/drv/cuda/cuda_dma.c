@@ -61,6 +61,12 @@ struct accel_drv_dma_ring {
 };
 
 uint32_t accel_cuda_copy_engine_count(accel_drv_device_t *device) {
+  if (!device->stream_mem_ops) {
+    // The rings write their heads back with cuStreamWriteValue64: without
+    // stream memory operations there are no copy engines (stream copies
+    // then run on the streams themselves).
+    return 0;
+  }
   uint32_t want = device->backend->options.copy_engine_count;
   if (want == 0) {
     want = device->copy_engines > 0 ? (uint32_t)device->copy_engines : 1;

@@ -526,6 +526,24 @@ static void cuda_phys_unmap(accel_drv_device_t *device, uint64_t address,
   }
 }
 
+static accel_status_t cuda_zero(accel_drv_device_t *device, uint64_t address,
+                                uint64_t size_bytes) {
+  ACCEL_RETURN_IF_ERROR(accel_cuda_enter(device));
+  pthread_mutex_lock(&device->internal_lock);
+  CUresult r = device->cu->cuMemsetD8Async((CUdeviceptr)address, 0,
+                                           size_bytes, device->internal);
+  if (r == CUDA_SUCCESS) {
+    r = device->cu->cuStreamSynchronize(device->internal);
+  }
+  pthread_mutex_unlock(&device->internal_lock);
+  if (r != CUDA_SUCCESS) {
+    return accel_cuda_check(device, r, "cuda:%u zero: %llu bytes at 0x%llx",
+                            device->ordinal, (unsigned long long)size_bytes,
+                            (unsigned long long)address);
+  }
+  return ACCEL_OK;
+}
+
 static void *cuda_host_pointer(accel_drv_device_t *device, uint64_t address) {
   return NULL;  // device memory is reached through copies only
 }
@@ -633,6 +651,7 @@ static const accel_drv_memory_ops_t k_cuda_memory_ops = {
     .host_pointer = cuda_host_pointer,
     .host_register = cuda_host_register,
     .host_unregister = cuda_host_unregister,
+    .zero = cuda_zero,
 };
 
 static const accel_drv_sync_ops_t k_cuda_sync_ops = {
