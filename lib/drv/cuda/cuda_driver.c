@@ -678,6 +678,13 @@ static const accel_drv_copy_ops_t k_cuda_copy_ops = {
     .ring_abort = accel_cuda_dma_ring_abort,
 };
 
+static const accel_drv_dispatch_ops_t k_cuda_dispatch_ops = {
+    .module_load = accel_cuda_module_load,
+    .module_unload = accel_cuda_module_unload,
+    .kernel_get = accel_cuda_kernel_get,
+    .kernel_launch = accel_cuda_kernel_launch,
+};
+
 const accel_driver_t accel_cuda_driver = {
     .name = "cuda",
     .device = &k_cuda_device_ops,
@@ -685,4 +692,5 @@ const accel_driver_t accel_cuda_driver = {
     .sync = &k_cuda_sync_ops,
     .queue = &k_cuda_queue_ops,
     .copy = &k_cuda_copy_ops,
+    .dispatch = &k_cuda_dispatch_ops,
 };

@@ -13,6 +13,7 @@
 #include "core/driver.h"
 #include "core/driver_copy.h"
 #include "core/driver_device.h"
+#include "core/driver_dispatch.h"
 #include "core/driver_memory.h"
 #include "core/driver_queue.h"
 #include "core/driver_sync.h"
@@ -219,6 +220,48 @@ void accel_cuda_dma_ring_doorbell(accel_drv_dma_ring_t *ring, uint64_t tail);
 accel_status_t accel_cuda_dma_ring_wait(accel_drv_dma_ring_t *ring,
                                         uint64_t head, uint64_t timeout_ns);
 void accel_cuda_dma_ring_abort(accel_drv_dma_ring_t *ring);
+
+// ---------------------------------------------------------------------------
+// Code objects and launches (cuda_module.c).
+// ---------------------------------------------------------------------------
+
+struct accel_drv_module {
+  accel_drv_device_t *device;
+  CUlibrary library;
+};
+
+struct accel_drv_kernel {
+  accel_drv_module_t *module;
+  CUfunction function;  // in the device's primary context
+  char name[128];
+};
+
+accel_status_t accel_cuda_module_load(accel_drv_device_t *device,
+                                      const void *image, uint64_t size_bytes,
+                                      accel_drv_module_t **out_module);
+void accel_cuda_module_unload(accel_drv_module_t *module);
+accel_status_t accel_cuda_kernel_get(accel_drv_module_t *module,
+                                     const char *name,
+                                     accel_drv_kernel_t **out_kernel);
+accel_status_t accel_cuda_kernel_launch(accel_drv_queue_t *queue,
+                                        accel_drv_kernel_t *kernel,
+                                        const accel_drv_launch_t *launch,
+                                        accel_object_t *ref0,
+                                        accel_object_t *ref1,
+                                        uint64_t *out_last_seq);
+// Enqueues |launch| of |kernel| on |stream| with the kernel ABI's parameter
+// layout (called by the queue under its submit order).
+CUresult accel_cuda_enqueue_launch(accel_drv_kernel_t *kernel,
+                                   const accel_drv_launch_t *launch,
+                                   CUstream stream);
+// The launch command's marker: a LAUNCH command whose exec is this carries
+// a device launch (payload: an accel_cuda_launch_cmd_t), not a host one.
+accel_status_t accel_cuda_launch_marker(void *payload,
+                                        accel_drv_device_t *device);
+typedef struct accel_cuda_launch_cmd {
+  accel_drv_kernel_t *kernel;
+  const accel_drv_launch_t *launch;
+} accel_cuda_launch_cmd_t;
 
 // Enqueues a fill of |size_bytes| at |dst| with a 1/2/4/8-byte pattern on
 // |stream| (shared by queues and DMA rings).

@@ -9,7 +9,8 @@
 //              first stores the timestamp of an event record)
 //   WAIT       cuStreamWaitValue64 (GEQ), then a host function that fails
 //              the queue if the semaphore failed instead of being reached
-//   LAUNCH     host code objects: ACCEL_ERROR_UNSUPPORTED
+//   LAUNCH     a device kernel (cuda_module.c) through cuLaunchKernel; host
+//              code objects: ACCEL_ERROR_UNSUPPORTED
 //
 // After each submit the stream writes the last seq into the completion
 // semaphore's word. A failing host function or wait fails the queue: the
@@ -566,6 +567,11 @@ static accel_status_t enqueue(accel_drv_queue_t *q, const accel_cmd_t *cmd,
       r = enqueue_wait(q, cmd, seq);
       break;
     case ACCEL_CMD_LAUNCH:
+      if (cmd->launch.exec == accel_cuda_launch_marker) {
+        const accel_cuda_launch_cmd_t *l = cmd->launch.payload;
+        r = accel_cuda_enqueue_launch(l->kernel, l->launch, q->stream);
+        break;
+      }
       return accel_error(ACCEL_ERROR_UNSUPPORTED,
                          "stream \"%s\" command #%llu (launch): the CUDA "
                          "device runs no host code objects",

@@ -13,7 +13,7 @@
 #define ACCEL_DRV_CUDA_SYMBOLS_H_
 
 // The driver API version whose ABI the backend is written against (12.0:
-// the _v2 stream memory operations). Older drivers are
+// cuLibraryLoadData and the _v2 stream memory operations). Older drivers are
 // reported as "no CUDA devices" with the version found.
 #define ACCEL_CUDA_API_VERSION 12000
 
@@ -66,6 +66,12 @@
   X(cuMemsetD8Async)                     \
   X(cuMemsetD16Async)                    \
   X(cuMemsetD32Async)                    \
-  X(cuMemsetD2D32Async)
+  X(cuMemsetD2D32Async)                  \
+  /* Code objects and launches. */       \
+  X(cuLibraryLoadData)                   \
+  X(cuLibraryUnload)                     \
+  X(cuLibraryGetKernel)                  \
+  X(cuKernelGetFunction)                 \
+  X(cuLaunchKernel)
 
 #endif  // ACCEL_DRV_CUDA_SYMBOLS_H_

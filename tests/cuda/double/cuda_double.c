@@ -20,8 +20,12 @@
 //   CUDA_DOUBLE_MODE=nodevice cuInit answers CUDA_ERROR_NO_DEVICE
 //   CUDA_DOUBLE_MODE=nomemops no 64-bit stream memory operations
 //   CUDA_VISIBLE_DEVICES      as the driver applies it
-// Test hook: cuda_double_inject_fault(CUresult) makes the next copy or fill
-// a stream executes fail with that (sticky) error.
+// Test hooks: cuda_double_inject_fault(CUresult) makes the next copy or fill
+// a stream executes fail with that (sticky) error;
+// cuda_double_register_kernel(name, fn, param_sizes, count) gives the PTX
+// entry |name| a host function to run at launch (the SIMT emulator that
+// would run the PTX's CUDA C source is a later step). PTX is parsed only
+// for its .entry names and parameter counts; cubin images are refused.
 // Every driver entry defined here is exported (the project builds with
 // -fvisibility=hidden).
 #pragma GCC visibility push(default)
@@ -81,8 +85,42 @@ typedef struct phys {
 } phys_t;
 
 typedef enum op_kind {
-  OP_COPY, OP_FILL, OP_WAIT, OP_WRITE, OP_HOST
+  OP_COPY, OP_FILL, OP_WAIT, OP_WRITE, OP_HOST, OP_KERNEL
 } op_kind_t;
+
+// A host function standing in for a kernel: called once per launch with
+// copies of the parameter values and the launch shape.
+typedef void (*cuda_double_kernel_fn)(void **params, const unsigned grid[3],
+                                      const unsigned block[3]);
+
+#define MAX_KERNEL_PARAMS 64
+
+typedef struct registered_kernel {
+  struct registered_kernel *next;
+  char name[128];
+  cuda_double_kernel_fn fn;
+  uint32_t param_count;
+  size_t param_sizes[MAX_KERNEL_PARAMS];
+} registered_kernel_t;
+
+typedef struct library {
+  uint32_t kind;
+  struct library *next;
+  uint32_t entry_count;
+  struct {
+    char name[128];
+    uint32_t param_count;
+  } entries[64];
+} library_t;
+
+enum { KIND_LIBRARY = 0x4c494231, KIND_KERNEL = 0x4b524e31 };
+
+typedef struct kernel {
+  uint32_t kind;
+  struct kernel *next;
+  library_t *library;
+  uint32_t entry;
+} kernel_t;
 
 typedef struct op {
   struct op *next;
@@ -103,6 +141,12 @@ typedef struct op {
       CUhostFn fn;
       void *user_data;
     } host;
+    struct {
+      cuda_double_kernel_fn fn;
+      unsigned grid[3], block[3];
+      void *params[MAX_KERNEL_PARAMS];  // each a malloc'ed copy
+      uint32_t param_count;
+    } kernel;
   };
 } op_t;
 
@@ -130,6 +174,9 @@ static struct {
   phys_t *phys;
   stream_t *streams;
   CUresult inject;  // next copy/fill fails with this
+  registered_kernel_t *registered;
+  library_t *libraries;
+  kernel_t *kernels;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local ctx_t *t_current;
@@ -139,6 +186,28 @@ EXPORT void cuda_double_inject_fault(CUresult result);
 void cuda_double_inject_fault(CUresult result) {
   pthread_mutex_lock(&g.lock);
   g.inject = result;
+  pthread_mutex_unlock(&g.lock);
+}
+
+EXPORT void cuda_double_register_kernel(const char *name,
+                                        cuda_double_kernel_fn fn,
+                                        const size_t *param_sizes,
+                                        uint32_t param_count);
+void cuda_double_register_kernel(const char *name, cuda_double_kernel_fn fn,
+                                 const size_t *param_sizes,
+                                 uint32_t param_count) {
+  registered_kernel_t *k = calloc(1, sizeof(*k));
+  if (k == NULL || param_count > MAX_KERNEL_PARAMS) {
+    free(k);
+    return;
+  }
+  snprintf(k->name, sizeof(k->name), "%s", name);
+  k->fn = fn;
+  k->param_count = param_count;
+  memcpy(k->param_sizes, param_sizes, param_count * sizeof(size_t));
+  pthread_mutex_lock(&g.lock);
+  k->next = g.registered;
+  g.registered = k;
   pthread_mutex_unlock(&g.lock);
 }
 
@@ -294,6 +363,10 @@ static const struct {
      "operation not supported"},
     {CUDA_ERROR_ALREADY_MAPPED, "CUDA_ERROR_ALREADY_MAPPED",
      "resource already mapped"},
+    {CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX",
+     "a PTX JIT compilation failed"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE",
+     "device kernel image is invalid"},
 };
 
 CUresult cuGetErrorName(CUresult error, const char **str) {
@@ -1139,6 +1212,9 @@ static CUresult run_op(stream_t *s, op_t *op) {
       op->host.fn(op->host.user_data);
       t_in_callback = false;
       return CUDA_SUCCESS;
+    case OP_KERNEL:
+      op->kernel.fn(op->kernel.params, op->kernel.grid, op->kernel.block);
+      return CUDA_SUCCESS;
   }
   return CUDA_ERROR_INVALID_VALUE;
 }
@@ -1169,6 +1245,11 @@ static void *stream_main(void *arg) {
       s->tail = NULL;
     }
     s->pending--;
+    if (op->kind == OP_KERNEL) {
+      for (uint32_t i = 0; i < op->kernel.param_count; ++i) {
+        free(op->kernel.params[i]);
+      }
+    }
     free(op);
     pthread_cond_broadcast(&s->cond);
   }
@@ -1530,6 +1611,264 @@ CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n,
 CUresult cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int ui,
                             size_t width, size_t height, CUstream h) {
   return fill(h, dst, pitch, ui, 4, width, height);
+}
+
+// ---------------------------------------------------------------------------
+// Code objects: PTX parsed for its entries, kernels run as registered host
+// functions.
+// ---------------------------------------------------------------------------
+
+// Writes |text| into the JIT error log the caller passed, if any.
+static void jit_log(CUjit_option *options, void **values, unsigned count,
+                    const char *text) {
+  char *buf = NULL;
+  size_t size = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    if (options[i] == CU_JIT_ERROR_LOG_BUFFER) {
+      buf = values[i];
+    } else if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+      size = (size_t)(uintptr_t)values[i];
+    }
+  }
+  if (buf != NULL && size > 0) {
+    snprintf(buf, size, "%s", text);
+  }
+}
+
+// Parses the .entry names of |ptx| and counts their .param declarations.
+static bool parse_ptx(const char *ptx, library_t *lib, char *why,
+                      size_t why_size) {
+  if (strstr(ptx, ".version") == NULL || strstr(ptx, ".target") == NULL) {
+    snprintf(why, why_size,
+             "ptxas fatal   : PTX lacks a .version or .target directive");
+    return false;
+  }
+  for (const char *p = strstr(ptx, ".entry"); p != NULL;
+       p = strstr(p + 6, ".entry")) {
+    if (lib->entry_count == 64) {
+      snprintf(why, why_size, "ptxas fatal   : too many entries");
+      return false;
+    }
+    const char *n = p + 6;
+    while (*n == ' ' || *n == '\t') {
+      n++;
+    }
+    size_t len = strcspn(n, " \t(\n");
+    if (len == 0 || len >= sizeof(lib->entries[0].name)) {
+      snprintf(why, why_size, "ptxas fatal   : malformed .entry");
+      return false;
+    }
+    memcpy(lib->entries[lib->entry_count].name, n, len);
+    lib->entries[lib->entry_count].name[len] = '\0';
+    const char *open = strchr(n, '(');
+    const char *close = open != NULL ? strchr(open, ')') : NULL;
+    uint32_t params = 0;
+    for (const char *q = open; q != NULL && q < close;
+         q = strstr(q + 1, ".param")) {
+      if (q != open && q < close) {
+        params++;
+      }
+    }
+    lib->entries[lib->entry_count].param_count = params;
+    lib->entry_count++;
+  }
+  return true;
+}
+
+CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
+                           CUjit_option *jit_options, void **jit_values,
+                           unsigned int jit_count,
+                           CUlibraryOption *library_options,
+                           void **library_values, unsigned int library_count) {
+  CUresult r = enter_ctx(NULL);
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (library == NULL || code == NULL ||
+      (jit_count > 0 && (jit_options == NULL || jit_values == NULL)) ||
+      library_count != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (memcmp(code, "\177ELF", 4) == 0) {
+    jit_log(jit_options, jit_values, jit_count,
+            "test double: cubin images are not emulated");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  library_t *lib = calloc(1, sizeof(*lib));
+  if (lib == NULL) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  char why[256];
+  if (!parse_ptx(code, lib, why, sizeof(why))) {
+    free(lib);
+    jit_log(jit_options, jit_values, jit_count, why);
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  lib->kind = KIND_LIBRARY;
+  pthread_mutex_lock(&g.lock);
+  lib->next = g.libraries;
+  g.libraries = lib;
+  pthread_mutex_unlock(&g.lock);
+  *library = (CUlibrary)lib;
+  return CUDA_SUCCESS;
+}
+
+static library_t *library_lookup_locked(CUlibrary h) {
+  for (library_t *l = g.libraries; l != NULL; l = l->next) {
+    if ((CUlibrary)l == h) {
+      return l;
+    }
+  }
+  return NULL;
+}
+
+CUresult cuLibraryUnload(CUlibrary h) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  pthread_mutex_lock(&g.lock);
+  library_t *lib = library_lookup_locked(h);
+  if (lib == NULL) {
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  for (library_t **p = &g.libraries; *p != NULL; p = &(*p)->next) {
+    if (*p == lib) {
+      *p = lib->next;
+      break;
+    }
+  }
+  for (kernel_t **p = &g.kernels; *p != NULL;) {
+    if ((*p)->library == lib) {
+      kernel_t *dead = *p;
+      *p = dead->next;
+      free(dead);
+    } else {
+      p = &(*p)->next;
+    }
+  }
+  pthread_mutex_unlock(&g.lock);
+  free(lib);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryGetKernel(CUkernel *out, CUlibrary h, const char *name) {
+  CUresult r = enter();
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (out == NULL || name == NULL) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&g.lock);
+  library_t *lib = library_lookup_locked(h);
+  if (lib == NULL) {
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  for (uint32_t i = 0; i < lib->entry_count; ++i) {
+    if (strcmp(lib->entries[i].name, name) == 0) {
+      kernel_t *k = calloc(1, sizeof(*k));
+      if (k == NULL) {
+        pthread_mutex_unlock(&g.lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      }
+      k->kind = KIND_KERNEL;
+      k->library = lib;
+      k->entry = i;
+      k->next = g.kernels;
+      g.kernels = k;
+      pthread_mutex_unlock(&g.lock);
+      *out = (CUkernel)k;
+      return CUDA_SUCCESS;
+    }
+  }
+  pthread_mutex_unlock(&g.lock);
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+static kernel_t *kernel_lookup_locked(const void *h) {
+  for (kernel_t *k = g.kernels; k != NULL; k = k->next) {
+    if ((const void *)k == h) {
+      return k;
+    }
+  }
+  return NULL;
+}
+
+// A CUfunction in the double is its kernel (one context per device).
+CUresult cuKernelGetFunction(CUfunction *out, CUkernel h) {
+  CUresult r = enter_ctx(NULL);
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (out == NULL) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&g.lock);
+  kernel_t *k = kernel_lookup_locked(h);
+  pthread_mutex_unlock(&g.lock);
+  if (k == NULL) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  *out = (CUfunction)k;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                        unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared_bytes, CUstream h, void **params,
+                        void **extra) {
+  stream_t *s = NULL;
+  CUresult r = stream_enter(h, &s);
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
+      (uint64_t)bx * by * bz > 1024 || shared_bytes > 48 * 1024 ||
+      extra != NULL) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&g.lock);
+  kernel_t *k = kernel_lookup_locked(f);
+  if (k == NULL) {
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  const char *name = k->library->entries[k->entry].name;
+  uint32_t declared = k->library->entries[k->entry].param_count;
+  registered_kernel_t *reg = g.registered;
+  while (reg != NULL && strcmp(reg->name, name) != 0) {
+    reg = reg->next;
+  }
+  pthread_mutex_unlock(&g.lock);
+  // The PTX declares the parameters; a host stand-in must match them.
+  if (reg == NULL || reg->param_count != declared ||
+      (declared > 0 && params == NULL)) {
+    return reg == NULL ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+  }
+  op_t op = {.kind = OP_KERNEL,
+             .kernel = {.fn = reg->fn, .grid = {gx, gy, gz},
+                        .block = {bx, by, bz}, .param_count = declared}};
+  // Parameter values are copied at the call, as the driver does.
+  for (uint32_t i = 0; i < declared; ++i) {
+    op.kernel.params[i] = malloc(reg->param_sizes[i]);
+    if (op.kernel.params[i] == NULL) {
+      for (uint32_t j = 0; j < i; ++j) {
+        free(op.kernel.params[j]);
+      }
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(op.kernel.params[i], params[i], reg->param_sizes[i]);
+  }
+  r = stream_push(s, op);
+  if (r != CUDA_SUCCESS) {
+    for (uint32_t i = 0; i < declared; ++i) {
+      free(op.kernel.params[i]);
+    }
+  }
+  return r;
 }
 
 // ---------------------------------------------------------------------------
