@@ -14,6 +14,19 @@
 
 #include "test_support.h"
 
+// True when the CUDA library is the test double (it exports its test hooks);
+// scripts/gpu-check.sh runs these tests on NVIDIA's driver too, where the
+// checks of the double's own properties and fault injection do not apply.
+static void *double_hook(const char *name) {
+  const char *path = getenv("ACCEL_CUDA_LIBRARY");
+  void *lib = path != NULL ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  void *fn = lib != NULL ? dlsym(lib, name) : NULL;
+  if (lib != NULL) {
+    dlclose(lib);  // NOLOAD took a reference; the backend holds its own
+  }
+  return fn;
+}
+
 static accel_stream_t *make_stream(test_env_t *env) {
   accel_stream_t *s = NULL;
   assert_accel_ok(accel_stream_create(env->device, NULL, &s));
@@ -43,9 +56,16 @@ static void test_cuda_device_info_comes_from_the_driver(void **state) {
   assert_accel_ok(accel_device_info(env->device, &info));
   assert_string_equal(info.backend, "cuda");
   assert_string_equal(info.id, "cuda:0");
-  assert_string_equal(info.target, "cuda-sm_90");
-  assert_int_equal(info.page_size, 2u << 20);
-  assert_string_equal(info.pci_bus_id, "0000:10:00.0");
+  assert_true(strncmp(info.target, "cuda-sm_", 8) == 0);
+  assert_true(info.page_size >= 4096 &&
+              (info.page_size & (info.page_size - 1)) == 0);
+  assert_true(strlen(info.pci_bus_id) == 12);
+  if (double_hook("cuda_double_inject_fault") != NULL) {
+    // What the double reports for its first device.
+    assert_string_equal(info.target, "cuda-sm_90");
+    assert_int_equal(info.page_size, 2u << 20);
+    assert_string_equal(info.pci_bus_id, "0000:10:00.0");
+  }
   assert_true((info.caps & ACCEL_DEVICE_CAP_HOST_VISIBLE) == 0);
   assert_true((info.caps & ACCEL_DEVICE_CAP_VIRTUAL_MEMORY) != 0);
   accel_buffer_t *b = make_buffer(env, 64, NULL);
@@ -380,10 +400,10 @@ typedef void (*inject_fn)(CUresult);
 
 static void test_cuda_sticky_error_loses_the_device(void **state) {
   test_env_t *env = *state;
-  void *lib = dlopen(getenv("ACCEL_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-  assert_non_null(lib);
-  inject_fn inject = (inject_fn)dlsym(lib, "cuda_double_inject_fault");
-  assert_non_null(inject);
+  inject_fn inject = (inject_fn)double_hook("cuda_double_inject_fault");
+  if (inject == NULL) {
+    skip();  // NVIDIA's driver: no fault to inject
+  }
   accel_stream_t *s = make_stream(env);
   accel_semaphore_t *other = NULL;
   assert_accel_ok(accel_semaphore_create(env->device, 0, &other));
@@ -406,7 +426,6 @@ static void test_cuda_sticky_error_loses_the_device(void **state) {
   accel_buffer_release(b);
   accel_semaphore_release(other);
   accel_stream_destroy(s);
-  dlclose(lib);
 }
 
 int main(void) {
