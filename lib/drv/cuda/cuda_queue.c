@@ -69,6 +69,8 @@ struct accel_drv_queue {
   _Atomic uint64_t *gate_word;
   CUdeviceptr gate_word_device;
   uint64_t gate_count;  // submit_lock: WAITs issued
+  // Records of host functions not run yet (pending_lock): the list head.
+  accel_cuda_list_t host_recs;
 };
 
 // What an aborting destroy stores in the gate word: past every wait.
@@ -334,6 +336,10 @@ void accel_cuda_reaper_stop(accel_drv_device_t *d) {
 // Host functions.
 
 typedef struct host_call_rec {
+  // In the queue's list of records whose host function has not run yet
+  // (pending_lock): a stream that dies (a sticky error) never runs them, and
+  // destroy frees what is left.
+  accel_cuda_list_t link;  // first
   accel_drv_queue_t *queue;
   uint64_t seq;
   uint32_t kind;
@@ -350,6 +356,15 @@ typedef struct host_call_rec {
   };
 } host_call_rec_t;
 
+// Unlinks and frees a record whose host function ran.
+static void rec_done(host_call_rec_t *rec) {
+  accel_drv_queue_t *q = rec->queue;
+  pthread_mutex_lock(&q->pending_lock);
+  accel_cuda_list_del(&rec->link);
+  pthread_mutex_unlock(&q->pending_lock);
+  free(rec);
+}
+
 static void CUDA_CB host_call_tramp(void *arg) {
   host_call_rec_t *rec = arg;
   accel_drv_queue_t *q = rec->queue;
@@ -364,7 +379,7 @@ static void CUDA_CB host_call_tramp(void *arg) {
       queue_fail(q, rec->seq, ACCEL_CMD_HOST_CALL, st, why);
     }
   }
-  free(rec);
+  rec_done(rec);
 }
 
 static void CUDA_CB timestamp_tramp(void *arg) {
@@ -372,7 +387,7 @@ static void CUDA_CB timestamp_tramp(void *arg) {
   // Release: the elapsed-time reader acquires it after seeing the signal.
   atomic_store_explicit(rec->timestamp_out, accel_cuda_now_ns(),
                         memory_order_release);
-  free(rec);
+  rec_done(rec);
 }
 
 // After a device wait: the wait ended because the value was reached or
@@ -385,7 +400,7 @@ static void CUDA_CB wait_check_tramp(void *arg) {
   if (st != ACCEL_OK) {
     queue_fail(rec->queue, rec->seq, ACCEL_CMD_WAIT, st, sem->error.message);
   }
-  free(rec);
+  rec_done(rec);
 }
 
 // Without 64-bit stream memory operations: the host function itself waits
@@ -401,7 +416,7 @@ static void CUDA_CB host_wait_tramp(void *arg) {
       queue_fail(rec->queue, rec->seq, ACCEL_CMD_WAIT, st, accel_last_error());
     }
   }
-  free(rec);
+  rec_done(rec);
 }
 
 static void CUDA_CB host_signal_tramp(void *arg) {
@@ -415,7 +430,7 @@ static void CUDA_CB host_signal_tramp(void *arg) {
                                                 memory_order_release,
                                                 memory_order_relaxed)) {
   }
-  free(rec);
+  rec_done(rec);
 }
 
 static CUresult launch_host(accel_drv_queue_t *q, void (*fn)(void *),
@@ -426,9 +441,12 @@ static CUresult launch_host(accel_drv_queue_t *q, void (*fn)(void *),
   }
   *r = rec;
   r->queue = q;
+  pthread_mutex_lock(&q->pending_lock);
+  accel_cuda_list_add(&q->host_recs, &r->link);
+  pthread_mutex_unlock(&q->pending_lock);
   CUresult res = q->device->cu->cuLaunchHostFunc(q->stream, fn, r);
   if (res != CUDA_SUCCESS) {
-    free(r);
+    rec_done(r);
   }
   return res;
 }
@@ -735,6 +753,7 @@ accel_status_t accel_cuda_queue_create(accel_drv_device_t *device,
            params->name != NULL ? params->name : "queue");
   pthread_mutex_init(&q->submit_lock, NULL);
   pthread_mutex_init(&q->pending_lock, NULL);
+  accel_cuda_list_init(&q->host_recs);
   pthread_mutex_lock(&device->objects_lock);
   accel_cuda_list_add(&device->queues, &q->link);
   pthread_mutex_unlock(&device->objects_lock);
@@ -761,6 +780,12 @@ void accel_cuda_queue_destroy(accel_drv_queue_t *q) {
   pthread_mutex_lock(&device->objects_lock);
   accel_cuda_list_del(&q->link);
   pthread_mutex_unlock(&device->objects_lock);
+  // The stream is idle or dead: host functions not run by now never will.
+  while (q->host_recs.next != &q->host_recs) {
+    accel_cuda_list_t *n = q->host_recs.next;
+    accel_cuda_list_del(n);
+    free(n);  // the record's first member
+  }
   // Unlinked: the reaper no longer sees the queue; what it left is ours.
   ref_batch_t batch = {0};
   (void)pending_take(q, UINT64_MAX, &batch);
