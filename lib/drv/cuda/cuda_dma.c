@@ -58,6 +58,7 @@ struct accel_drv_dma_ring {
   } *signals;
   _Atomic uint32_t failed;  // set (release) when the ring fails
   _Atomic uint32_t aborted;
+  accel_cuda_list_t wait_checks;  // signal_lock: ring_wait_rec_t not run
 };
 
 uint32_t accel_cuda_copy_engine_count(accel_drv_device_t *device) {
@@ -104,6 +105,9 @@ static void ring_fail(accel_drv_dma_ring_t *ring, uint64_t pos,
 }
 
 typedef struct ring_wait_rec {
+  // In the ring's list of checks not run yet (signal_lock): a dead stream
+  // never runs them, and destroy frees what is left.
+  accel_cuda_list_t link;  // first
   accel_drv_dma_ring_t *ring;
   accel_drv_semaphore_t *semaphore;
   uint64_t pos;
@@ -115,6 +119,9 @@ static void CUDA_CB ring_wait_check(void *arg) {
   if (st != ACCEL_OK) {
     ring_fail(rec->ring, rec->pos, st, rec->semaphore->error.message);
   }
+  pthread_mutex_lock(&rec->ring->signal_lock);
+  accel_cuda_list_del(&rec->link);
+  pthread_mutex_unlock(&rec->ring->signal_lock);
   free(rec);
 }
 
@@ -190,10 +197,18 @@ static CUresult enqueue_op(accel_drv_dma_ring_t *ring,
       if (rec == NULL) {
         return CUDA_ERROR_OUT_OF_MEMORY;
       }
-      *rec = (ring_wait_rec_t){ring, d->sem.semaphore, pos};
+      *rec = (ring_wait_rec_t){.ring = ring,
+                               .semaphore = d->sem.semaphore,
+                               .pos = pos};
+      pthread_mutex_lock(&ring->signal_lock);
+      accel_cuda_list_add(&ring->wait_checks, &rec->link);
+      pthread_mutex_unlock(&ring->signal_lock);
       r = ring->device->cu->cuLaunchHostFunc(ring->stream, ring_wait_check,
                                              rec);
       if (r != CUDA_SUCCESS) {
+        pthread_mutex_lock(&ring->signal_lock);
+        accel_cuda_list_del(&rec->link);
+        pthread_mutex_unlock(&ring->signal_lock);
         free(rec);
       }
       return r;
@@ -363,6 +378,7 @@ accel_status_t accel_cuda_dma_ring_create(
   }
   pthread_mutex_init(&ring->doorbell_lock, NULL);
   pthread_mutex_init(&ring->signal_lock, NULL);
+  accel_cuda_list_init(&ring->wait_checks);
   *out_mem = (accel_dma_ring_mem_t){
       .slots = ring->slots,
       .slot_count = ring->slot_count,
@@ -388,6 +404,12 @@ void accel_cuda_dma_ring_destroy(accel_drv_dma_ring_t *ring) {
     (void)device->cu->cuStreamSynchronize(ring->stream);
     (void)device->cu->cuStreamDestroy(ring->stream);
     (void)device->cu->cuMemFreeHost(ring->words);
+  }
+  // The stream is idle or dead: checks not run by now never will.
+  while (ring->wait_checks.next != &ring->wait_checks) {
+    accel_cuda_list_t *n = ring->wait_checks.next;
+    accel_cuda_list_del(n);
+    free(n);  // the record's first member
   }
   pthread_mutex_destroy(&ring->signal_lock);
   pthread_mutex_destroy(&ring->doorbell_lock);
