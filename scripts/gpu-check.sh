@@ -109,10 +109,11 @@ if [ "$double" = 1 ]; then
 else
   bench_args="--json"
 fi
-# The benchmarks run their figures on device 0; those that need what the
-# CUDA device lacks (host kernels, host-visible memory) report UNSUPPORTED,
-# a skip here (CUDA figures against bare driver calls: issue #18).
-for b in launch dma; do
+# accel-bench cuda measures the CUDA device against bare driver calls; the
+# other benchmarks run their figures on device 0, and those that need what
+# the CUDA device lacks (host kernels, host-visible memory) report
+# UNSUPPORTED, a skip here.
+for b in cuda launch dma; do
   # shellcheck disable=SC2086
   UNSUPPORTED_IS_SKIP=1 run_step "bench/$b" \
     "$build/tools/accel-bench/accel-bench" "$b" $bench_args
@@ -126,12 +127,12 @@ fi
 printf '%s\n' "$device"
 echo
 cat "$summary"
-for b in launch dma; do
+for b in cuda launch dma; do
   log="$log_dir/bench_$b.log"
   if [ -f "$log" ] && grep -q '"results"' "$log"; then
     echo
     echo "accel-bench $b:"
-    grep '"bench"' "$log" | head -n 1
+    cat "$log"
   fi
 done
 echo

@@ -22,6 +22,9 @@ static const struct {
      "empty-kernel launch round trip: tracing off, counters, LTTng, recorder"},
     {"dma", accel_bench_dma,
      "DMA copy bandwidth, 4 KiB latency and staging vs memcpy baselines"},
+    {"cuda", accel_bench_cuda,
+     "CUDA launch and pinned copies vs bare driver calls (skipped without "
+     "a CUDA device)"},
 };
 
 static int usage(void) {

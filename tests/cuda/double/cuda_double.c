@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -204,7 +205,9 @@ void cuda_double_register_kernel(const char *name, cuda_double_kernel_fn fn,
   snprintf(k->name, sizeof(k->name), "%s", name);
   k->fn = fn;
   k->param_count = param_count;
-  memcpy(k->param_sizes, param_sizes, param_count * sizeof(size_t));
+  if (param_count > 0) {
+    memcpy(k->param_sizes, param_sizes, param_count * sizeof(size_t));
+  }
   pthread_mutex_lock(&g.lock);
   k->next = g.registered;
   g.registered = k;
@@ -1192,11 +1195,19 @@ static CUresult run_op(stream_t *s, op_t *op) {
     case OP_WAIT: {
       _Atomic uint64_t *w = (_Atomic uint64_t *)(uintptr_t)op->word.addr;
       long nap = 1000;
-      // GEQ as the driver defines it: (int64_t)(*addr - value) >= 0.
-      while ((int64_t)(atomic_load_explicit(w, memory_order_acquire) -
-                       op->word.value) < 0) {
+      // GEQ as the driver defines it: (int64_t)(*addr - value) >= 0. A GPU
+      // polls in hardware: yield for a while (most waits end soon), then
+      // sleep in growing naps.
+      for (int polls = 0;
+           (int64_t)(atomic_load_explicit(w, memory_order_acquire) -
+                     op->word.value) < 0;
+           ++polls) {
         if (atomic_load(&s->ctx->sticky) != 0) {
           return CUDA_SUCCESS;  // the context died: the stream stops
+        }
+        if (polls < 2000) {
+          sched_yield();
+          continue;
         }
         sleep_ns(nap);
         nap = nap < 200000 ? nap * 2 : nap;
