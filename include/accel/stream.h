@@ -169,7 +169,9 @@ ACCEL_API accel_status_t accel_stream_wait(accel_stream_t *stream,
 // Blocks until every command submitted so far has completed, the stream
 // fails, or |timeout_ns| passes.
 // ACCEL_ERROR_TIMEOUT: work still pending. The stored error if the stream
-// failed. Thread-safe.
+// failed; by then every semaphore a skipped accel_stream_signal (or event
+// record) would have signalled has failed too (docs/execution-model.md).
+// Thread-safe.
 ACCEL_API accel_status_t accel_stream_synchronize(accel_stream_t *stream,
                                                   uint64_t timeout_ns);
 

@@ -93,6 +93,7 @@ static int32_t kernel_message(const accel_kernel_dispatch_t *dispatch,
   fprintf(stderr, "accel: kernel \"%s\" work-group (%u, %u, %u)%s: %.*s\n",
           call->kernel, id[0], id[1], id[2],
           assert_kind ? " assertion failed" : "", MESSAGE_MAX_BYTES, text);
+  accel_trace_kernel_message(kind, call->kernel, id, text);
   if (assert_kind && !call->asserted) {
     call->asserted = true;
     snprintf(call->text, sizeof(call->text), "%s", text);

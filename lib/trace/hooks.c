@@ -375,6 +375,19 @@ void accel_trace_error_slow(accel_status_t status, const char *message) {
   ACCEL_TP(error, (uint32_t)status, message);
 }
 
+void accel_trace_kernel_message_slow(uint32_t kind, const char *kernel,
+                                     const uint32_t group[3],
+                                     const char *text) {
+  if (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) {
+    char line[1200];
+    snprintf(line, sizeof(line), "kernel \"%s\" work-group (%u, %u, %u): %s",
+             kernel, group[0], group[1], group[2], text);
+    accel_trace_emit(ACCEL_TEV_KERNEL_MESSAGE, kind, 0,
+                     accel_trace_intern(line, false), 0);
+  }
+  ACCEL_TP(kernel_message, kind, kernel, group[0], group[1], group[2], text);
+}
+
 bool accel_trace_lttng_listening(void) {
   return ACCEL_TP_ON(cmd_enqueue) != 0;
 }

@@ -664,6 +664,14 @@ static void on_error(pf_event_ctx_t *c) {
   instant(c->w, c->ev->ts, c->seq_id, c->thread, name, c->x);
 }
 
+static void on_kernel_message(pf_event_ctx_t *c) {
+  const char *line =
+      c->w->source.string(c->w->source.ctx, (uint32_t)c->ev->a);
+  annotate_str(c->x, "message", line != NULL ? line : "(message dropped)");
+  instant(c->w, c->ev->ts, c->seq_id, c->thread,
+          c->ev->aux == 1 ? "kernel assertion" : "kernel print", c->x);
+}
+
 static void on_stream_fail(pf_event_ctx_t *c) {
   annotate_u64(c->x, "seq", c->ev->a);
   annotate_str(c->x, "status", status_text(c->ev->aux));
@@ -715,6 +723,7 @@ static const pf_event_fn k_pf_event_fns[ACCEL_TEV_TYPE_COUNT] = {
     [ACCEL_TEV_LIFECYCLE] = on_lifecycle,
     [ACCEL_TEV_COUNTER] = on_counter,
     [ACCEL_TEV_CLOCK_PAIR] = on_clock_pair,
+    [ACCEL_TEV_KERNEL_MESSAGE] = on_kernel_message,
 };
 
 void accel_pf_event(accel_pf_writer_t *w, uint32_t thread,

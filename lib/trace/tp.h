@@ -224,6 +224,17 @@ LTTNG_UST_TRACEPOINT_EVENT(accel, error,
     lttng_ust_field_enum(accel, status, uint32_t, status, status)
     lttng_ust_field_string(message, message)))
 
+LTTNG_UST_TRACEPOINT_EVENT(accel, kernel_message,
+  LTTNG_UST_TP_ARGS(uint32_t, kind, const char *, kernel, uint32_t, group_x,
+                    uint32_t, group_y, uint32_t, group_z, const char *, text),
+  LTTNG_UST_TP_FIELDS(
+    lttng_ust_field_integer(uint32_t, kind, kind)
+    lttng_ust_field_string(kernel, kernel)
+    lttng_ust_field_integer(uint32_t, group_x, group_x)
+    lttng_ust_field_integer(uint32_t, group_y, group_y)
+    lttng_ust_field_integer(uint32_t, group_z, group_z)
+    lttng_ust_field_string(text, text)))
+
 LTTNG_UST_TRACEPOINT_EVENT(accel, stream_fail,
   LTTNG_UST_TP_ARGS(uint32_t, stream, uint64_t, seq, uint32_t, status,
                     const char *, message),
@@ -271,6 +282,7 @@ LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, stream_create, LTTNG_UST_TRACEPOINT_LOGLEVE
 LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, stream_destroy, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, error, LTTNG_UST_TRACEPOINT_LOGLEVEL_ERR)
 LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, stream_fail, LTTNG_UST_TRACEPOINT_LOGLEVEL_ERR)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, kernel_message, LTTNG_UST_TRACEPOINT_LOGLEVEL_NOTICE)
 
 #endif  // ACCEL_TRACE_TP_H_
 

@@ -67,6 +67,9 @@ void accel_trace_buffer_alloc_failed_slow(const void *device,
                                           uint64_t size_bytes,
                                           accel_status_t status);
 void accel_trace_error_slow(accel_status_t status, const char *message);
+void accel_trace_kernel_message_slow(uint32_t kind, const char *kernel,
+                                     const uint32_t group[3],
+                                     const char *text);
 
 // Single-writer counter update (the queue's worker): a relaxed load and
 // store, no read-modify-write.
@@ -452,6 +455,19 @@ static inline void accel_trace_error(accel_status_t status,
   if (ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0 ||
                            ACCEL_TP_ON(error))) {
     accel_trace_error_slow(status, message);
+  }
+}
+
+// A kernel's message (kernel ABI 1.1: print or assertion) from work-group
+// |group| of |kernel|: an instant event on the calling thread's track and
+// the accel:kernel_message tracepoint.
+static inline void accel_trace_kernel_message(uint32_t kind,
+                                              const char *kernel,
+                                              const uint32_t group[3],
+                                              const char *text) {
+  if (ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0 ||
+                           ACCEL_TP_ON(kernel_message))) {
+    accel_trace_kernel_message_slow(kind, kernel, group, text);
   }
 }
 

@@ -71,7 +71,10 @@ typedef enum accel_trace_event_type {
   ACCEL_TEV_LIFECYCLE = 15,    // track=object aux=accel_trace_life_t
   ACCEL_TEV_COUNTER = 16,      // track=owner aux=counter kind a=value
   ACCEL_TEV_CLOCK_PAIR = 17,   // track=device a=host ns b=device ns
-  ACCEL_TEV_TYPE_COUNT = 18,
+  ACCEL_TEV_KERNEL_MESSAGE = 18,  // aux=kind (kernel ABI message kind)
+                                  // a=line string id ("kernel "K"
+                                  // work-group (x, y, z): TEXT")
+  ACCEL_TEV_TYPE_COUNT = 19,
 } accel_trace_event_type_t;
 
 typedef enum accel_trace_life {

@@ -46,6 +46,11 @@ EXPECTED = {
              "stream_copy_4KiB", "h2d_pageable_staged_64MiB",
              "d2h_pageable_staged_64MiB"],
             [r"copy_\d+_engines_(%s)" % "|".join(SIZES)]),
+    "kernels": (["matmul_f32_1024", "matmul_f32_1x4096x4096",
+                 "mlp_block_64x512x2048", "qgemv_int8_4096",
+                 "qgemv_int4_g128_4096", "softmax_4096", "layernorm_4096",
+                 "rmsnorm_4096", "paged_decode_attention", "decoder_prefill",
+                 "decoder_decode", "decoder_decode_host_overhead"], []),
     # Skipped (no results, the reason instead) where there is no CUDA device.
     "cuda": (["launch_sync_empty_kernel", "copy_pinned_h2d_1MiB",
               "copy_pinned_d2h_1MiB", "copy_pinned_h2d_64MiB",

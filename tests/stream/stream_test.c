@@ -2,6 +2,7 @@
 // with pending work, concurrent enqueue, and argument checks.
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,119 @@ static void test_stream_failure_poisons_later_work(void **state) {
   accel_semaphore_release(sem);
   accel_stream_destroy(s);
   assert_int_equal(g_ran_after_failure, 0);
+}
+
+// Every signal skipped after a failure has failed by the time synchronize
+// returns the failure: querying each semaphore right after it never reads a
+// healthy counter (before the fix, the completion failed first and most of
+// the 2,000 semaphores still read 0 for a moment).
+static void test_stream_skipped_signals_fail_before_synchronize(
+    void **state) {
+  test_env_t *env = *state;
+  enum { SIGNALS = 2000, ROUNDS = 5 };
+  accel_semaphore_t **sems = calloc(SIGNALS, sizeof(*sems));
+  assert_non_null(sems);
+  for (uint32_t i = 0; i < SIGNALS; ++i) {
+    assert_accel_ok(accel_semaphore_create(env->device, 0, &sems[i]));
+  }
+  for (int round = 0; round < ROUNDS; ++round) {
+    accel_stream_t *s = NULL;
+    accel_stream_desc_t desc = {.struct_size = sizeof(desc), .name = "skip"};
+    assert_accel_ok(accel_stream_create(env->device, &desc, &s));
+    accel_semaphore_t *gate = NULL;
+    assert_accel_ok(accel_semaphore_create(env->device, 0, &gate));
+    assert_accel_ok(accel_stream_wait(s, gate, 1));
+    assert_accel_ok(accel_stream_host_call(s, fail_with_words, "round"));
+    for (uint32_t i = 0; i < SIGNALS; ++i) {
+      assert_accel_ok(
+          accel_stream_signal(s, sems[i], (uint64_t)round + 1));
+    }
+    assert_accel_ok(accel_semaphore_signal(gate, 1));
+    accel_semaphore_release(gate);
+    assert_accel_status(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
+                        ACCEL_ERROR_ABORTED);
+    for (uint32_t i = 0; i < SIGNALS; ++i) {
+      uint64_t value = 0;
+      accel_status_t st = accel_semaphore_query(sems[i], &value);
+      if (st != ACCEL_ERROR_ABORTED) {
+        fail_msg("round %d: semaphore %u of a skipped signal reads %s "
+                 "(value %llu) after synchronize returned the failure",
+                 round, i, accel_status_name(st),
+                 (unsigned long long)value);
+      }
+      assert_non_null(strstr(accel_last_error(), "checksum of round"));
+    }
+    accel_stream_destroy(s);
+    // Each round needs fresh semaphores: a failed one stays failed.
+    for (uint32_t i = 0; i < SIGNALS; ++i) {
+      accel_semaphore_release(sems[i]);
+      assert_accel_ok(accel_semaphore_create(env->device, 0, &sems[i]));
+    }
+  }
+  for (uint32_t i = 0; i < SIGNALS; ++i) {
+    accel_semaphore_release(sems[i]);
+  }
+  free(sems);
+}
+
+static _Atomic uint32_t g_signals_submitted;
+
+// Fails once the submitting thread has queued a few signals, so that the
+// failure lands while it is still submitting.
+static accel_status_t fail_while_submitting(void *user_data) {
+  (void)user_data;
+  while (atomic_load(&g_signals_submitted) < 64) {
+    sched_yield();
+  }
+  return accel_host_fn_fail(ACCEL_ERROR_ABORTED, "failed mid-submission");
+}
+
+// The same when the signals race the failure: every signal whose submit
+// returned OK has failed when synchronize returns, and the first refused
+// submit reports the stream's failure.
+static void test_stream_signals_racing_a_failure_fail_before_synchronize(
+    void **state) {
+  test_env_t *env = *state;
+  enum { MAX_SIGNALS = 20000, ROUNDS = 20 };
+  accel_semaphore_t **sems = calloc(MAX_SIGNALS, sizeof(*sems));
+  assert_non_null(sems);
+  for (int round = 0; round < ROUNDS; ++round) {
+    accel_stream_t *s = NULL;
+    accel_stream_desc_t desc = {.struct_size = sizeof(desc), .name = "race"};
+    assert_accel_ok(accel_stream_create(env->device, &desc, &s));
+    atomic_store(&g_signals_submitted, 0);
+    assert_accel_ok(accel_stream_host_call(s, fail_while_submitting, NULL));
+    uint32_t accepted = 0;
+    accel_status_t st = ACCEL_OK;
+    while (accepted < MAX_SIGNALS) {
+      assert_accel_ok(accel_semaphore_create(env->device, 0, &sems[accepted]));
+      st = accel_stream_signal(s, sems[accepted], 1);
+      if (st != ACCEL_OK) {
+        accel_semaphore_release(sems[accepted]);
+        break;
+      }
+      accepted++;
+      atomic_fetch_add(&g_signals_submitted, 1);
+      if (accepted >= 64) {
+        sched_yield();  // one CPU (stream_one_cpu): let the worker fail
+      }
+    }
+    assert_int_equal(st, ACCEL_ERROR_ABORTED);
+    assert_non_null(strstr(accel_last_error(), "failed mid-submission"));
+    assert_accel_status(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
+                        ACCEL_ERROR_ABORTED);
+    for (uint32_t i = 0; i < accepted; ++i) {
+      uint64_t value = 0;
+      if (accel_semaphore_query(sems[i], &value) != ACCEL_ERROR_ABORTED) {
+        fail_msg("round %d: signal %u of %u was accepted and skipped but its "
+                 "semaphore reads healthy (value %llu) after synchronize",
+                 round, i, accepted, (unsigned long long)value);
+      }
+      accel_semaphore_release(sems[i]);
+    }
+    accel_stream_destroy(s);
+  }
+  free(sems);
 }
 
 typedef struct burst_call {
@@ -981,6 +1095,9 @@ int main(void) {
       cmocka_unit_test(test_host_fn_fail_sets_the_stream_message),
       cmocka_unit_test(test_stream_rejects_objects_of_other_devices),
       cmocka_unit_test(test_stream_failure_poisons_later_work),
+      cmocka_unit_test(test_stream_skipped_signals_fail_before_synchronize),
+      cmocka_unit_test(
+          test_stream_signals_racing_a_failure_fail_before_synchronize),
       cmocka_unit_test(test_stream_failure_mid_burst_stops_the_burst),
       cmocka_unit_test(test_stream_destroy_drains_pending_work),
       cmocka_unit_test(test_stream_destroy_with_abort_cancels_pending_work),

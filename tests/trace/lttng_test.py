@@ -242,6 +242,8 @@ def check_accel_trace(trace_dir, tmp):
                         "axpy": N}.items():
         expect(len(slices.get(name, [])) == count,
                f"converted: {name}: {len(slices.get(name, []))} != {count}")
+    expect(instants.get("kernel print") == N,
+           f"converted: kernel print instants: {instants.get('kernel print')}")
     expect(len(flows) == 8 * N + 3 + 3 * copies,
            f"converted: {len(flows)} flows")
     h2d = sum(v for k, v in counters.items()

@@ -101,6 +101,9 @@ def check_recording(trace_path, counters_path):
     for key, value in known.items():
         pc.expect(api.get(key) == value,
                   f"snapshot {key} = {api.get(key)}, expected {value}")
+    # The kernel's messages are instants on the timeline (one per launch).
+    pc.expect(instants.get("kernel print") == N,
+              f"kernel print instants: {instants.get('kernel print')}")
     names = {t.name for t in tracks.values()}
     for want in (dev, comp, copy):
         pc.expect(want in names, f"no track named {want}")

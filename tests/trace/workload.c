@@ -45,6 +45,9 @@ static int32_t axpy_kernel(const accel_kernel_dispatch_t *d,
     uint32_t k = wg->id[0] * 256 + i;
     y[k] = *a * y[k] + 1.0f;
   }
+  if (wg->id[0] == 0) {  // one kernel message per launch (kernel ABI 1.1)
+    d->message(d, wg, ACCEL_KERNEL_MESSAGE_PRINT, "axpy group 0 done");
+  }
   return 0;
 }
 

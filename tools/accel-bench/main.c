@@ -22,6 +22,10 @@ static const struct {
      "empty-kernel launch round trip: tracing off, counters, LTTng, recorder"},
     {"dma", accel_bench_dma,
      "DMA copy bandwidth, 4 KiB latency and staging vs memcpy baselines"},
+#ifdef ACCEL_BENCH_HAVE_KERNELS
+    {"kernels", accel_bench_kernels,
+     "reference kernels through accel_launch vs OpenBLAS and memcpy"},
+#endif
     {"cuda", accel_bench_cuda,
      "CUDA launch and pinned copies vs bare driver calls (skipped without "
      "a CUDA device)"},

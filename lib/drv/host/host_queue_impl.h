@@ -150,6 +150,11 @@ struct accel_drv_queue {
   // instead of reading the completion semaphore, whose line the worker
   // writes on every batch, and report the poison message.
   _Atomic uint32_t failed;
+  // Once |failed| is set: the seq of the last command the worker skipped
+  // (release, after its signal failed). A producer whose record raced the
+  // failure waits for it before returning (submit_finish), so that every
+  // skipped signal has failed by the time a synchronize sees the failure.
+  _Atomic uint64_t skipped_through;
   accel_host_waiter_t waiter;  // the worker's futex word (also for waits)
 
   // Spare chunks handed from the consumer back to producers, so that a
@@ -169,6 +174,7 @@ struct accel_drv_queue {
   uint64_t quiet_host_calls;
   uint64_t quiet_launches;
   bool poisoned;
+  bool completion_fail_pending;  // poisoned; |completion| not failed yet
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
 };

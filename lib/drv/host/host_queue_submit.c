@@ -100,6 +100,21 @@ static inline accel_status_t submit_check_failed(accel_drv_queue_t *q) {
   return ACCEL_OK;
 }
 
+// Waits until the worker of a failed queue has skipped every command up to
+// |seq| (it does so without running anything, so this is short), so that
+// each skipped signal has failed before the submit returns.
+static __attribute__((noinline, cold)) void submit_wait_skipped(
+    accel_drv_queue_t *q, uint64_t seq) {
+  // Acquire: pairs with the worker's release after the signal failed.
+  while (atomic_load_explicit(&q->skipped_through, memory_order_acquire) <
+         seq) {
+    if (atomic_load_explicit(&q->parked, memory_order_relaxed) != 0) {
+      accel_host_waiter_wake(&q->waiter);
+    }
+    sched_yield();
+  }
+}
+
 // Ends a submission that wrote |accepted| of |count| records: reports the
 // last seq, leaves the producer side (submit_begin said how it entered) and
 // wakes a parked worker.
@@ -122,9 +137,17 @@ static inline accel_status_t submit_finish(accel_drv_queue_t *q,
   }
   bool wake = accepted > 0 &&
               atomic_load_explicit(&q->parked, memory_order_relaxed) != 0;
+  // The queue failed while we wrote: the worker's drain may have missed our
+  // records (poison_queue), so wait below until it skipped them.
+  bool raced = accepted > 0 &&
+               atomic_load_explicit(&q->failed, memory_order_relaxed) != 0;
+  uint64_t last = q->next_seq;
   submit_end(q, owner);
   if (wake) {
     accel_host_waiter_wake(&q->waiter);
+  }
+  if (__builtin_expect(raced, 0)) {
+    submit_wait_skipped(q, last);
   }
   if (accepted < count) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,

@@ -124,11 +124,34 @@ static void poison_queue(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t 
            "stream \"%s\" command #%llu (%s) failed: %s", q->name,
            (unsigned long long)cmd->seq, accel_cmd_kind_name(cmd->kind), why);
   accel_trace_stream_fail(q, cmd->seq, st, q->poison_message);
-  // Release: a producer that sees the flag finds the stored message. Before
-  // the completion fails: a synchronize that returns the failure wakes up
-  // after it, and a submit that follows must be refused.
+  // Release: a producer that sees the flag finds the stored message. Set
+  // under the submit lock (a biased owner: after the heavy fence), as
+  // worker_park sets |parked|: a producer whose critical section came first
+  // has published its record, which the drain sees; one that comes after
+  // sees the flag, and is refused or (submit_finish) waits for its record
+  // to be skipped.
+  submit_lock(q);
   atomic_store_explicit(&q->failed, 1, memory_order_release);
-  accel_host_semaphore_fail(q->completion, st, q->poison_message);
+  bool biased = atomic_load_explicit(&q->bias, memory_order_relaxed) ==
+                BIAS_OWNED;
+  submit_unlock(q);
+  if (biased) {
+    accel_host_heavy_fence();
+  }
+  // The completion fails once every published command was skipped (its
+  // signal failed): see fail_completion_when_drained.
+  q->completion_fail_pending = true;
+}
+
+// Fails the completion of a poisoned queue once the worker found no
+// published record left: each skipped signal failed before any synchronize
+// can return the failure (docs/execution-model.md, "When a command fails").
+static void fail_completion_when_drained(accel_drv_queue_t *q) {
+  if (q->completion_fail_pending) {
+    q->completion_fail_pending = false;
+    accel_host_semaphore_fail(q->completion, q->poison_status,
+                              q->poison_message);
+  }
 }
 
 // Handles a command that will not run: its signal fails with the poison.
@@ -364,6 +387,11 @@ static inline void worker_run_record(accel_drv_queue_t *q,
     process_command(q, &cmd);
     q->consumed++;
   }
+  if (__builtin_expect(q->poisoned, 0)) {
+    // Release: after the command's signal failed (submit_finish).
+    atomic_store_explicit(&q->skipped_through, q->consumed,
+                          memory_order_release);
+  }
   if (*was_idle || q->consumed - q->completion_posted >= COMPLETION_BATCH) {
     post_completion(q);
     q->quiet = accel_trace_cmd_hooks_quiet();
@@ -435,6 +463,7 @@ static void *worker_main(void *arg) {
       continue;
     }
     was_idle = true;
+    fail_completion_when_drained(q);
     post_completion(q);
     // Acquire: destroy is called after every submit returned; seeing the
     // flag makes their commands visible to next_ready below.
