@@ -392,6 +392,105 @@ static void test_cuda_host_function_cannot_call_the_driver(void **state) {
   accel_stream_destroy(s);
 }
 
+typedef void (*fail_call_fn)(const char *, CUresult);
+typedef int (*fail_armed_fn)(void);
+
+// The device works: a buffer takes and gives back random bytes.
+static void assert_device_works(test_env_t *env) {
+  uint8_t in[256], out[256];
+  for (int i = 0; i < 256; ++i) {
+    in[i] = (uint8_t)(i * 7 + 1);
+  }
+  accel_stream_t *s = make_stream(env);
+  accel_buffer_t *b = make_buffer(env, sizeof(in), NULL);
+  assert_accel_ok(accel_stream_copy_from_host(s, b, 0, in, sizeof(in)));
+  assert_accel_ok(accel_stream_copy_to_host(s, out, b, 0, sizeof(out)));
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  assert_memory_equal(in, out, sizeof(in));
+  accel_buffer_release(b);
+  accel_stream_destroy(s);
+}
+
+static accel_status_t count_call(void *user_data) {
+  (*(uint32_t *)user_data)++;
+  return ACCEL_OK;
+}
+
+// Runs the accel call of case |i| while the driver call it makes fails.
+static accel_status_t call_failing_case(test_env_t *env, int i,
+                                        accel_stream_t **out_stream) {
+  switch (i) {
+    case 0:
+    case 1:
+    case 2: {
+      // More than the device's page cache: fresh physical memory, mapped.
+      accel_buffer_desc_t d = {.struct_size = sizeof(d),
+                               .size_bytes = 96u << 20};
+      accel_buffer_t *b = NULL;
+      return accel_buffer_alloc(env->device, &d, &b);
+    }
+    case 3: {
+      accel_stream_t *s = NULL;
+      return accel_stream_create(env->device, NULL, &s);
+    }
+    case 4:
+    case 5: {
+      accel_semaphore_t *sem = NULL;
+      return accel_semaphore_create(env->device, 0, &sem);
+    }
+    case 6: {
+      // The stream outlives the call (the caller checks the message first).
+      static uint32_t n;
+      *out_stream = make_stream(env);
+      return accel_stream_host_call(*out_stream, count_call, &n);
+    }
+    default: {
+      size_t size = (size_t)sysconf(_SC_PAGESIZE);
+      void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      accel_buffer_t *reg = NULL;
+      accel_status_t st = accel_host_register(env->device, mem, size, &reg);
+      munmap(mem, size);
+      return st;
+    }
+  }
+}
+
+// Each driver call that acquires a resource, failing once (the double's
+// cuda_double_fail_call): the accel call that made it fails with the
+// driver's error name in its message, leaks nothing (the ASan build checks)
+// and leaves the device working.
+static void test_cuda_driver_failures_are_reported_cleanly(void **state) {
+  test_env_t *env = *state;
+  fail_call_fn fail_next = (fail_call_fn)double_hook("cuda_double_fail_call");
+  fail_armed_fn armed = (fail_armed_fn)double_hook("cuda_double_fail_armed");
+  if (fail_next == NULL || armed == NULL) {
+    skip();  // NVIDIA's driver: nothing to inject
+  }
+  static const char *const k_calls[] = {
+      "cuMemCreate",       "cuMemMap",
+      "cuMemSetAccess",    "cuStreamCreateWithPriority",
+      "cuMemHostAlloc",    "cuMemHostGetDevicePointer",
+      "cuLaunchHostFunc",  "cuMemHostRegister",
+  };
+  for (int i = 0; i < (int)(sizeof(k_calls) / sizeof(k_calls[0])); ++i) {
+    print_message("failing %s once\n", k_calls[i]);
+    fail_next(k_calls[i], CUDA_ERROR_OUT_OF_MEMORY);
+    accel_stream_t *stream = NULL;
+    accel_status_t st = call_failing_case(env, i, &stream);
+    assert_int_equal(armed(), 0);  // the call was made and failed
+    assert_int_equal(st, ACCEL_ERROR_OUT_OF_MEMORY);
+    assert_non_null(strstr(accel_last_error(), "CUDA_ERROR_OUT_OF_MEMORY"));
+    if (stream != NULL) {
+      // A refused enqueue fails the stream: later work reports it.
+      assert_accel_status(accel_stream_synchronize(stream, 0),
+                          ACCEL_ERROR_OUT_OF_MEMORY);
+      accel_stream_destroy(stream);
+    }
+    assert_device_works(env);
+  }
+}
+
 // A sticky error (an illegal address, injected into the double's next
 // copy) loses the device: the stream, every semaphore of the device and
 // later work report ACCEL_ERROR_DEVICE_LOST with the driver's error name.
@@ -439,6 +538,7 @@ int main(void) {
       cmocka_unit_test(test_cuda_registered_host_memory_round_trips),
       cmocka_unit_test(test_cuda_exported_memory_imports_with_its_data),
       cmocka_unit_test(test_cuda_host_function_cannot_call_the_driver),
+      cmocka_unit_test(test_cuda_driver_failures_are_reported_cleanly),
       cmocka_unit_test(test_cuda_sticky_error_loses_the_device),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);

@@ -60,7 +60,10 @@ struct accel_drv_queue {
   pthread_mutex_t pending_lock;
   cuda_pending_t *pending;  // ring of pending_cap entries (pending_lock)
   uint32_t pending_head, pending_count, pending_cap;
-  // Set once (release) when the queue fails; host functions skip after it.
+  // The queue's failure (first wins), stored before |failed| is set.
+  accel_error_state_t error;
+  // Set once (after |error|) when the queue fails; host functions skip
+  // after it.
   _Atomic int failed;
   // Abortable queues (abort_on_destroy): a device wait cannot be taken back,
   // so their WAITs wait on this private word instead, which the reaper
@@ -101,13 +104,12 @@ static void queue_fail(accel_drv_queue_t *q, uint64_t seq, uint32_t kind,
   snprintf(message, sizeof(message), "stream \"%s\" command #%llu (%s) "
            "failed: %s",
            q->name, (unsigned long long)seq, kind_name(kind), why);
-  int expected = 0;
-  // Release: host functions that see the flag also see the failure stored.
-  if (!atomic_compare_exchange_strong_explicit(&q->failed, &expected, 1,
-                                               memory_order_acq_rel,
-                                               memory_order_acquire)) {
-    return;
+  if (!accel_error_state_set(&q->error, status, "%s", message)) {
+    return;  // the first failure wins
   }
+  // Seq_cst: a submitter that adds a signal to the pending list after the
+  // scan below sees the flag when it checks it after adding (submit).
+  atomic_store_explicit(&q->failed, 1, memory_order_seq_cst);
   accel_trace_stream_fail(q, seq, status, message);
   fail_pending_signals(q, seq, status, message);
   accel_cuda_semaphore_fail(q->completion, status, message);
@@ -115,12 +117,12 @@ static void queue_fail(accel_drv_queue_t *q, uint64_t seq, uint32_t kind,
 
 void accel_cuda_queue_lose_locked(accel_drv_queue_t *q, const char *message) {
   ACCEL_ASSERT_HELD(&q->device->objects_lock);
-  int expected = 0;
-  if (!atomic_compare_exchange_strong_explicit(&q->failed, &expected, 1,
-                                               memory_order_acq_rel,
-                                               memory_order_acquire)) {
+  if (!accel_error_state_set(&q->error, ACCEL_ERROR_DEVICE_LOST, "%s",
+                             message)) {
     return;
   }
+  // Seq_cst: as in queue_fail.
+  atomic_store_explicit(&q->failed, 1, memory_order_seq_cst);
   fail_pending_signals(q, 0, ACCEL_ERROR_DEVICE_LOST, message);
   accel_cuda_semaphore_fail(q->completion, ACCEL_ERROR_DEVICE_LOST, message);
 }
@@ -620,7 +622,7 @@ accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *q,
   pthread_mutex_lock(&q->submit_lock);
   accel_status_t st = ACCEL_OK;
   if (queue_failed(q)) {
-    st = accel_error_state_report(&q->completion->error);
+    st = accel_error_state_report(&q->error);
     goto err_refuse;
   }
   st = accel_cuda_enter(q->device);
@@ -636,7 +638,7 @@ accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *q,
     if (st != ACCEL_OK) {
       // The stream may hold part of the command: the queue is failed.
       queue_fail(q, seq, cmd->kind, st, accel_last_error());
-      st = accel_error_state_report(&q->completion->error);
+      st = accel_error_state_report(&q->error);
       break;
     }
     q->last_seq = seq;
@@ -663,6 +665,15 @@ accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *q,
         (void)q->device->cu->cuStreamSynchronize(q->stream);
         accel_object_release(p.refs[0]);
         accel_object_release(p.refs[1]);
+      }
+      // A host function that failed the queue since this submit began
+      // scanned the pending list before this signal was in it: the signal
+      // is skipped work, and reports the failure itself. Seq_cst: pairs
+      // with queue_fail's store (see there).
+      if (p.signal != NULL &&
+          atomic_load_explicit(&q->failed, memory_order_seq_cst) != 0) {
+        accel_cuda_semaphore_fail(p.signal, accel_error_state_code(&q->error),
+                                  q->error.message);
       }
     }
   }
@@ -746,6 +757,7 @@ accel_status_t accel_cuda_queue_create(accel_drv_device_t *device,
     atomic_init(q->gate_word, 0);
   }
   q->device = device;
+  accel_error_state_init(&q->error);
   q->completion = params->completion;
   q->submitted_seq = params->submitted_seq;
   q->abort_on_destroy = params->abort_on_destroy;

@@ -22,6 +22,9 @@
 //   CUDA_VISIBLE_DEVICES      as the driver applies it
 // Test hooks: cuda_double_inject_fault(CUresult) makes the next copy or fill
 // a stream executes fail with that (sticky) error;
+// cuda_double_fail_call(name, CUresult) makes the next call of entry |name|
+// (those that acquire resources) return that error, and
+// cuda_double_fail_armed() says whether it is still waiting for the call;
 // cuda_double_register_kernel(name, fn, param_sizes, count) gives the PTX
 // entry |name| a host function to run at launch (the SIMT emulator that
 // would run the PTX's CUDA C source is a later step). PTX is parsed only
@@ -188,6 +191,38 @@ void cuda_double_inject_fault(CUresult result) {
   pthread_mutex_lock(&g.lock);
   g.inject = result;
   pthread_mutex_unlock(&g.lock);
+}
+
+// One armed failure of a named entry point (g.lock).
+static char g_fail_name[64];
+static CUresult g_fail_result;
+
+EXPORT void cuda_double_fail_call(const char *name, CUresult result);
+void cuda_double_fail_call(const char *name, CUresult result) {
+  pthread_mutex_lock(&g.lock);
+  snprintf(g_fail_name, sizeof(g_fail_name), "%s", name);
+  g_fail_result = result;
+  pthread_mutex_unlock(&g.lock);
+}
+
+EXPORT int cuda_double_fail_armed(void);
+int cuda_double_fail_armed(void) {
+  pthread_mutex_lock(&g.lock);
+  int armed = g_fail_name[0] != '\0';
+  pthread_mutex_unlock(&g.lock);
+  return armed;
+}
+
+// The armed failure if it names |name| (consumed), else CUDA_SUCCESS.
+static CUresult injected(const char *name) {
+  pthread_mutex_lock(&g.lock);
+  CUresult r = CUDA_SUCCESS;
+  if (g_fail_name[0] != '\0' && strcmp(g_fail_name, name) == 0) {
+    r = g_fail_result;
+    g_fail_name[0] = '\0';
+  }
+  pthread_mutex_unlock(&g.lock);
+  return r;
 }
 
 EXPORT void cuda_double_register_kernel(const char *name,
@@ -678,6 +713,10 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
   if (r != CUDA_SUCCESS) {
     return r;
   }
+  r = injected("cuMemAddressReserve");
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
   if (ptr == NULL || size == 0 || size % GRANULARITY != 0 || flags != 0 ||
       addr != 0 || (alignment & (alignment - 1)) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -763,6 +802,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
   if (r != CUDA_SUCCESS) {
     return r;
   }
+  r = injected("cuMemCreate");
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
   if (handle == NULL || size == 0 || size % GRANULARITY != 0 || flags != 0 ||
       !valid_prop(prop) ||
       (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
@@ -828,6 +871,10 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                   CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
   CUresult r = enter_ctx(NULL);
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  r = injected("cuMemMap");
   if (r != CUDA_SUCCESS) {
     return r;
   }
@@ -898,6 +945,10 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
   if (r != CUDA_SUCCESS) {
     return r;
   }
+  r = injected("cuMemSetAccess");
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
   if (desc == NULL || count == 0 || size == 0 || size % GRANULARITY != 0 ||
       ptr % GRANULARITY != 0) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -942,6 +993,10 @@ CUresult cuMemExportToShareableHandle(void *shareable,
                                       CUmemAllocationHandleType type,
                                       unsigned long long flags) {
   CUresult r = enter_ctx(NULL);
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  r = injected("cuMemExportToShareableHandle");
   if (r != CUDA_SUCCESS) {
     return r;
   }
@@ -1008,6 +1063,10 @@ CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags) {
   if (r != CUDA_SUCCESS) {
     return r;
   }
+  r = injected("cuMemHostAlloc");
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
   if (pp == NULL || size == 0 ||
       (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                            CU_MEMHOSTALLOC_WRITECOMBINED)) != 0) {
@@ -1058,6 +1117,10 @@ CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p,
   if (r != CUDA_SUCCESS) {
     return r;
   }
+  r = injected("cuMemHostGetDevicePointer");
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
   if (pdptr == NULL || flags != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -1078,6 +1141,10 @@ CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p,
 
 CUresult cuMemHostRegister(void *p, size_t size, unsigned int flags) {
   CUresult r = enter_ctx(NULL);
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  r = injected("cuMemHostRegister");
   if (r != CUDA_SUCCESS) {
     return r;
   }
@@ -1327,6 +1394,10 @@ CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags,
   if (r != CUDA_SUCCESS) {
     return r;
   }
+  r = injected("cuStreamCreateWithPriority");
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
   if (phStream == NULL ||
       (flags != CU_STREAM_DEFAULT && flags != CU_STREAM_NON_BLOCKING)) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -1482,6 +1553,10 @@ CUresult cuStreamWriteValue64(CUstream h, CUdeviceptr addr, cuuint64_t value,
 CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void *user_data) {
   stream_t *s = NULL;
   CUresult r = stream_enter(h, &s);
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  r = injected("cuLaunchHostFunc");
   if (r != CUDA_SUCCESS) {
     return r;
   }
@@ -1692,6 +1767,10 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
                            CUlibraryOption *library_options,
                            void **library_values, unsigned int library_count) {
   CUresult r = enter_ctx(NULL);
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  r = injected("cuLibraryLoadData");
   if (r != CUDA_SUCCESS) {
     return r;
   }
