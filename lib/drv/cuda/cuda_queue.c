@@ -678,17 +678,18 @@ accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *q,
     }
   }
   if (i > 0) {
-    CUresult r = q->device->cu->cuStreamWriteValue64(
-        q->stream, q->completion->word_device, q->last_seq, 0);
-    if (r != CUDA_SUCCESS && q->device->stream_mem_ops) {
+    CUresult r =
+        q->device->stream_mem_ops
+            ? q->device->cu->cuStreamWriteValue64(
+                  q->stream, q->completion->word_device, q->last_seq, 0)
+            : launch_host(q, host_signal_tramp,
+                          (host_call_rec_t){.seq = q->last_seq,
+                                            .sem = {q->completion,
+                                                    q->last_seq}});
+    if (r != CUDA_SUCCESS) {
       accel_status_t wst = accel_cuda_check(
           q->device, r, "stream \"%s\": completion write", q->name);
       queue_fail(q, q->last_seq, ACCEL_CMD_SIGNAL, wst, accel_last_error());
-    } else if (!q->device->stream_mem_ops) {
-      (void)launch_host(q, host_signal_tramp,
-                        (host_call_rec_t){.seq = q->last_seq,
-                                          .sem = {q->completion,
-                                                  q->last_seq}});
     }
     if (q->submitted_seq != NULL) {
       // Release: a waiter that reads the seq finds its commands enqueued.
