@@ -105,6 +105,10 @@ struct accel_drv_device {
   pthread_cond_t reaper_cond;   // a submit left references to drop
   bool reaper_stop;             // reaper_lock
   uint32_t reaper_work;         // reaper_lock: submits since the last pass
+  // Held by the reaper across a pass (taking references and dropping
+  // them): a queue's destroy takes it once after unlinking the queue, so
+  // that no reference of the queue is still being dropped when it returns.
+  pthread_mutex_t reap_lock;
 };
 
 struct accel_drv_phys {

@@ -251,14 +251,16 @@ static uint64_t retired_seq(accel_drv_queue_t *q);
 // One pass over the device's queues; true if references remain pending.
 static bool reap_device(accel_drv_device_t *d, ref_batch_t *b) {
   bool left = false;
+  pthread_mutex_lock(&d->reap_lock);
   pthread_mutex_lock(&d->objects_lock);
   for (accel_cuda_list_t *n = d->queues.next; n != &d->queues; n = n->next) {
     accel_drv_queue_t *q = (accel_drv_queue_t *)n;
     left = pending_take(q, retired_seq(q), b) || left;
   }
   pthread_mutex_unlock(&d->objects_lock);
-  // Outside the locks: a release may destroy a buffer or a semaphore.
+  // Outside objects_lock: a release may destroy a buffer or a semaphore.
   batch_release(b);
+  pthread_mutex_unlock(&d->reap_lock);
   return left;
 }
 
@@ -305,6 +307,7 @@ static void reaper_wake(accel_drv_device_t *d) {
 }
 
 accel_status_t accel_cuda_reaper_start(accel_drv_device_t *d) {
+  pthread_mutex_init(&d->reap_lock, NULL);
   pthread_mutex_init(&d->reaper_lock, NULL);
   pthread_cond_init(&d->reaper_cond, NULL);
   d->reaper_stop = false;
@@ -313,6 +316,7 @@ accel_status_t accel_cuda_reaper_start(accel_drv_device_t *d) {
   if (e != 0) {
     pthread_cond_destroy(&d->reaper_cond);
     pthread_mutex_destroy(&d->reaper_lock);
+    pthread_mutex_destroy(&d->reap_lock);
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "cuda:%u: cannot start the reaper thread: %s",
                        d->ordinal, strerror(e));
@@ -332,6 +336,7 @@ void accel_cuda_reaper_stop(accel_drv_device_t *d) {
   pthread_join(d->reaper, NULL);
   pthread_cond_destroy(&d->reaper_cond);
   pthread_mutex_destroy(&d->reaper_lock);
+  pthread_mutex_destroy(&d->reap_lock);
   d->reaper_started = false;
 }
 
@@ -799,7 +804,11 @@ void accel_cuda_queue_destroy(accel_drv_queue_t *q) {
     accel_cuda_list_del(n);
     free(n);  // the record's first member
   }
-  // Unlinked: the reaper no longer sees the queue; what it left is ours.
+  // Unlinked: the reaper no longer sees the queue. A pass that took some of
+  // its references may still be dropping them: wait for it to end.
+  pthread_mutex_lock(&device->reap_lock);
+  pthread_mutex_unlock(&device->reap_lock);
+  // What the reaper left is ours.
   ref_batch_t batch = {0};
   (void)pending_take(q, UINT64_MAX, &batch);
   batch_release(&batch);

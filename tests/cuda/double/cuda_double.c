@@ -183,8 +183,12 @@ static struct {
   kernel_t *kernels;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static _Thread_local ctx_t *t_current;
-static _Thread_local bool t_in_callback;
+// Initial-exec: static TLS, which glibc keeps in a surplus for dlopen'ed
+// libraries; dynamic TLS blocks are freed by ld.so at thread exit, which
+// ThreadSanitizer does not see ordered after the thread's last access.
+static _Thread_local ctx_t *t_current __attribute__((tls_model("initial-exec")));
+static _Thread_local bool t_in_callback
+    __attribute__((tls_model("initial-exec")));
 
 EXPORT void cuda_double_inject_fault(CUresult result);
 void cuda_double_inject_fault(CUresult result) {
