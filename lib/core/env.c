@@ -48,6 +48,10 @@ static const accel_env_var_t k_env_vars[] = {
      "1 loads the LTTng-UST provider libaccel-lttng.so.0 (or give its path) "
      "so that an lttng session records the accel:* tracepoints; unset: no "
      "LTTng library or thread in the process"},
+    {"ACCEL_CUDA_LIBRARY",
+     "path of the CUDA driver library the cuda backend loads (the tests' "
+     "double: tests/cuda/double); default: libcuda.so.1 from the loader's "
+     "search path"},
     {"ACCEL_AFFINITY",
      "0 leaves device worker threads unbound; default: bound to the cores of "
      "their device's NUMA node"},

@@ -38,6 +38,13 @@ struct accel_runtime {
     const accel_driver_t *driver;
     accel_drv_backend_t *backend;
   } backends[ACCEL_MAX_BACKENDS];
+  // Backends whose probe answered ACCEL_ERROR_UNAVAILABLE, with the reason
+  // (accel_runtime_backend_status, accel-info).
+  uint32_t skipped_count;
+  struct {
+    const char *name;  // the driver's static name
+    char reason[256];
+  } skipped[ACCEL_MAX_BACKENDS];
   // Every opened device, in backend order (owned).
   uint32_t all_device_count;
   accel_device_t **all_devices;

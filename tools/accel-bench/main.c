@@ -28,6 +28,9 @@ static const struct {
 #endif
     {"shim", accel_bench_shim,
      "a call through the C shim's function table vs the direct call"},
+    {"cuda", accel_bench_cuda,
+     "CUDA launch and pinned copies vs bare driver calls (skipped without "
+     "a CUDA device)"},
 };
 
 static int usage(void) {
