@@ -235,6 +235,8 @@ extern "C" {
   X(accel_sched_stats) \
   /* sampling.h */ \
   X(accel_sample) \
+  /* runtime.h */ \
+  X(accel_runtime_backend_status) \
   /* end of 0.2 */
 
 #define ACCEL_API_TABLE_FIELD_(fn) __typeof__(&fn) fn;

@@ -191,8 +191,9 @@
   PIN(accel_sched_tokens, 165) \
   PIN(accel_sched_stats, 166) \
   PIN(accel_sample, 167) \
+  PIN(accel_runtime_backend_status, 168) \
   /* end of 0.2 */
-#define ACCEL_API_ENTRY_COUNT_0_2 168
+#define ACCEL_API_ENTRY_COUNT_0_2 169
 
 ACCEL_API_PINS_0_2
 
