@@ -14,6 +14,7 @@
 #include "accel/runtime.h"
 #include "accel/semaphore.h"
 #include "accel/stream.h"
+#include "accel/tokenizer.h"
 #include "accel/topology.h"
 #include "accel/trace.h"
 
