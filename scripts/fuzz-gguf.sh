@@ -83,18 +83,7 @@ seed('bpe.gguf', [kv('tokenizer.ggml.model', 8, s('gpt2')), kv('tokenizer.ggml.p
                   numbers('tokenizer.ggml.token_type', 5, 'i', [1] * (len(bpe_tokens) - 1) + [4]),
                   strings('tokenizer.ggml.merges', ['\u0120 a', 'a b'])], [])
 PY
-cat > "$build/accel_config.h" <<'CONF'
-#define ACCEL_HAVE_LTTNG 0
-#define ACCEL_VERSION_STRING "fuzz"
-CONF
-clang -std=gnu17 -O1 -g -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-  -fno-sanitize-recover=undefined \
-  -I"$build" -I"$root/include" -I"$root/lib" \
-  "$root/fuzz/fuzz_gguf.c" "$root/lib/model/gguf.c" \
-  "$root/lib/model/gguf_types.c" "$root/lib/model/tokenizer.c" \
-  "$root/lib/model/tokenizer_encode.c" "$root/lib/model/tokenizer_pretok.c" \
-  "$root/lib/model/token_decoder.c" "$root/lib/core/error.c" \
-  $(pkg-config --libs icu-uc libxxhash) -o "$build/fuzz_gguf"
+"$root/fuzz/build-model-fuzzer.sh" "$root" "$build" fuzz_gguf
 cd "$build"
 exec ./fuzz_gguf -max_total_time="$seconds" -max_len=65536 \
   -rss_limit_mb=1024 -print_final_stats=1 "$@" corpus

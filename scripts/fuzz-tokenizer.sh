@@ -38,19 +38,7 @@ if [ -z "$vocab" ] || ! ls "$vocab"/ggml-vocab-*.gguf >/dev/null 2>&1; then
 fi
 vocab=$(cd "$vocab" && pwd)
 mkdir -p "$build"
-cat > "$build/accel_config.h" <<'CONF'
-#define ACCEL_HAVE_LTTNG 0
-#define ACCEL_VERSION_STRING "fuzz"
-CONF
-# shellcheck disable=SC2046
-clang -std=gnu17 -O1 -g -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-  -fno-sanitize-recover=undefined \
-  -I"$build" -I"$root/include" -I"$root/lib" \
-  "$root/fuzz/fuzz_tokenizer.c" "$root/lib/model/gguf.c" \
-  "$root/lib/model/gguf_types.c" "$root/lib/model/tokenizer.c" \
-  "$root/lib/model/tokenizer_encode.c" "$root/lib/model/tokenizer_pretok.c" \
-  "$root/lib/model/token_decoder.c" "$root/lib/core/error.c" \
-  $(pkg-config --libs icu-uc libxxhash) -o "$build/fuzz_tokenizer"
+"$root/fuzz/build-model-fuzzer.sh" "$root" "$build" fuzz_tokenizer
 for file in "$vocab"/ggml-vocab-*.gguf; do
   name=$(basename "$file" .gguf)
   corpus="$build/corpus-$name"
