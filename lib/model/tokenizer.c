@@ -506,6 +506,16 @@ static int compare_user_defined(const void *a, const void *b, void *arg) {
   return x < y ? -1 : x > y;
 }
 
+static int compare_user_prefix(const void *a, const void *b, void *arg) {
+  const accel_tokenizer_t *t = arg;
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  uint32_t px = tok_user_prefix(t, x), py = tok_user_prefix(t, y);
+  if (px != py) {
+    return px < py ? -1 : 1;
+  }
+  return x < y ? -1 : x > y;
+}
+
 static accel_status_t load_specials(const accel_gguf_t *g,
                                     accel_tokenizer_t *t) {
   uint32_t n = t->n_tokens;
@@ -558,6 +568,23 @@ static accel_status_t load_specials(const accel_gguf_t *g,
   }
   qsort_r(t->user_defined, t->n_user_defined, sizeof(int32_t),
           compare_user_defined, t);
+  memset(t->user_single, 0xff, sizeof(t->user_single));
+  t->user_by_prefix = malloc((count != 0 ? count : 1) * sizeof(uint32_t));
+  if (t->user_by_prefix == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "tokenizer: no memory for %u user-defined tokens",
+                       count);
+  }
+  for (uint32_t r = 0; r < t->n_user_defined; ++r) {
+    int32_t id = t->user_defined[r];
+    if (t->offset[id + 1] - t->offset[id] >= 2) {
+      t->user_by_prefix[t->n_user_by_prefix++] = r;
+    } else if (t->user_single[(uint8_t)t->text[t->offset[id]]] < 0) {
+      t->user_single[(uint8_t)t->text[t->offset[id]]] = (int32_t)r;
+    }
+  }
+  qsort_r(t->user_by_prefix, t->n_user_by_prefix, sizeof(uint32_t),
+          compare_user_prefix, t);
   return ACCEL_OK;
 }
 
@@ -602,6 +629,7 @@ void accel_tokenizer_destroy(accel_tokenizer_t *tokenizer) {
   free(tokenizer->by_text);
   free(tokenizer->merges);
   free(tokenizer->user_defined);
+  free(tokenizer->user_by_prefix);
   free(tokenizer);
 }
 

@@ -340,58 +340,147 @@ typedef struct fragment {
   int32_t id;
 } fragment_t;
 
-// Splits |text| at every user-defined token, longest token first, each at
-// its leftmost non-overlapping occurrences in what is still raw text
-// (llama.cpp's tokenizer_st_partition with parse_special off).
-static accel_status_t partition(const accel_tokenizer_t *t, const char *text,
-                                size_t len, fragment_t **out, size_t *out_n) {
-  size_t cap = 16, n = 1;
-  fragment_t *f = malloc(cap * sizeof(*f));
-  if (f == NULL) {
-    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                       "tokenizer: no memory to encode");
+// An occurrence of user-defined token |rank| at |pos|.
+typedef struct occurrence {
+  size_t pos;
+  uint32_t rank, len;
+} occurrence_t;
+
+static int by_rank_then_pos(const void *a, const void *b) {
+  const occurrence_t *x = a, *y = b;
+  if (x->rank != y->rank) {
+    return x->rank < y->rank ? -1 : 1;
   }
-  f[0] = (fragment_t){0, len, -1};
-  bool any = false;
-  for (size_t i = 0; i < len && !any; ++i) {
-    uint8_t c = (uint8_t)text[i];
-    any = (t->user_first_byte[c >> 3] >> (c & 7)) & 1;
-  }
-  for (uint32_t u = 0; any && u < t->n_user_defined; ++u) {
-    size_t tl;
-    const char *tt = tok_text(t, t->user_defined[u], &tl);
-    for (size_t i = 0; i < n; ++i) {
-      if (f[i].id >= 0 || f[i].len < tl) {
-        continue;
+  return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static int by_pos(const void *a, const void *b) {
+  const occurrence_t *x = a, *y = b;
+  return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static accel_status_t add_occurrence(occurrence_t **occ, size_t *n,
+                                     size_t *cap, size_t pos, uint32_t rank,
+                                     uint32_t len) {
+  ACCEL_RETURN_IF_ERROR(grow((void **)occ, cap, *n + 1, sizeof(**occ)));
+  (*occ)[(*n)++] = (occurrence_t){pos, rank, len};
+  return ACCEL_OK;
+}
+
+// Every occurrence of every user-defined token in |text|, found in one
+// pass: at each byte that starts one, the tokens of the same first two
+// bytes (a binary search) are compared.
+static accel_status_t find_occurrences(const accel_tokenizer_t *t,
+                                       const char *text, size_t len,
+                                       occurrence_t **out, size_t *out_n) {
+  occurrence_t *occ = NULL;
+  size_t n = 0, cap = 0;
+  for (size_t p = 0; p < len; ++p) {
+    uint8_t c = (uint8_t)text[p];
+    if (!((t->user_first_byte[c >> 3] >> (c & 7)) & 1)) {
+      continue;
+    }
+    if (t->user_single[c] >= 0) {
+      ACCEL_RETURN_IF_ERROR(add_occurrence(&occ, &n, &cap, p,
+                                           (uint32_t)t->user_single[c], 1));
+    }
+    if (p + 1 >= len) {
+      continue;
+    }
+    uint32_t prefix = (uint32_t)c << 8 | (uint8_t)text[p + 1];
+    size_t lo = 0, hi = t->n_user_by_prefix;
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (tok_user_prefix(t, t->user_by_prefix[mid]) < prefix) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
       }
-      const char *hit = memmem(text + f[i].start, f[i].len, tt, tl);
-      if (hit == NULL) {
-        continue;
+    }
+    for (; lo < t->n_user_by_prefix &&
+           tok_user_prefix(t, t->user_by_prefix[lo]) == prefix;
+         ++lo) {
+      uint32_t rank = t->user_by_prefix[lo];
+      size_t tl;
+      const char *tt = tok_text(t, t->user_defined[rank], &tl);
+      if (tl <= len - p && memcmp(text + p, tt, tl) == 0) {
+        ACCEL_RETURN_IF_ERROR(add_occurrence(&occ, &n, &cap, p, rank,
+                                             (uint32_t)tl));
       }
-      if (n + 2 > cap) {
-        cap *= 2;
-        fragment_t *g = realloc(f, cap * sizeof(*f));
-        if (g == NULL) {
-          free(f);
-          return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                             "tokenizer: no memory to encode");
-        }
-        f = g;
-      }
-      // [before][token][after]; "after" is examined next (i + 1 ... ).
-      size_t at = (size_t)(hit - text);
-      fragment_t after = {at + tl, f[i].start + f[i].len - at - tl, -1};
-      memmove(&f[i + 3], &f[i + 1], (n - i - 1) * sizeof(*f));
-      f[i].len = at - f[i].start;
-      f[i + 1] = (fragment_t){at, tl, t->user_defined[u]};
-      f[i + 2] = after;
-      n += 2;
-      ++i;  // the loop's ++i lands on "after"
     }
   }
-  *out = f;
+  *out = occ;
   *out_n = n;
   return ACCEL_OK;
+}
+
+// Splits |text| at user-defined tokens as llama.cpp's tokenizer_st_partition
+// does with parse_special off: token by token, longest text first, each at
+// its leftmost non-overlapping occurrences in what is still raw text. An
+// occurrence is therefore taken when, in that order (rank, then position),
+// it overlaps neither a token taken before nor the previous occurrence of
+// the same token that was taken.
+static accel_status_t partition(const accel_tokenizer_t *t, const char *text,
+                                size_t len, fragment_t **out, size_t *out_n) {
+  occurrence_t *occ = NULL;
+  size_t n_occ = 0;
+  accel_status_t st = ACCEL_OK;
+  if (t->n_user_defined != 0) {
+    st = find_occurrences(t, text, len, &occ, &n_occ);
+  }
+  uint8_t *claimed = NULL;
+  if (st == ACCEL_OK && n_occ != 0) {
+    claimed = calloc(len, 1);
+    if (claimed == NULL) {
+      st = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "tokenizer: no memory to encode %zu bytes", len);
+    }
+  }
+  size_t taken = 0;
+  if (st == ACCEL_OK && n_occ != 0) {
+    qsort(occ, n_occ, sizeof(*occ), by_rank_then_pos);
+    size_t same_end = 0;
+    for (size_t i = 0; i < n_occ; ++i) {
+      if (i == 0 || occ[i].rank != occ[i - 1].rank) {
+        same_end = 0;
+      }
+      bool free_span = occ[i].pos >= same_end;
+      for (uint32_t k = 0; free_span && k < occ[i].len; ++k) {
+        free_span = !claimed[occ[i].pos + k];
+      }
+      if (free_span) {
+        memset(claimed + occ[i].pos, 1, occ[i].len);
+        same_end = occ[i].pos + occ[i].len;
+        occ[taken++] = occ[i];
+      }
+    }
+    qsort(occ, taken, sizeof(*occ), by_pos);
+  }
+  free(claimed);
+  fragment_t *f = NULL;
+  if (st == ACCEL_OK) {
+    f = malloc((2 * taken + 1) * sizeof(*f));
+    if (f == NULL) {
+      st = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "tokenizer: no memory to encode %zu bytes", len);
+    }
+  }
+  size_t n = 0, at = 0;
+  for (size_t i = 0; st == ACCEL_OK && i < taken; ++i) {
+    if (occ[i].pos > at) {
+      f[n++] = (fragment_t){at, occ[i].pos - at, -1};
+    }
+    f[n++] = (fragment_t){occ[i].pos, occ[i].len,
+                          t->user_defined[occ[i].rank]};
+    at = occ[i].pos + occ[i].len;
+  }
+  if (st == ACCEL_OK && at < len) {
+    f[n++] = (fragment_t){at, len - at, -1};
+  }
+  free(occ);
+  *out = f;
+  *out_n = n;
+  return st;
 }
 
 static accel_status_t encode_all(work_t *w, const char *text, size_t len,

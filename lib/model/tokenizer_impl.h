@@ -76,6 +76,12 @@ struct accel_tokenizer {
   int32_t *user_defined;
   uint32_t n_user_defined;
   uint8_t user_first_byte[32];  // bitset of their first bytes
+  // For finding them in one pass: the ranks (indices in |user_defined|)
+  // of those of two bytes or more, ordered by their first two bytes and
+  // then rank; and the best rank of each one-byte text (-1: none).
+  uint32_t *user_by_prefix;
+  uint32_t n_user_by_prefix;
+  int32_t user_single[256];
 };
 
 static inline const char *tok_text(const accel_tokenizer_t *t, int32_t id,
@@ -107,6 +113,13 @@ size_t tok_utf8_encode(uint32_t cp, char out[4]);
 // |n|) and returns their number.
 size_t tok_pretokenize(pretok_kind_t kind, const uint32_t *cps, size_t n,
                        uint32_t *out_lens);
+
+// The first two bytes of user-defined token |rank| as one number.
+static inline uint32_t tok_user_prefix(const accel_tokenizer_t *t,
+                                       uint32_t rank) {
+  const uint8_t *p = (const uint8_t *)t->text + t->offset[t->user_defined[rank]];
+  return (uint32_t)p[0] << 8 | p[1];
+}
 
 // The piece of |id| (accel_tokenizer_token_piece without the checks):
 // writes up to |capacity| bytes and returns the piece's full size.

@@ -857,6 +857,118 @@ static void test_bpe_matches_naive_merges(void **state) {
   }
 }
 
+// User-defined tokens are split out of the text as llama.cpp does: token
+// by token, longest first (then lower id), each at its leftmost
+// non-overlapping occurrences in what is still raw text; checked against
+// that sequential loop written here, on random overlapping tokens over
+// {a, b, c}, with the raw pieces encoded on their own.
+static void test_user_defined_tokens_split_as_llama_cpp(void **state) {
+  (void)state;
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  for (int round = 0; round < 30; ++round) {
+    size_t n = 0;
+    char *tokens[256 + 16];
+    int32_t types[256 + 16];
+    for (int b = 0; b < 256; ++b) {
+      char c[4];
+      byte_level((uint8_t)b, c);
+      tokens[n] = xstrdup(c), types[n++] = 1;
+    }
+    size_t n_user = test_rng_range(&rng, 1, 12);
+    while (n < 256 + n_user) {
+      char u[8] = "";
+      size_t l = test_rng_range(&rng, 1, 4);
+      for (size_t k = 0; k < l; ++k) {
+        u[k] = "abc"[test_rng_range(&rng, 0, 2)];
+      }
+      if (l == 1 || find_text(tokens + 256, n - 256, u, l) >= 0) {
+        continue;  // one-byte texts are the alphabet's; no duplicates
+      }
+      tokens[n] = xstrdup(u), types[n++] = 4;
+    }
+    char *merges[] = {"a b"};
+    vocab_t v = {.model = "gpt2", .pre = "qwen2", .tokens = tokens,
+                 .n_tokens = n, .types = types, .merges = merges,
+                 .n_merges = 1, .bos = -1, .eos = -1, .unk = -1,
+                 .add_bos = -1, .add_space_prefix = -1};
+    accel_gguf_t *g;
+    uint8_t *image;
+    accel_tokenizer_t *t;
+    assert_int_equal(open_vocab(&v, &g, &image, &t), ACCEL_OK);
+    // user-defined ids by priority: longer text first, then lower id
+    size_t order[16], n_order = 0;
+    for (size_t len = 4; len >= 2; --len) {
+      for (size_t i = 256; i < n; ++i) {
+        if (strlen(tokens[i]) == len) {
+          order[n_order++] = i;
+        }
+      }
+    }
+    for (int iter = 0; iter < 20; ++iter) {
+      char text[64];
+      size_t len = test_rng_range(&rng, 0, 40);
+      for (size_t k = 0; k < len; ++k) {
+        text[k] = "abcd"[test_rng_range(&rng, 0, 3)];
+      }
+      text[len] = '\0';
+      // fragments: start, length, id (-1 raw)
+      size_t fs[128], fl[128];
+      int fid[128];
+      size_t nf = 1;
+      fs[0] = 0, fl[0] = len, fid[0] = -1;
+      for (size_t o = 0; o < n_order; ++o) {
+        const char *u = tokens[order[o]];
+        size_t ul = strlen(u);
+        for (size_t i = 0; i < nf; ++i) {
+          if (fid[i] >= 0) {
+            continue;
+          }
+          for (size_t p = fs[i]; p + ul <= fs[i] + fl[i]; ++p) {
+            if (memcmp(text + p, u, ul) == 0) {
+              // [fs[i], p) token [p + ul, end)
+              memmove(&fs[i + 3], &fs[i + 1], (nf - i - 1) * sizeof(size_t));
+              memmove(&fl[i + 3], &fl[i + 1], (nf - i - 1) * sizeof(size_t));
+              memmove(&fid[i + 3], &fid[i + 1], (nf - i - 1) * sizeof(int));
+              size_t end = fs[i] + fl[i];
+              fl[i] = p - fs[i];
+              fs[i + 1] = p, fl[i + 1] = ul, fid[i + 1] = (int)order[o];
+              fs[i + 2] = p + ul, fl[i + 2] = end - p - ul, fid[i + 2] = -1;
+              nf += 2;
+              i += 1;  // continue in the remainder (i + 2 next)
+              break;
+            }
+          }
+        }
+      }
+      int32_t want[128];
+      size_t nw = 0;
+      for (size_t i = 0; i < nf; ++i) {
+        if (fid[i] >= 0) {
+          want[nw++] = fid[i];
+        } else if (fl[i] != 0) {
+          size_t m;
+          int32_t *ids = encode(t, text + fs[i], fl[i], 0, &m);
+          memcpy(want + nw, ids, m * sizeof(int32_t));
+          nw += m;
+          free(ids);
+        }
+      }
+      size_t got_n;
+      int32_t *got = encode(t, text, len, 0, &got_n);
+      if (got_n != nw || memcmp(got, want, nw * sizeof(int32_t)) != 0) {
+        print_message("text \"%s\": %zu ids, want %zu\n", text, got_n, nw);
+        fail();
+      }
+      free(got);
+    }
+    close_vocab(g, image, t);
+    for (size_t i = 0; i < n; ++i) {
+      free(tokens[i]);
+    }
+  }
+}
+
 // ---- the decoder --------------------------------------------------------------
 
 // A SentencePiece vocabulary of byte tokens (id 6 + byte) and the words
@@ -1143,6 +1255,7 @@ int main(void) {
       cmocka_unit_test(test_random_bytes_encode_in_range),
       cmocka_unit_test(test_spm_matches_naive_merges),
       cmocka_unit_test(test_bpe_matches_naive_merges),
+      cmocka_unit_test(test_user_defined_tokens_split_as_llama_cpp),
       cmocka_unit_test(test_decoder_holds_split_characters),
       cmocka_unit_test(test_decoder_space_prefix_and_specials),
       cmocka_unit_test(test_malformed_vocabularies_are_refused),
