@@ -127,10 +127,9 @@ int32_t tok_find(const accel_tokenizer_t *t, const char *s, size_t len) {
   return find_hashed(t, s, len, XXH3_64bits(s, len));
 }
 
-static void text_insert(accel_tokenizer_t *t, int32_t id) {
+static void text_insert(accel_tokenizer_t *t, int32_t id, uint64_t h) {
   size_t len;
   const char *s = tok_text(t, id, &len);
-  uint64_t h = XXH3_64bits(s, len);
   text_slot_t fresh = {(uint32_t)id + 1, (uint32_t)(h >> 32),
                        (uint32_t)t->offset[id], (uint32_t)len};
   for (uint64_t i = h & t->by_text_mask;; i = (i + 1) & t->by_text_mask) {
@@ -162,10 +161,10 @@ const merge_slot_t *tok_find_merge(const accel_tokenizer_t *t, int32_t left,
   uint64_t i = pair_hash(left, right) & t->merges_mask;
   for (;; i = (i + 1) & t->merges_mask) {
     const merge_slot_t *m = &t->merges[i];
-    if (m->left == -1) {
+    if (m->left_plus1 == 0) {
       return NULL;
     }
-    if (m->left == left && m->right == right) {
+    if (m->left_plus1 == left + 1 && m->right == right) {
       return m;
     }
   }
@@ -394,8 +393,20 @@ static accel_status_t load_tokens(const accel_gguf_t *g,
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "tokenizer: no memory for the token table");
   }
-  for (uint32_t i = 0; i < n; ++i) {
-    text_insert(t, (int32_t)i);
+  // In batches, the slots prefetched first: the inserts are cache misses
+  // in a table of several MiB (as the merges below).
+  for (uint32_t base = 0; base < n; base += 64) {
+    uint32_t m = n - base < 64 ? n - base : 64;
+    uint64_t h[64];
+    for (uint32_t k = 0; k < m; ++k) {
+      size_t len;
+      const char *s = tok_text(t, (int32_t)(base + k), &len);
+      h[k] = XXH3_64bits(s, len);
+      __builtin_prefetch(&t->by_text[h[k] & t->by_text_mask], 1);
+    }
+    for (uint32_t k = 0; k < m; ++k) {
+      text_insert(t, (int32_t)(base + k), h[k]);
+    }
   }
   return ACCEL_OK;
 }
@@ -413,13 +424,12 @@ static accel_status_t load_merges(const accel_gguf_t *g,
                        (unsigned long long)merges.array_count);
   }
   t->merges_mask = table_size(merges.array_count) - 1;
-  t->merges = malloc((t->merges_mask + 1) * sizeof(*t->merges));
+  t->merges = calloc(t->merges_mask + 1, sizeof(*t->merges));
   if (t->merges == NULL) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "tokenizer: no memory for %llu merges",
                        (unsigned long long)merges.array_count);
   }
-  memset(t->merges, 0xff, (t->merges_mask + 1) * sizeof(*t->merges));
   // In batches, prefetching each stage's slots and texts before the next
   // stage reads them: the lookups are cache misses in tables of several
   // MiB, and overlapping them took llama-bpe's 280k merges from about
@@ -475,13 +485,14 @@ static accel_status_t load_merges(const accel_gguf_t *g,
     }
     for (uint64_t k = 0; k < m; ++k) {
       uint64_t i = p[k].slot;
-      while (t->merges[i].left != -1 && !(t->merges[i].left == p[k].left &&
-                                          t->merges[i].right == p[k].right)) {
+      merge_slot_t *slot = &t->merges[i];
+      while (slot->left_plus1 != 0 &&
+             !(slot->left_plus1 == p[k].left + 1 && slot->right == p[k].right)) {
         i = (i + 1) & t->merges_mask;
+        slot = &t->merges[i];
       }
-      if (t->merges[i].left == -1) {  // the first rank of a pair counts
-        t->merges[i] = (merge_slot_t){p[k].left, p[k].right,
-                                      (int32_t)(base + k)};
+      if (slot->left_plus1 == 0) {  // the first rank of a pair counts
+        *slot = (merge_slot_t){p[k].left + 1, p[k].right, (int32_t)(base + k)};
       }
     }
     if (bad != UINT64_MAX) {

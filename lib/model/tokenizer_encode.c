@@ -229,7 +229,8 @@ static accel_status_t bpe_add_bigram(work_t *w, int32_t left, int32_t right) {
   if (m == NULL) {
     return ACCEL_OK;
   }
-  bigram_t b = {-(double)m->rank, left, right, 0, m->left, m->right};
+  bigram_t b = {-(double)m->rank, left, right, 0, w->sym[left].id,
+                w->sym[right].id};
   return heap_push(w, &b);
 }
 

@@ -29,10 +29,10 @@ typedef enum pretok_kind {
 } pretok_kind_t;
 
 // One slot of the merge table: the pair (left, right) of token ids and its
-// rank (the merge's index in tokenizer.ggml.merges). left == -1 marks an
-// empty slot.
+// rank (the merge's index in tokenizer.ggml.merges). left_plus1 == 0 marks
+// an empty slot (so that the table starts as zero pages).
 typedef struct merge_slot {
-  int32_t left;
+  int32_t left_plus1;
   int32_t right;
   int32_t rank;
 } merge_slot_t;
