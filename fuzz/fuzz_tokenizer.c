@@ -27,8 +27,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   const char *path = getenv("ACCEL_FUZZ_VOCAB");
   if (path == NULL || accel_gguf_open_file(path, &g_gguf) != ACCEL_OK ||
       accel_tokenizer_create_from_gguf(g_gguf, &g_tok) != ACCEL_OK) {
-    fprintf(stderr, "fuzz_tokenizer: set ACCEL_FUZZ_VOCAB to a vocabulary "
-                    "(%s)\n", path != NULL ? accel_last_error() : "unset");
+    fprintf(stderr,
+            "fuzz_tokenizer: set ACCEL_FUZZ_VOCAB to a vocabulary "
+            "(%s)\n",
+            path != NULL ? accel_last_error() : "unset");
     abort();
   }
   return 0;
@@ -38,8 +40,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 static bool valid_utf8(const uint8_t *s, size_t n) {
   for (size_t i = 0; i < n;) {
     uint8_t c = s[i];
-    size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2
-               : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    size_t len = c < 0x80                 ? 1
+                 : c >= 0xc2 && c <= 0xdf ? 2
+                 : c >= 0xe0 && c <= 0xef ? 3
+                 : c >= 0xf0 && c <= 0xf4 ? 4
+                                          : 0;
     if (len == 0 || i + len > n) {
       return false;
     }
@@ -67,8 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *text = (const char *)data + 1;
   size_t len = size - 1;
   size_t count = 0;
-  if (accel_tokenizer_encode(g_tok, text, len, encode_flags, NULL, 0,
-                             &count) != ACCEL_OK) {
+  if (accel_tokenizer_encode(g_tok, text, len, encode_flags, NULL, 0, &count) !=
+      ACCEL_OK) {
     abort();
   }
   int32_t *ids = malloc((count + 1) * sizeof(int32_t));
@@ -88,10 +93,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t i = 0; i <= count; ++i) {
     const char *out;
     size_t n;
-    accel_status_t st = i < count ? accel_token_decoder_push(d, ids[i], &out, &n)
-                                  : accel_token_decoder_flush(d, &out, &n);
-    if (st != ACCEL_OK || (i < count && (ids[i] < 0 ||
-        (uint32_t)ids[i] >= accel_tokenizer_vocab_size(g_tok))) ||
+    accel_status_t st = i < count
+                            ? accel_token_decoder_push(d, ids[i], &out, &n)
+                            : accel_token_decoder_flush(d, &out, &n);
+    if (st != ACCEL_OK ||
+        (i < count && (ids[i] < 0 || (uint32_t)ids[i] >=
+                                         accel_tokenizer_vocab_size(g_tok))) ||
         !valid_utf8((const uint8_t *)out, n)) {
       abort();
     }
@@ -101,7 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   accel_token_decoder_destroy(d);
-  if (joined != NULL && accel_tokenizer_kind(g_tok) == ACCEL_TOKENIZER_KIND_BPE &&
+  if (joined != NULL &&
+      accel_tokenizer_kind(g_tok) == ACCEL_TOKENIZER_KIND_BPE &&
       decode_flags == 0 && valid_utf8(data + 1, len) &&
       (at != len || memcmp(joined, text, len) != 0)) {
     abort();  // byte-level BPE is lossless on valid UTF-8

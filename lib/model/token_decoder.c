@@ -30,8 +30,8 @@ accel_status_t accel_token_decoder_create(const accel_tokenizer_t *tokenizer,
                        "accel_token_decoder_create: %s is NULL",
                        tokenizer == NULL ? "tokenizer" : "out");
   }
-  const uint32_t known = ACCEL_TOKENIZER_PIECE_SPECIAL |
-                         ACCEL_TOKENIZER_PIECE_KEEP_SPACE_PREFIX;
+  const uint32_t known =
+      ACCEL_TOKENIZER_PIECE_SPECIAL | ACCEL_TOKENIZER_PIECE_KEEP_SPACE_PREFIX;
   if (flags & ~known) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "accel_token_decoder_create: unknown flags 0x%x",
@@ -84,8 +84,7 @@ static size_t utf8_expect(uint8_t c, uint8_t *lo, uint8_t *hi) {
 // replacing invalid subsequences; returns the bytes written and leaves in
 // |*held| the length of an incomplete tail (at most 3 bytes, which stay at
 // the end of |in|).
-static size_t utf8_scrub(const uint8_t *in, size_t n, char *out,
-                         size_t *held) {
+static size_t utf8_scrub(const uint8_t *in, size_t n, char *out, size_t *held) {
   size_t o = 0;
   size_t i = 0;
   while (i < n) {
@@ -128,7 +127,7 @@ accel_status_t accel_token_decoder_push(accel_token_decoder_t *decoder,
   if (decoder == NULL || out_text == NULL || out_size == NULL) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "accel_token_decoder_push: %s is NULL",
-                       decoder == NULL ? "decoder"
+                       decoder == NULL    ? "decoder"
                        : out_text == NULL ? "out_text"
                                           : "out_size");
   }
@@ -186,7 +185,7 @@ accel_status_t accel_token_decoder_flush(accel_token_decoder_t *decoder,
   if (decoder == NULL || out_text == NULL || out_size == NULL) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "accel_token_decoder_flush: %s is NULL",
-                       decoder == NULL ? "decoder"
+                       decoder == NULL    ? "decoder"
                        : out_text == NULL ? "out_text"
                                           : "out_size");
   }

@@ -54,8 +54,10 @@ size_t tok_utf8_decode(const uint8_t *s, size_t n, uint32_t *out_cp) {
   }
   // llama.cpp checks the lead's bit pattern and that the continuation
   // bytes are 10xxxxxx; it accepts overlong forms and surrogates.
-  size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-             : (c & 0xf8) == 0xf0 ? 4 : 0;
+  size_t len = (c & 0xe0) == 0xc0   ? 2
+               : (c & 0xf0) == 0xe0 ? 3
+               : (c & 0xf8) == 0xf0 ? 4
+                                    : 0;
   if (len == 0 || len > n) {
     *out_cp = 0xfffd;
     return 1;
@@ -134,9 +136,8 @@ static void text_insert(accel_tokenizer_t *t, int32_t id, uint64_t h) {
                        (uint32_t)t->offset[id], (uint32_t)len};
   for (uint64_t i = h & t->by_text_mask;; i = (i + 1) & t->by_text_mask) {
     text_slot_t *slot = &t->by_text[i];
-    if (slot->id_plus1 == 0 ||
-        (slot->tag == fresh.tag && slot->size == len &&
-         memcmp(t->text + slot->offset, s, len) == 0)) {
+    if (slot->id_plus1 == 0 || (slot->tag == fresh.tag && slot->size == len &&
+                                memcmp(t->text + slot->offset, s, len) == 0)) {
       *slot = fresh;  // a later duplicate wins
       return;
     }
@@ -186,16 +187,16 @@ static accel_status_t find_array(const accel_gguf_t *g, const char *key,
     }
     return accel_error(missing, "tokenizer: the vocabulary has no %s", key);
   }
-  bool ok = v.type == ACCEL_GGUF_VALUE_ARRAY &&
-            (v.array_type == elem_type ||
-             (elem_type == ACCEL_GGUF_VALUE_INT32 &&
-              v.array_type == ACCEL_GGUF_VALUE_UINT32));
+  bool ok =
+      v.type == ACCEL_GGUF_VALUE_ARRAY &&
+      (v.array_type == elem_type || (elem_type == ACCEL_GGUF_VALUE_INT32 &&
+                                     v.array_type == ACCEL_GGUF_VALUE_UINT32));
   if (!ok) {
     return accel_error(ACCEL_ERROR_FORMAT,
                        "tokenizer: %s is not an array of %s (value type %u, "
                        "element type %u)",
                        key,
-                       elem_type == ACCEL_GGUF_VALUE_STRING  ? "strings"
+                       elem_type == ACCEL_GGUF_VALUE_STRING    ? "strings"
                        : elem_type == ACCEL_GGUF_VALUE_FLOAT32 ? "float32"
                                                                : "int32",
                        v.type, v.array_type);
@@ -247,7 +248,8 @@ static accel_status_t load_model_kind(const accel_gguf_t *g,
   accel_gguf_string_t model;
   accel_status_t st = accel_gguf_find_string(g, KEY_PREFIX "model", &model);
   if (st == ACCEL_ERROR_NOT_FOUND) {
-    return accel_error(st, "tokenizer: the file has no " KEY_PREFIX "model "
+    return accel_error(st, "tokenizer: the file has no " KEY_PREFIX
+                           "model "
                            "(no vocabulary)");
   }
   ACCEL_RETURN_IF_ERROR(st);
@@ -279,8 +281,10 @@ static accel_status_t load_model_kind(const accel_gguf_t *g,
   static const struct {
     const char *name;
     pretok_kind_t kind;
-  } kPre[] = {{"llama-bpe", PRETOK_LLAMA3}, {"llama3", PRETOK_LLAMA3},
-              {"llama-v3", PRETOK_LLAMA3}, {"qwen2", PRETOK_QWEN2}};
+  } kPre[] = {{"llama-bpe", PRETOK_LLAMA3},
+              {"llama3", PRETOK_LLAMA3},
+              {"llama-v3", PRETOK_LLAMA3},
+              {"qwen2", PRETOK_QWEN2}};
   for (size_t i = 0; i < sizeof(kPre) / sizeof(kPre[0]); ++i) {
     if (strlen(kPre[i].name) == pre.size &&
         memcmp(kPre[i].name, pre.data, pre.size) == 0) {
@@ -297,8 +301,7 @@ static accel_status_t load_model_kind(const accel_gguf_t *g,
                      (int)(pre.size > 64 ? 64 : pre.size), pre.data);
 }
 
-static accel_status_t load_tokens(const accel_gguf_t *g,
-                                  accel_tokenizer_t *t) {
+static accel_status_t load_tokens(const accel_gguf_t *g, accel_tokenizer_t *t) {
   accel_gguf_value_t tokens = {0};
   bool found;
   ACCEL_RETURN_IF_ERROR(find_array(g, KEY_PREFIX "tokens",
@@ -306,7 +309,8 @@ static accel_status_t load_tokens(const accel_gguf_t *g,
                                    ACCEL_ERROR_NOT_FOUND, &tokens, &found));
   if (tokens.array_count == 0 || tokens.array_count >= INT32_MAX) {
     return accel_error(ACCEL_ERROR_FORMAT,
-                       "tokenizer: " KEY_PREFIX "tokens has %llu entries "
+                       "tokenizer: " KEY_PREFIX
+                       "tokens has %llu entries "
                        "(1 to %d)",
                        (unsigned long long)tokens.array_count, INT32_MAX - 1);
   }
@@ -349,7 +353,8 @@ static accel_status_t load_tokens(const accel_gguf_t *g,
                                    &found));
   if (found && types.array_count != n) {
     return accel_error(ACCEL_ERROR_FORMAT,
-                       "tokenizer: " KEY_PREFIX "token_type has %llu entries "
+                       "tokenizer: " KEY_PREFIX
+                       "token_type has %llu entries "
                        "for %u tokens",
                        (unsigned long long)types.array_count, n);
   }
@@ -360,7 +365,8 @@ static accel_status_t load_tokens(const accel_gguf_t *g,
     }
     if (ty < 0 || ty > TOKEN_TYPE_BYTE) {
       return accel_error(ACCEL_ERROR_FORMAT,
-                         "tokenizer: " KEY_PREFIX "token_type[%u] is %d "
+                         "tokenizer: " KEY_PREFIX
+                         "token_type[%u] is %d "
                          "(0 to 6)",
                          i, ty);
     }
@@ -374,7 +380,8 @@ static accel_status_t load_tokens(const accel_gguf_t *g,
       &scores, &found));
   if (found && scores.array_count != n) {
     return accel_error(ACCEL_ERROR_FORMAT,
-                       "tokenizer: " KEY_PREFIX "scores has %llu entries for "
+                       "tokenizer: " KEY_PREFIX
+                       "scores has %llu entries for "
                        "%u tokens",
                        (unsigned long long)scores.array_count, n);
   }
@@ -411,13 +418,12 @@ static accel_status_t load_tokens(const accel_gguf_t *g,
   return ACCEL_OK;
 }
 
-static accel_status_t load_merges(const accel_gguf_t *g,
-                                  accel_tokenizer_t *t) {
+static accel_status_t load_merges(const accel_gguf_t *g, accel_tokenizer_t *t) {
   accel_gguf_value_t merges = {0};
   bool found;
   ACCEL_RETURN_IF_ERROR(find_array(g, KEY_PREFIX "merges",
-                                   ACCEL_GGUF_VALUE_STRING,
-                                   ACCEL_ERROR_FORMAT, &merges, &found));
+                                   ACCEL_GGUF_VALUE_STRING, ACCEL_ERROR_FORMAT,
+                                   &merges, &found));
   if (merges.array_count >= INT32_MAX) {
     return accel_error(ACCEL_ERROR_FORMAT,
                        "tokenizer: " KEY_PREFIX "merges has %llu entries",
@@ -443,8 +449,8 @@ static accel_status_t load_merges(const accel_gguf_t *g,
   } p[BATCH];
   const uint64_t mask = t->by_text_mask;
   for (uint64_t base = 0; base < merges.array_count; base += BATCH) {
-    uint64_t m = merges.array_count - base < BATCH ? merges.array_count - base
-                                                   : BATCH;
+    uint64_t m =
+        merges.array_count - base < BATCH ? merges.array_count - base : BATCH;
     uint64_t bad = UINT64_MAX;  // a merge without a space, if any
     for (uint64_t k = 0; k < m; ++k) {
       accel_gguf_string_t s;
@@ -475,7 +481,8 @@ static accel_status_t load_merges(const accel_gguf_t *g,
         const char *name = p[k].left < 0 ? p[k].l : p[k].r;
         size_t size = p[k].left < 0 ? p[k].ln : p[k].rn;
         return accel_error(ACCEL_ERROR_FORMAT,
-                           "tokenizer: " KEY_PREFIX "merges[%llu] names "
+                           "tokenizer: " KEY_PREFIX
+                           "merges[%llu] names "
                            "\"%.*s\", which is not a token",
                            (unsigned long long)(base + k),
                            (int)(size > 64 ? 64 : size), name);
@@ -486,8 +493,8 @@ static accel_status_t load_merges(const accel_gguf_t *g,
     for (uint64_t k = 0; k < m; ++k) {
       uint64_t i = p[k].slot;
       merge_slot_t *slot = &t->merges[i];
-      while (slot->left_plus1 != 0 &&
-             !(slot->left_plus1 == p[k].left + 1 && slot->right == p[k].right)) {
+      while (slot->left_plus1 != 0 && !(slot->left_plus1 == p[k].left + 1 &&
+                                        slot->right == p[k].right)) {
         i = (i + 1) & t->merges_mask;
         slot = &t->merges[i];
       }
@@ -497,7 +504,8 @@ static accel_status_t load_merges(const accel_gguf_t *g,
     }
     if (bad != UINT64_MAX) {
       return accel_error(ACCEL_ERROR_FORMAT,
-                         "tokenizer: " KEY_PREFIX "merges[%llu] \"%.*s\" is "
+                         "tokenizer: " KEY_PREFIX
+                         "merges[%llu] \"%.*s\" is "
                          "not two tokens separated by a space",
                          (unsigned long long)bad,
                          (int)(p[m].ln > 64 ? 64 : p[m].ln), p[m].l);
@@ -532,12 +540,11 @@ static accel_status_t load_specials(const accel_gguf_t *g,
   uint32_t n = t->n_tokens;
   ACCEL_RETURN_IF_ERROR(find_id(g, KEY_PREFIX "bos_token_id", n, &t->bos));
   ACCEL_RETURN_IF_ERROR(find_id(g, KEY_PREFIX "eos_token_id", n, &t->eos));
-  ACCEL_RETURN_IF_ERROR(find_id(g, KEY_PREFIX "unknown_token_id", n,
-                                &t->unk));
+  ACCEL_RETURN_IF_ERROR(find_id(g, KEY_PREFIX "unknown_token_id", n, &t->unk));
   ACCEL_RETURN_IF_ERROR(find_bool(g, KEY_PREFIX "add_bos_token", &t->add_bos));
   ACCEL_RETURN_IF_ERROR(find_bool(g, KEY_PREFIX "add_eos_token", &t->add_eos));
-  ACCEL_RETURN_IF_ERROR(find_bool(g, KEY_PREFIX "add_space_prefix",
-                                  &t->add_space_prefix));
+  ACCEL_RETURN_IF_ERROR(
+      find_bool(g, KEY_PREFIX "add_space_prefix", &t->add_space_prefix));
 
   for (int b = 0; b < 256; ++b) {
     char buf[8];
@@ -667,7 +674,7 @@ static size_t put(char *buf, size_t capacity, size_t at, const void *src,
 }
 
 static int hex_digit(char c) {
-  return c >= '0' && c <= '9' ? c - '0'
+  return c >= '0' && c <= '9'   ? c - '0'
          : c >= 'A' && c <= 'F' ? c - 'A' + 10
          : c >= 'a' && c <= 'f' ? c - 'a' + 10
                                 : -1;
@@ -680,9 +687,9 @@ size_t tok_piece(const accel_tokenizer_t *t, int32_t id, uint32_t flags,
   switch (t->type[id]) {
     case TOKEN_TYPE_CONTROL:
     case TOKEN_TYPE_UNKNOWN:
-      return (flags & ACCEL_TOKENIZER_PIECE_SPECIAL) ? put(buf, capacity, 0, s,
-                                                           len)
-                                                     : 0;
+      return (flags & ACCEL_TOKENIZER_PIECE_SPECIAL)
+                 ? put(buf, capacity, 0, s, len)
+                 : 0;
     case TOKEN_TYPE_USER_DEFINED:
       return put(buf, capacity, 0, s, len);
     case TOKEN_TYPE_NORMAL:
@@ -728,8 +735,8 @@ size_t tok_piece(const accel_tokenizer_t *t, int32_t id, uint32_t flags,
       char enc[4];
       size_t el = tok_utf8_encode(cp, enc);
       for (size_t k = 0; k < el; ++k) {
-        m += snprintf(tmp + m, sizeof(tmp) - (size_t)m, "%02x",
-                      (uint8_t)enc[k]);
+        m +=
+            snprintf(tmp + m, sizeof(tmp) - (size_t)m, "%02x", (uint8_t)enc[k]);
       }
       at = put(buf, capacity, at, tmp, (size_t)m);
       at = put(buf, capacity, at, s, len);
@@ -749,7 +756,7 @@ accel_status_t accel_tokenizer_token_piece(const accel_tokenizer_t *tokenizer,
       (buffer == NULL && capacity != 0)) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "accel_tokenizer_token_piece: %s is NULL",
-                       tokenizer == NULL ? "tokenizer"
+                       tokenizer == NULL  ? "tokenizer"
                        : out_size == NULL ? "out_size"
                                           : "buffer (with a capacity)");
   }

@@ -23,8 +23,8 @@ typedef struct symbol {
 typedef struct bigram {
   double score;
   int32_t left, right;
-  uint32_t size;        // SentencePiece: bytes of the pair when pushed
-  int32_t lid, rid;     // BPE: the symbols' tokens when pushed
+  uint32_t size;     // SentencePiece: bytes of the pair when pushed
+  int32_t lid, rid;  // BPE: the symbols' tokens when pushed
 } bigram_t;
 
 typedef struct work {
@@ -63,8 +63,8 @@ static accel_status_t grow(void **p, size_t *cap, size_t need, size_t elem) {
 }
 
 static accel_status_t push_id(work_t *w, int32_t id) {
-  ACCEL_RETURN_IF_ERROR(grow((void **)&w->ids, &w->cap_ids, w->n_ids + 1,
-                             sizeof(int32_t)));
+  ACCEL_RETURN_IF_ERROR(
+      grow((void **)&w->ids, &w->cap_ids, w->n_ids + 1, sizeof(int32_t)));
   w->ids[w->n_ids++] = id;
   return ACCEL_OK;
 }
@@ -74,8 +74,8 @@ static inline bool before(const bigram_t *a, const bigram_t *b) {
 }
 
 static accel_status_t heap_push(work_t *w, const bigram_t *b) {
-  ACCEL_RETURN_IF_ERROR(grow((void **)&w->heap, &w->cap_heap, w->n_heap + 1,
-                             sizeof(bigram_t)));
+  ACCEL_RETURN_IF_ERROR(
+      grow((void **)&w->heap, &w->cap_heap, w->n_heap + 1, sizeof(bigram_t)));
   size_t i = w->n_heap++;
   while (i > 0 && before(b, &w->heap[(i - 1) / 2])) {
     w->heap[i] = w->heap[(i - 1) / 2];
@@ -124,8 +124,8 @@ static void merge_symbols(work_t *w, int32_t left, int32_t right) {
 // character by its lead byte (SentencePiece, llama.cpp's unicode_len_utf8).
 static accel_status_t make_symbols(work_t *w, size_t size, bool per_byte,
                                    size_t *out_count) {
-  ACCEL_RETURN_IF_ERROR(grow((void **)&w->sym, &w->cap_sym, size + 1,
-                             sizeof(symbol_t)));
+  ACCEL_RETURN_IF_ERROR(
+      grow((void **)&w->sym, &w->cap_sym, size + 1, sizeof(symbol_t)));
   static const uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1,
                                    1, 1, 1, 1, 2, 2, 3, 4};
   size_t count = 0;
@@ -134,8 +134,8 @@ static accel_status_t make_symbols(work_t *w, size_t size, bool per_byte,
     if (len > size - off) {
       len = size - off;
     }
-    w->sym[count] = (symbol_t){(uint32_t)off, (uint32_t)len,
-                               (int32_t)count - 1, -1, -1};
+    w->sym[count] =
+        (symbol_t){(uint32_t)off, (uint32_t)len, (int32_t)count - 1, -1, -1};
     off += len;
     w->sym[count].next = off == size ? -1 : (int32_t)count + 1;
   }
@@ -224,8 +224,8 @@ static accel_status_t bpe_add_bigram(work_t *w, int32_t left, int32_t right) {
   if (left < 0 || right < 0 || w->sym[left].id < 0 || w->sym[right].id < 0) {
     return ACCEL_OK;
   }
-  const merge_slot_t *m = tok_find_merge(w->t, w->sym[left].id,
-                                         w->sym[right].id);
+  const merge_slot_t *m =
+      tok_find_merge(w->t, w->sym[left].id, w->sym[right].id);
   if (m == NULL) {
     return ACCEL_OK;
   }
@@ -304,8 +304,8 @@ static accel_status_t bpe_word(work_t *w, size_t size) {
 }
 
 static accel_status_t bpe_encode(work_t *w, const char *text, size_t len) {
-  ACCEL_RETURN_IF_ERROR(grow((void **)&w->cps, &w->cap_cps, len + 1,
-                             sizeof(uint32_t)));
+  ACCEL_RETURN_IF_ERROR(
+      grow((void **)&w->cps, &w->cap_cps, len + 1, sizeof(uint32_t)));
   free(w->lens);
   w->lens = malloc((len + 1) * sizeof(uint32_t));
   if (w->lens == NULL) {
@@ -321,8 +321,8 @@ static accel_status_t bpe_encode(work_t *w, const char *text, size_t len) {
   // byte is 3), so a word needs at most 4 bytes per code point.
   size_t at = 0;
   for (size_t k = 0; k < words; ++k) {
-    ACCEL_RETURN_IF_ERROR(grow((void **)&w->buf, &w->cap_buf,
-                               4 * (size_t)w->lens[k] + 1, 1));
+    ACCEL_RETURN_IF_ERROR(
+        grow((void **)&w->buf, &w->cap_buf, 4 * (size_t)w->lens[k] + 1, 1));
     size_t size = 0;
     for (uint32_t j = 0; j < w->lens[k]; ++j) {
       size += tok_utf8_encode(w->cps[at + j], w->buf + size);
@@ -360,9 +360,8 @@ static int by_pos(const void *a, const void *b) {
   return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
-static accel_status_t add_occurrence(occurrence_t **occ, size_t *n,
-                                     size_t *cap, size_t pos, uint32_t rank,
-                                     uint32_t len) {
+static accel_status_t add_occurrence(occurrence_t **occ, size_t *n, size_t *cap,
+                                     size_t pos, uint32_t rank, uint32_t len) {
   ACCEL_RETURN_IF_ERROR(grow((void **)occ, cap, *n + 1, sizeof(**occ)));
   (*occ)[(*n)++] = (occurrence_t){pos, rank, len};
   return ACCEL_OK;
@@ -382,8 +381,8 @@ static accel_status_t find_occurrences(const accel_tokenizer_t *t,
       continue;
     }
     if (t->user_single[c] >= 0) {
-      ACCEL_RETURN_IF_ERROR(add_occurrence(&occ, &n, &cap, p,
-                                           (uint32_t)t->user_single[c], 1));
+      ACCEL_RETURN_IF_ERROR(
+          add_occurrence(&occ, &n, &cap, p, (uint32_t)t->user_single[c], 1));
     }
     if (p + 1 >= len) {
       continue;
@@ -405,8 +404,8 @@ static accel_status_t find_occurrences(const accel_tokenizer_t *t,
       size_t tl;
       const char *tt = tok_text(t, t->user_defined[rank], &tl);
       if (tl <= len - p && memcmp(text + p, tt, tl) == 0) {
-        ACCEL_RETURN_IF_ERROR(add_occurrence(&occ, &n, &cap, p, rank,
-                                             (uint32_t)tl));
+        ACCEL_RETURN_IF_ERROR(
+            add_occurrence(&occ, &n, &cap, p, rank, (uint32_t)tl));
       }
     }
   }
@@ -471,8 +470,7 @@ static accel_status_t partition(const accel_tokenizer_t *t, const char *text,
     if (occ[i].pos > at) {
       f[n++] = (fragment_t){at, occ[i].pos - at, -1};
     }
-    f[n++] = (fragment_t){occ[i].pos, occ[i].len,
-                          t->user_defined[occ[i].rank]};
+    f[n++] = (fragment_t){occ[i].pos, occ[i].len, t->user_defined[occ[i].rank]};
     at = occ[i].pos + occ[i].len;
   }
   if (st == ACCEL_OK && at < len) {
@@ -487,7 +485,8 @@ static accel_status_t partition(const accel_tokenizer_t *t, const char *text,
 static accel_status_t encode_all(work_t *w, const char *text, size_t len,
                                  bool add_special) {
   const accel_tokenizer_t *t = w->t;
-  if (add_special && ((t->add_bos && t->bos < 0) || (t->add_eos && t->eos < 0))) {
+  if (add_special &&
+      ((t->add_bos && t->bos < 0) || (t->add_eos && t->eos < 0))) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "tokenizer: the vocabulary asks for a %s token it does "
                        "not have",

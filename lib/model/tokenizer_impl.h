@@ -117,7 +117,8 @@ size_t tok_pretokenize(pretok_kind_t kind, const uint32_t *cps, size_t n,
 // The first two bytes of user-defined token |rank| as one number.
 static inline uint32_t tok_user_prefix(const accel_tokenizer_t *t,
                                        uint32_t rank) {
-  const uint8_t *p = (const uint8_t *)t->text + t->offset[t->user_defined[rank]];
+  const uint8_t *p =
+      (const uint8_t *)t->text + t->offset[t->user_defined[rank]];
   return (uint32_t)p[0] << 8 | p[1];
 }
 

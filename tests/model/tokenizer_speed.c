@@ -9,14 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_support.h"
-
 #include "accel/gguf.h"
 #include "accel/tokenizer.h"
+#include "test_support.h"
 
 static const char kSample[] =
     "The quick brown fox jumps over the lazy dog. 日本語のテキストと"
-    "Привет, мир! مرحبا بالعالم 😀👨‍👩‍👧 for (int i = 0; i < 100; ++i) "
+    "Привет, мир! مرحبا بالعالم 😀👨‍👩‍👧 for (int i = 0; i < 100; "
+    "++i) "
     "{ sum += x[i] * 3.14159; }\n\n    return 42;\t// it's done, we'll see\n";
 
 static char *make_text(size_t size, int kind) {
@@ -26,7 +26,8 @@ static char *make_text(size_t size, int kind) {
   }
   for (size_t i = 0; i < size;) {
     if (kind == 0) {
-      size_t n = sizeof(kSample) - 1 < size - i ? sizeof(kSample) - 1 : size - i;
+      size_t n =
+          sizeof(kSample) - 1 < size - i ? sizeof(kSample) - 1 : size - i;
       memcpy(s + i, kSample, n);
       i += n;
     } else if (kind == 1) {
@@ -76,8 +77,9 @@ int main(void) {
              kNames[v]);
     accel_gguf_t *g;
     if (accel_gguf_open_file(path, &g) != ACCEL_OK) {
-      fprintf(stderr, "tokenizer_speed: %s (fetch with "
-                      "tests/model/fetch-vocab.sh); skipping\n",
+      fprintf(stderr,
+              "tokenizer_speed: %s (fetch with "
+              "tests/model/fetch-vocab.sh); skipping\n",
               accel_last_error());
       return 77;
     }
@@ -103,10 +105,11 @@ int main(void) {
       size_t n1, n4;
       double a = encode_ns_per_byte(t, small, base, &n1);
       double b = encode_ns_per_byte(t, large, 4 * base, &n4);
-      printf(", \"%s_mb_s\": %.1f, \"%s_ids_per_kib\": %.0f, "
-             "\"%s_4x_over_1x\": %.2f",
-             kKinds[k], 1e3 / a, kKinds[k], (double)n1 * 1024 / (double)base,
-             kKinds[k], b / a);
+      printf(
+          ", \"%s_mb_s\": %.1f, \"%s_ids_per_kib\": %.0f, "
+          "\"%s_4x_over_1x\": %.2f",
+          kKinds[k], 1e3 / a, kKinds[k], (double)n1 * 1024 / (double)base,
+          kKinds[k], b / a);
       free(small);
       free(large);
     }

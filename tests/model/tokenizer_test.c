@@ -4,16 +4,16 @@
 // had), round trips and streaming UTF-8 over multilingual text, random
 // vocabularies checked against naive merge loops written here, the
 // decoder's replacement rules, malformed vocabularies and misuse.
+#include "accel/tokenizer.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "test_support.h"
-
 #include "accel/gguf.h"
-#include "accel/tokenizer.h"
 #include "gguf_out.h"
+#include "test_support.h"
 
 #define SP "\xe2\x96\x81"  // U+2581, SentencePiece's space
 
@@ -99,8 +99,8 @@ static accel_status_t open_vocab(const vocab_t *v, accel_gguf_t **g,
     kv_strings(&o, "tokenizer.ggml.tokens", v->tokens, v->n_tokens);
   }
   if (v->scores != NULL) {
-    kv_numbers(&o, "tokenizer.ggml.scores", ACCEL_GGUF_VALUE_FLOAT32,
-               v->scores, v->n_scores);
+    kv_numbers(&o, "tokenizer.ggml.scores", ACCEL_GGUF_VALUE_FLOAT32, v->scores,
+               v->n_scores);
   }
   if (v->types != NULL) {
     kv_numbers(&o, "tokenizer.ggml.token_type", ACCEL_GGUF_VALUE_INT32,
@@ -131,8 +131,7 @@ static accel_status_t open_vocab(const vocab_t *v, accel_gguf_t **g,
   return accel_tokenizer_create_from_gguf(*g, t);
 }
 
-static void close_vocab(accel_gguf_t *g, uint8_t *image,
-                        accel_tokenizer_t *t) {
+static void close_vocab(accel_gguf_t *g, uint8_t *image, accel_tokenizer_t *t) {
   accel_tokenizer_destroy(t);
   accel_gguf_close(g);
   free(image);
@@ -235,7 +234,8 @@ static char *read_all(const char *path, size_t *size) {
   return (char *)o.p;
 }
 
-// ---- the real vocabularies ----------------------------------------------------
+// ---- the real vocabularies
+// ----------------------------------------------------
 
 static char g_vocab_dir[4096];
 static char g_vocab_skip[512];
@@ -364,14 +364,52 @@ static void test_ids_match_reference(void **state) {
 
 // Pieces of multilingual text, code, emoji, whitespace runs and special-token
 // strings that random texts are made of.
-static const char *const kPieces[] = {
-    "Hello", " world", "  ", "   ", "\n", "\n\n", "\t", "\r\n", " ",
-    "日本語のテキスト", "Привет, мир", "مرحبا بالعالم", "שלום", "नमस्ते",
-    "😀", "👨‍👩‍👧‍👦", "🇺🇸", "e\xcc\x81", "ß", "ǅ", "123456789", "3.14",
-    "'s", "'LL", "'Re", "don't", "    ", "for (int i = 0; i < n; ++i) {",
-    "    return x->y;", "}", "<s>", "</s>", "<|im_start|>", "<|endoftext|>",
-    "[PAD151650]", "<|begin_of_text|>", "!!!", "...", "ＡＢＣ", "①②",
-    "\xe2\x80\x8b", "\xc2\xa0", "\xe3\x80\x80", "ℕ", "ﬁ", "Ⅻ"};
+static const char *const kPieces[] = {"Hello",
+                                      " world",
+                                      "  ",
+                                      "   ",
+                                      "\n",
+                                      "\n\n",
+                                      "\t",
+                                      "\r\n",
+                                      " ",
+                                      "日本語のテキスト",
+                                      "Привет, мир",
+                                      "مرحبا بالعالم",
+                                      "שלום",
+                                      "नमस्ते",
+                                      "😀",
+                                      "👨‍👩‍👧‍👦",
+                                      "🇺🇸",
+                                      "e\xcc\x81",
+                                      "ß",
+                                      "ǅ",
+                                      "123456789",
+                                      "3.14",
+                                      "'s",
+                                      "'LL",
+                                      "'Re",
+                                      "don't",
+                                      "    ",
+                                      "for (int i = 0; i < n; ++i) {",
+                                      "    return x->y;",
+                                      "}",
+                                      "<s>",
+                                      "</s>",
+                                      "<|im_start|>",
+                                      "<|endoftext|>",
+                                      "[PAD151650]",
+                                      "<|begin_of_text|>",
+                                      "!!!",
+                                      "...",
+                                      "ＡＢＣ",
+                                      "①②",
+                                      "\xe2\x80\x8b",
+                                      "\xc2\xa0",
+                                      "\xe3\x80\x80",
+                                      "ℕ",
+                                      "ﬁ",
+                                      "Ⅻ"};
 
 static size_t random_text(test_rng_t *rng, char *buf, size_t cap) {
   size_t n = 0;
@@ -379,8 +417,8 @@ static size_t random_text(test_rng_t *rng, char *buf, size_t cap) {
   for (size_t p = 0; p < parts; ++p) {
     if (test_rng_range(rng, 0, 4) == 0) {
       // a random scalar value from a few planes (no surrogates)
-      static const uint32_t kBase[] = {0x20, 0xa0, 0x400, 0x3040, 0x4e00,
-                                       0xac00, 0x1f300, 0x20000};
+      static const uint32_t kBase[] = {0x20,   0xa0,   0x400,   0x3040,
+                                       0x4e00, 0xac00, 0x1f300, 0x20000};
       uint32_t cp = kBase[test_rng_range(rng, 0, 7)] +
                     (uint32_t)test_rng_range(rng, 0, 0x5f);
       char u[4];
@@ -468,9 +506,7 @@ static void check_round_trips(const char *name) {
 // decode(encode(x)) == x through the streaming decoder, every chunk valid
 // UTF-8, for the test texts and random multilingual texts (state: the
 // vocabulary's name).
-static void test_round_trips(void **state) {
-  check_round_trips(*state);
-}
+static void test_round_trips(void **state) { check_round_trips(*state); }
 
 // BOS and EOS follow the files' flags: llama-spm adds BOS, llama-bpe adds
 // BOS by llama.cpp's default for its pre-tokenizer, qwen2 adds neither;
@@ -495,8 +531,8 @@ static void test_special_tokens_follow_the_file(void **state) {
     assert_int_equal(accel_tokenizer_eos(r.tok), kCases[c].eos);
     size_t n, m;
     int32_t *plain = encode(r.tok, "Hi there", 8, 0, &n);
-    int32_t *with = encode(r.tok, "Hi there", 8,
-                           ACCEL_TOKENIZER_ENCODE_ADD_SPECIAL, &m);
+    int32_t *with =
+        encode(r.tok, "Hi there", 8, ACCEL_TOKENIZER_ENCODE_ADD_SPECIAL, &m);
     assert_int_equal(m, n + (kCases[c].adds_bos ? 1 : 0));
     if (kCases[c].adds_bos) {
       assert_int_equal(with[0], kCases[c].bos);
@@ -514,15 +550,14 @@ static void test_special_tokens_follow_the_file(void **state) {
     free(ids);
     char piece[64];
     size_t len;
-    assert_int_equal(accel_tokenizer_token_piece(r.tok, kCases[c].bos, 0,
-                                                 piece, sizeof(piece), &len),
+    assert_int_equal(accel_tokenizer_token_piece(r.tok, kCases[c].bos, 0, piece,
+                                                 sizeof(piece), &len),
                      ACCEL_OK);
     assert_int_equal(len, 0);
-    assert_int_equal(
-        accel_tokenizer_token_piece(r.tok, kCases[c].bos,
-                                    ACCEL_TOKENIZER_PIECE_SPECIAL, piece,
-                                    sizeof(piece), &len),
-        ACCEL_OK);
+    assert_int_equal(accel_tokenizer_token_piece(r.tok, kCases[c].bos,
+                                                 ACCEL_TOKENIZER_PIECE_SPECIAL,
+                                                 piece, sizeof(piece), &len),
+                     ACCEL_OK);
     assert_true(len == strlen(st) && memcmp(piece, st, len) == 0);
     close_real(&r);
   }
@@ -588,7 +623,8 @@ static void test_random_bytes_encode_in_range(void **state) {
   }
 }
 
-// ---- random vocabularies against naive merge loops ----------------------------
+// ---- random vocabularies against naive merge loops
+// ----------------------------
 
 static char *xstrdup(const char *s) {
   char *d = strdup(s);
@@ -652,9 +688,16 @@ static void test_spm_matches_naive_merges(void **state) {
       // few distinct scores, so that ties happen
       scores[n++] = -(float)test_rng_range(&rng, 0, 30);
     }
-    vocab_t v = {.model = "llama", .tokens = tokens, .n_tokens = n,
-                 .scores = scores, .n_scores = n, .types = types,
-                 .bos = 1, .eos = 2, .unk = 0, .add_bos = -1,
+    vocab_t v = {.model = "llama",
+                 .tokens = tokens,
+                 .n_tokens = n,
+                 .scores = scores,
+                 .n_scores = n,
+                 .types = types,
+                 .bos = 1,
+                 .eos = 2,
+                 .unk = 0,
+                 .add_bos = -1,
                  .add_space_prefix = -1};
     accel_gguf_t *g;
     uint8_t *image;
@@ -744,8 +787,8 @@ static void byte_level(uint8_t b, char *out) {
   static int order[256];
   int next = 0;
   for (int c = 0; c < 256; ++c) {
-    bool printable = (c >= '!' && c <= '~') || (c >= 0xa1 && c <= 0xac) ||
-                     c >= 0xae;
+    bool printable =
+        (c >= '!' && c <= '~') || (c >= 0xa1 && c <= 0xac) || c >= 0xae;
     order[c] = printable ? c : 256 + next++;
   }
   int cp = order[b];
@@ -787,7 +830,8 @@ static void test_bpe_matches_naive_merges(void **state) {
       }
       char m[256];
       snprintf(m, sizeof(m), "%s %s", x, y);
-      if (strlen(x) + strlen(y) > 12 || find_text(merges, nm, m, strlen(m)) >= 0) {
+      if (strlen(x) + strlen(y) > 12 ||
+          find_text(merges, nm, m, strlen(m)) >= 0) {
         continue;
       }
       left[nm] = xstrdup(x), right[nm] = xstrdup(y);
@@ -797,9 +841,16 @@ static void test_bpe_matches_naive_merges(void **state) {
         tokens[n++] = xstrdup(m);
       }
     }
-    vocab_t v = {.model = "gpt2", .pre = "qwen2", .tokens = tokens,
-                 .n_tokens = n, .merges = merges, .n_merges = nm,
-                 .bos = -1, .eos = -1, .unk = -1, .add_bos = -1,
+    vocab_t v = {.model = "gpt2",
+                 .pre = "qwen2",
+                 .tokens = tokens,
+                 .n_tokens = n,
+                 .merges = merges,
+                 .n_merges = nm,
+                 .bos = -1,
+                 .eos = -1,
+                 .unk = -1,
+                 .add_bos = -1,
                  .add_space_prefix = -1};
     accel_gguf_t *g;
     uint8_t *image;
@@ -888,10 +939,18 @@ static void test_user_defined_tokens_split_as_llama_cpp(void **state) {
       tokens[n] = xstrdup(u), types[n++] = 4;
     }
     char *merges[] = {"a b"};
-    vocab_t v = {.model = "gpt2", .pre = "qwen2", .tokens = tokens,
-                 .n_tokens = n, .types = types, .merges = merges,
-                 .n_merges = 1, .bos = -1, .eos = -1, .unk = -1,
-                 .add_bos = -1, .add_space_prefix = -1};
+    vocab_t v = {.model = "gpt2",
+                 .pre = "qwen2",
+                 .tokens = tokens,
+                 .n_tokens = n,
+                 .types = types,
+                 .merges = merges,
+                 .n_merges = 1,
+                 .bos = -1,
+                 .eos = -1,
+                 .unk = -1,
+                 .add_bos = -1,
+                 .add_space_prefix = -1};
     accel_gguf_t *g;
     uint8_t *image;
     accel_tokenizer_t *t;
@@ -969,7 +1028,8 @@ static void test_user_defined_tokens_split_as_llama_cpp(void **state) {
   }
 }
 
-// ---- the decoder --------------------------------------------------------------
+// ---- the decoder
+// --------------------------------------------------------------
 
 // A SentencePiece vocabulary of byte tokens (id 6 + byte) and the words
 // "hi" (5), U+2581 "hi" (3) and "x" (4).
@@ -989,17 +1049,24 @@ static accel_status_t open_byte_vocab(accel_gguf_t **g, uint8_t **image,
     snprintf(names[b], sizeof(names[b]), "<0x%02X>", b);
     tokens[6 + b] = names[b], types[6 + b] = 6;
   }
-  vocab_t v = {.model = "llama", .tokens = tokens, .n_tokens = 262,
-               .scores = scores, .n_scores = 262, .types = types,
-               .bos = 1, .eos = 2, .unk = 0, .add_bos = -1,
+  vocab_t v = {.model = "llama",
+               .tokens = tokens,
+               .n_tokens = 262,
+               .scores = scores,
+               .n_scores = 262,
+               .types = types,
+               .bos = 1,
+               .eos = 2,
+               .unk = 0,
+               .add_bos = -1,
                .add_space_prefix = -1};
   return open_vocab(&v, g, image, t);
 }
 
 // Feeds |bytes| one byte token each and returns what came out in total
 // (after a flush), checking each chunk's validity.
-static char *push_bytes(const accel_tokenizer_t *t, const char *bytes,
-                        size_t n, size_t *size) {
+static char *push_bytes(const accel_tokenizer_t *t, const char *bytes, size_t n,
+                        size_t *size) {
   int32_t ids[64];
   for (size_t i = 0; i < n; ++i) {
     ids[i] = 6 + (uint8_t)bytes[i];
@@ -1033,12 +1100,18 @@ static void test_decoder_holds_split_characters(void **state) {
     const char *in, *want;
   } kCases[] = {
       {"\xff", "\xef\xbf\xbd"},
-      {"\xe2\x82" "A", "\xef\xbf\xbd" "A"},
+      {"\xe2\x82"
+       "A",
+       "\xef\xbf\xbd"
+       "A"},
       {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
       {"\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd"},
       {"\xf0\x9f", "\xef\xbf\xbd"},
-      {"a\xf4\x90\x80\x80" "b", "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
-                                "\xef\xbf\xbd" "b"},
+      {"a\xf4\x90\x80\x80"
+       "b",
+       "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+       "\xef\xbf\xbd"
+       "b"},
       {"\xe6\x97\xa5\xe6\x9c", "\xe6\x97\xa5\xef\xbf\xbd"},
   };
   for (size_t c = 0; c < sizeof(kCases) / sizeof(kCases[0]); ++c) {
@@ -1090,7 +1163,8 @@ static void test_decoder_space_prefix_and_specials(void **state) {
   close_vocab(g, image, t);
 }
 
-// ---- malformed vocabularies and misuse ------------------------------------------
+// ---- malformed vocabularies and misuse
+// ------------------------------------------
 
 static void expect_refused(const vocab_t *v, accel_status_t want,
                            const char *needle) {
@@ -1113,9 +1187,16 @@ static void test_malformed_vocabularies_are_refused(void **state) {
   char *bad_merges[] = {"a b", "a zz"};
   char *spaceless[] = {"ab"};
   float scores[4] = {0};
-  vocab_t base = {.model = "gpt2", .pre = "qwen2", .tokens = tokens,
-                  .n_tokens = 4, .merges = merges, .n_merges = 1,
-                  .bos = -1, .eos = -1, .unk = -1, .add_bos = -1,
+  vocab_t base = {.model = "gpt2",
+                  .pre = "qwen2",
+                  .tokens = tokens,
+                  .n_tokens = 4,
+                  .merges = merges,
+                  .n_merges = 1,
+                  .bos = -1,
+                  .eos = -1,
+                  .unk = -1,
+                  .add_bos = -1,
                   .add_space_prefix = -1};
   vocab_t v = base;
   v.merges = NULL;
@@ -1184,23 +1265,23 @@ static void test_misuse_is_refused(void **state) {
   assert_int_equal(count, 77);
   // " hi hi x" -> ▁hi ▁hi ▁ x: "▁" alone has no token, so <0xE2> <0x96>
   // <0x81>; with BOS 7 ids.
-  assert_int_equal(accel_tokenizer_encode(t, "hi hi x", 7,
-                                          ACCEL_TOKENIZER_ENCODE_ADD_SPECIAL,
-                                          NULL, 0, &count),
-                   ACCEL_OK);
+  assert_int_equal(
+      accel_tokenizer_encode(
+          t, "hi hi x", 7, ACCEL_TOKENIZER_ENCODE_ADD_SPECIAL, NULL, 0, &count),
+      ACCEL_OK);
   assert_int_equal(count, 7);
-  assert_int_equal(accel_tokenizer_encode(t, "hi hi x", 7,
-                                          ACCEL_TOKENIZER_ENCODE_ADD_SPECIAL,
-                                          ids, 4, &count),
-                   ACCEL_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(
+      accel_tokenizer_encode(
+          t, "hi hi x", 7, ACCEL_TOKENIZER_ENCODE_ADD_SPECIAL, ids, 4, &count),
+      ACCEL_ERROR_OUT_OF_MEMORY);
   assert_int_equal(count, 7);
   assert_int_equal(ids[0], -5);
   assert_non_null(strstr(accel_last_error(), "needs 7 ids"));
   int32_t all[7];
-  assert_int_equal(accel_tokenizer_encode(t, "hi hi x", 7,
-                                          ACCEL_TOKENIZER_ENCODE_ADD_SPECIAL,
-                                          all, 7, &count),
-                   ACCEL_OK);
+  assert_int_equal(
+      accel_tokenizer_encode(
+          t, "hi hi x", 7, ACCEL_TOKENIZER_ENCODE_ADD_SPECIAL, all, 7, &count),
+      ACCEL_OK);
   const int32_t want[7] = {1, 3, 3, 6 + 0xe2, 6 + 0x96, 6 + 0x81, 4};
   assert_memory_equal(all, want, sizeof(want));
 
@@ -1218,10 +1299,10 @@ static void test_misuse_is_refused(void **state) {
   assert_int_equal(accel_tokenizer_token_piece(t, 3, 0, NULL, 0, &size),
                    ACCEL_OK);
   assert_int_equal(size, 3);
-  assert_int_equal(accel_tokenizer_token_piece(
-                       t, 3, ACCEL_TOKENIZER_PIECE_KEEP_SPACE_PREFIX, buf, 8,
-                       &size),
-                   ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(
+      accel_tokenizer_token_piece(t, 3, ACCEL_TOKENIZER_PIECE_KEEP_SPACE_PREFIX,
+                                  buf, 8, &size),
+      ACCEL_ERROR_INVALID_ARGUMENT);
 
   accel_token_decoder_t *d = NULL;
   assert_int_equal(accel_token_decoder_create(t, 0x80, &d),
