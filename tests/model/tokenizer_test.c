@@ -6,6 +6,7 @@
 // decoder's replacement rules, malformed vocabularies and misuse.
 #include "accel/tokenizer.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1163,6 +1164,76 @@ static void test_decoder_space_prefix_and_specials(void **state) {
   close_vocab(g, image, t);
 }
 
+// ---- threads ------------------------------------------------------------------
+
+typedef struct shared_run {
+  const accel_tokenizer_t *tok;
+  const char *const *texts;
+  size_t n_texts;
+  int32_t *want[8];
+  size_t want_n[8];
+  int mismatches;
+} shared_run_t;
+
+static void *encode_all_texts(void *arg) {
+  shared_run_t *r = arg;
+  for (int round = 0; round < 50; ++round) {
+    for (size_t i = 0; i < r->n_texts; ++i) {
+      int32_t ids[128];
+      size_t n = 0;
+      accel_status_t st = accel_tokenizer_encode(
+          r->tok, r->texts[i], strlen(r->texts[i]),
+          ACCEL_TOKENIZER_ENCODE_ADD_SPECIAL, ids, 128, &n);
+      accel_token_decoder_t *d;
+      const char *text;
+      size_t len;
+      if (st != ACCEL_OK || n != r->want_n[i] ||
+          memcmp(ids, r->want[i], n * sizeof(int32_t)) != 0 ||
+          accel_token_decoder_create(r->tok, 0, &d) != ACCEL_OK) {
+        __atomic_add_fetch(&r->mismatches, 1, __ATOMIC_RELAXED);
+        continue;
+      }
+      for (size_t k = 0; k < n; ++k) {
+        if (accel_token_decoder_push(d, ids[k], &text, &len) != ACCEL_OK) {
+          __atomic_add_fetch(&r->mismatches, 1, __ATOMIC_RELAXED);
+        }
+      }
+      accel_token_decoder_destroy(d);
+    }
+  }
+  return NULL;
+}
+
+// One tokenizer encodes from four threads at once (each with its own
+// decoder) and gives every thread the ids it gives one thread alone.
+static void test_tokenizer_is_shared_by_threads(void **state) {
+  (void)state;
+  accel_gguf_t *g;
+  uint8_t *image;
+  accel_tokenizer_t *t;
+  assert_int_equal(open_byte_vocab(&g, &image, &t), ACCEL_OK);
+  static const char *const kTexts[] = {"hi hi x", "xx hi", " hi\xe6\x97\xa5",
+                                       "", "hihihi  x"};
+  shared_run_t run = {.tok = t, .texts = kTexts, .n_texts = 5};
+  for (size_t i = 0; i < 5; ++i) {
+    run.want[i] = encode(t, kTexts[i], strlen(kTexts[i]),
+                         ACCEL_TOKENIZER_ENCODE_ADD_SPECIAL, &run.want_n[i]);
+  }
+  pthread_t threads[4];
+  for (int i = 0; i < 4; ++i) {
+    assert_int_equal(pthread_create(&threads[i], NULL, encode_all_texts, &run),
+                     0);
+  }
+  for (int i = 0; i < 4; ++i) {
+    pthread_join(threads[i], NULL);
+  }
+  assert_int_equal(run.mismatches, 0);
+  for (size_t i = 0; i < 5; ++i) {
+    free(run.want[i]);
+  }
+  close_vocab(g, image, t);
+}
+
 // ---- malformed vocabularies and misuse
 // ------------------------------------------
 
@@ -1339,6 +1410,7 @@ int main(void) {
       cmocka_unit_test(test_user_defined_tokens_split_as_llama_cpp),
       cmocka_unit_test(test_decoder_holds_split_characters),
       cmocka_unit_test(test_decoder_space_prefix_and_specials),
+      cmocka_unit_test(test_tokenizer_is_shared_by_threads),
       cmocka_unit_test(test_malformed_vocabularies_are_refused),
       cmocka_unit_test(test_misuse_is_refused),
   };
