@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "accel/gguf.h"
 #include "gguf_out.h"
@@ -257,6 +258,7 @@ static int fetch_vocabularies(void **state) {
   char cmd[8400];
   snprintf(cmd, sizeof(cmd), "'%s' '%s'", fetch, dir);
   int rc = system(cmd);
+  rc = rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   if (rc != 0) {
     snprintf(g_vocab_skip, sizeof(g_vocab_skip),
              "the real vocabularies could not be fetched (%s exited %d; "
