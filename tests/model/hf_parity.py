@@ -1,24 +1,30 @@
 #!/usr/bin/env python3
-"""The BPE tokenizers against Hugging Face's `tokenizers` on random text.
+"""The tokenizers against the reference libraries on random text.
 
 usage: hf_parity.py LIBACCEL VOCAB_DIR TEXTS [SEED]
 
-llama.cpp's reference ids (.gguf.out) come from Hugging Face tokenizers; this
-rebuilds such a tokenizer from each real BPE vocabulary's own tokens, merges
-and user-defined tokens, with the pre-tokenizer's original regular
-expression (tokenizers' Split + ByteLevel), and compares its ids with
-accel's (called through ctypes on libaccel.so) on TEXTS random multilingual
-texts per vocabulary (seeded; the seed is printed) and on the .gguf.inp
-texts. Exits 77 when `tokenizers` or `gguf` cannot be imported.
+llama.cpp's reference ids (.gguf.out) come from the models' own tokenizers;
+this rebuilds them from each real vocabulary: for the BPE ones a Hugging
+Face `tokenizers` tokenizer from the file's tokens, merges and user-defined
+tokens with the pre-tokenizer's original regular expression (Split +
+ByteLevel); for llama-spm a `sentencepiece` BPE model (byte fallback,
+dummy prefix, no normalization) from the file's pieces, scores and types.
+Their ids are compared with accel's (called through ctypes on libaccel.so)
+on TEXTS random multilingual texts per vocabulary (seeded; the seed is
+printed) and on the .gguf.inp texts. Exits 77 when `tokenizers`,
+`sentencepiece` or `gguf` cannot be imported.
 """
 import ctypes
 import os
 import random
 import sys
 import time
+import types
 
 try:
     import gguf
+    import sentencepiece
+    from sentencepiece import sentencepiece_model_pb2 as sp_pb
     from tokenizers import AddedToken, Regex, Tokenizer, models, pre_tokenizers
 except ImportError as e:
     print("hf_parity: %s; skipping" % e)
@@ -29,8 +35,10 @@ SEED = int(sys.argv[4]) if len(sys.argv) > 4 else int(time.time())
 
 REGEX = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|%s"
          "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
-# vocabulary, digit rule, whole-word lookup (llama.cpp's ignore_merges)
-CASES = [("llama-bpe", "\\p{N}{1,3}", True), ("qwen2", "\\p{N}", False)]
+# vocabulary, digit rule, whole-word lookup (llama.cpp's ignore_merges);
+# no digit rule: SentencePiece
+CASES = [("llama-spm", None, None), ("llama-bpe", "\\p{N}{1,3}", True),
+         ("qwen2", "\\p{N}", False)]
 
 PIECES = ["Hello", " world", "  ", "   ", "\n", "\n\n", "\t", "\r\n", " ",
           "日本語のテキスト", "Привет, мир", "مرحبا بالعالم", "שלום", "नमस्ते",
@@ -76,6 +84,37 @@ def hf_tokenizer(path, digits, ignore_merges):
     return tok
 
 
+class SentencePiece:
+    """llama-spm as sentencepiece itself runs it."""
+
+    def __init__(self, path):
+        r = gguf.GGUFReader(path)
+        tokens = field_strings(r, "tokenizer.ggml.tokens")
+        f = r.fields["tokenizer.ggml.scores"]
+        scores = [float(f.parts[i][0]) for i in f.data]
+        f = r.fields["tokenizer.ggml.token_type"]
+        kinds = [int(f.parts[i][0]) for i in f.data]
+        m = sp_pb.ModelProto()
+        m.trainer_spec.model_type = sp_pb.TrainerSpec.BPE
+        m.trainer_spec.byte_fallback = True
+        m.trainer_spec.vocab_size = len(tokens)
+        m.trainer_spec.unk_id, m.trainer_spec.bos_id = 0, 1
+        m.trainer_spec.eos_id, m.trainer_spec.pad_id = 2, -1
+        m.normalizer_spec.name = "identity"
+        m.normalizer_spec.add_dummy_prefix = True
+        m.normalizer_spec.remove_extra_whitespaces = False
+        m.normalizer_spec.escape_whitespaces = True
+        for text, score, ty in zip(tokens, scores, kinds):
+            p = m.pieces.add()
+            p.piece, p.score, p.type = text, score, ty  # the same numbering
+        self.sp = sentencepiece.SentencePieceProcessor(
+            model_proto=m.SerializeToString())
+
+    def encode(self, text, add_special_tokens=False):
+        # the shape of a tokenizers Encoding, for the comparison loop
+        return types.SimpleNamespace(ids=self.sp.encode(text))
+
+
 class Accel:
     def __init__(self, lib, path):
         self.lib = ctypes.CDLL(lib)
@@ -104,7 +143,8 @@ def main():
     failures = 0
     for name, digits, ignore in CASES:
         path = os.path.join(VOCAB, "ggml-vocab-%s.gguf" % name)
-        hf = hf_tokenizer(path, digits, ignore)
+        hf = (SentencePiece(path) if digits is None
+              else hf_tokenizer(path, digits, ignore))
         ours = Accel(LIB, path)
         rng = random.Random(SEED)
         with open(path + ".inp", encoding="utf-8") as f:
@@ -117,8 +157,10 @@ def main():
             if want != got:
                 bad += 1
                 if bad <= 3:
-                    print("%s %r:\n  tokenizers %s\n  accel      %s" % (name, text, want, got))
-        print("%s: %d texts, %d differ from tokenizers" % (name, len(texts), bad))
+                    print("%s %r:\n  reference %s\n  accel     %s" % (name, text, want, got))
+        print("%s: %d texts, %d differ from %s" % (
+            name, len(texts), bad,
+            "sentencepiece" if digits is None else "tokenizers"))
         failures += bad
     return 1 if failures else 0
 

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Sets up a virtual environment with Hugging Face `tokenizers` and `gguf`
+# Sets up a virtual environment with Hugging Face `tokenizers`,
+# `sentencepiece` and `gguf`
 # (from PyPI, once, in VENV) and the real vocabularies (fetch-vocab.sh), then
 # runs hf_parity.py. Exits 77 (skipped) with the reason when either cannot
 # be had.
@@ -13,11 +14,12 @@ lib=$3
 texts=${4:-1000}
 "$here/fetch-vocab.sh" "$vocab" || exit 77
 if [ ! -x "$venv/bin/python" ] || \
-    ! "$venv/bin/python" -c "import tokenizers, gguf" 2>/dev/null; then
+    ! "$venv/bin/python" -c "import tokenizers, sentencepiece, gguf" \
+      2>/dev/null; then
   if ! python3 -m venv "$venv" >/dev/null 2>&1 || \
       ! timeout 600 "$venv/bin/python" -m pip install --quiet \
-        tokenizers gguf numpy >"$venv.log" 2>&1; then
-    echo "hf_parity: cannot install tokenizers and gguf into $venv" \
+        tokenizers sentencepiece protobuf gguf numpy >"$venv.log" 2>&1; then
+    echo "hf_parity: cannot install the reference tokenizers into $venv" \
       "(offline?): see $venv.log" >&2
     exit 77
   fi
