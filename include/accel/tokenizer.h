@@ -83,7 +83,8 @@ ACCEL_API accel_status_t accel_tokenizer_create_from_gguf(
 ACCEL_API void accel_tokenizer_destroy(accel_tokenizer_t *tokenizer);
 
 // The tokenizer's algorithm, its number of tokens, and its BOS and EOS ids
-// (-1 where the vocabulary has none). Never fail on a tokenizer.
+// (-1 where the vocabulary has none). They cannot fail; a NULL |tokenizer|
+// gives 0 (kind and size) or -1 (ids).
 // Thread-safe.
 ACCEL_API accel_tokenizer_kind_t accel_tokenizer_kind(
     const accel_tokenizer_t *tokenizer);

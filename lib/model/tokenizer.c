@@ -685,16 +685,20 @@ void accel_tokenizer_destroy(accel_tokenizer_t *tokenizer) {
 }
 
 accel_tokenizer_kind_t accel_tokenizer_kind(const accel_tokenizer_t *t) {
-  return t->kind;
+  return t != NULL ? t->kind : (accel_tokenizer_kind_t)0;
 }
 
 uint32_t accel_tokenizer_vocab_size(const accel_tokenizer_t *t) {
-  return t->n_tokens;
+  return t != NULL ? t->n_tokens : 0;
 }
 
-int32_t accel_tokenizer_bos(const accel_tokenizer_t *t) { return t->bos; }
+int32_t accel_tokenizer_bos(const accel_tokenizer_t *t) {
+  return t != NULL ? t->bos : -1;
+}
 
-int32_t accel_tokenizer_eos(const accel_tokenizer_t *t) { return t->eos; }
+int32_t accel_tokenizer_eos(const accel_tokenizer_t *t) {
+  return t != NULL ? t->eos : -1;
+}
 
 // ---- pieces -----------------------------------------------------------------
 

@@ -1394,6 +1394,12 @@ static void test_misuse_is_refused(void **state) {
   accel_token_decoder_destroy(d);
   accel_token_decoder_destroy(NULL);
   accel_tokenizer_destroy(NULL);
+  assert_int_equal(accel_tokenizer_kind(NULL), 0);
+  assert_int_equal(accel_tokenizer_vocab_size(NULL), 0);
+  assert_int_equal(accel_tokenizer_bos(NULL), -1);
+  assert_int_equal(accel_tokenizer_eos(NULL), -1);
+  assert_int_equal(accel_tokenizer_kind(t), ACCEL_TOKENIZER_KIND_SPM);
+  assert_int_equal(accel_tokenizer_vocab_size(t), 262);
   close_vocab(g, image, t);
 }
 
