@@ -1,14 +1,141 @@
-// The streaming detokenizer: joins token pieces and lets out only complete,
+// Detokenization: token pieces (llama.cpp's token_to_piece), and the
+// streaming decoder that joins them and lets out only complete,
 // valid UTF-8. Bytes that may still start a character wait for the next
 // token; bytes that cannot become one are replaced by U+FFFD, one per
 // maximal invalid subsequence (Unicode's "substitution of maximal
 // subparts"), so that the output is the same however the bytes were split
 // over tokens.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "model/tokenizer_impl.h"
+
+// ---- pieces -----------------------------------------------------------------
+
+static size_t put(char *buf, size_t capacity, size_t at, const void *src,
+                  size_t n) {
+  if (at < capacity) {
+    memcpy(buf + at, src, n <= capacity - at ? n : capacity - at);
+  }
+  return at + n;
+}
+
+static int hex_digit(char c) {
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                : -1;
+}
+
+size_t tok_piece(const accel_tokenizer_t *t, int32_t id, uint32_t flags,
+                 char *buf, size_t capacity) {
+  size_t len;
+  const char *s = tok_text(t, id, &len);
+  switch (t->type[id]) {
+    case TOKEN_TYPE_CONTROL:
+    case TOKEN_TYPE_UNKNOWN:
+      return (flags & ACCEL_TOKENIZER_PIECE_SPECIAL)
+                 ? put(buf, capacity, 0, s, len)
+                 : 0;
+    case TOKEN_TYPE_USER_DEFINED:
+      return put(buf, capacity, 0, s, len);
+    case TOKEN_TYPE_NORMAL:
+      break;
+    case TOKEN_TYPE_BYTE:
+      if (t->kind == ACCEL_TOKENIZER_KIND_SPM && len == 6 &&
+          memcmp(s, "<0x", 3) == 0 && hex_digit(s[3]) >= 0 &&
+          hex_digit(s[4]) >= 0 && s[5] == '>') {
+        char byte = (char)(hex_digit(s[3]) * 16 + hex_digit(s[4]));
+        return put(buf, capacity, 0, &byte, 1);
+      }
+      return 0;
+    default:  // UNDEFINED, UNUSED: nothing, as llama.cpp
+      return 0;
+  }
+  size_t at = 0;
+  if (t->kind == ACCEL_TOKENIZER_KIND_SPM) {
+    size_t run = 0;  // bytes copied up to each U+2581 (E2 96 81)
+    for (size_t i = 0; i < len;) {
+      if (i + 3 <= len && memcmp(s + i, "\xe2\x96\x81", 3) == 0) {
+        at = put(buf, capacity, at, s + run, i - run);
+        at = put(buf, capacity, at, " ", 1);
+        i += 3;
+        run = i;
+      } else {
+        ++i;
+      }
+    }
+    return put(buf, capacity, at, s + run, len - run);
+  }
+  for (size_t i = 0; i < len;) {
+    uint32_t cp;
+    size_t n = tok_utf8_decode((const uint8_t *)s + i, len - i, &cp);
+    int b = tok_char_byte(cp);
+    if (b >= 0) {
+      char c = (char)b;
+      at = put(buf, capacity, at, &c, 1);
+    } else {
+      // llama.cpp's llama_decode_text spells a character outside the
+      // byte-level alphabet this way.
+      char tmp[64];
+      int m = snprintf(tmp, sizeof(tmp), "[UNK_BYTE_0x");
+      char enc[4];
+      size_t el = tok_utf8_encode(cp, enc);
+      for (size_t k = 0; k < el; ++k) {
+        m +=
+            snprintf(tmp + m, sizeof(tmp) - (size_t)m, "%02x", (uint8_t)enc[k]);
+      }
+      at = put(buf, capacity, at, tmp, (size_t)m);
+      at = put(buf, capacity, at, s, len);
+      at = put(buf, capacity, at, "]", 1);
+    }
+    i += n;
+  }
+  return at;
+}
+
+accel_status_t accel_tokenizer_token_piece(const accel_tokenizer_t *tokenizer,
+                                           int32_t id,
+                                           accel_tokenizer_piece_flags_t flags,
+                                           char *buffer, size_t capacity,
+                                           size_t *out_size) {
+  if (tokenizer == NULL || out_size == NULL ||
+      (buffer == NULL && capacity != 0)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "accel_tokenizer_token_piece: %s is NULL",
+                       tokenizer == NULL  ? "tokenizer"
+                       : out_size == NULL ? "out_size"
+                                          : "buffer (with a capacity)");
+  }
+  if (flags & ~(uint32_t)ACCEL_TOKENIZER_PIECE_SPECIAL) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "accel_tokenizer_token_piece: unknown flags 0x%x",
+                       flags & ~(uint32_t)ACCEL_TOKENIZER_PIECE_SPECIAL);
+  }
+  if (id < 0 || (uint32_t)id >= tokenizer->n_tokens) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "accel_tokenizer_token_piece: token %d is not in the "
+                       "vocabulary of %u",
+                       id, tokenizer->n_tokens);
+  }
+  size_t size = tok_piece(tokenizer, id, flags, NULL, 0);
+  if (capacity != 0 && capacity < size) {
+    *out_size = size;
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "accel_tokenizer_token_piece: token %d needs %zu bytes, "
+                       "capacity is %zu",
+                       id, size, capacity);
+  }
+  if (capacity != 0) {
+    tok_piece(tokenizer, id, flags, buffer, capacity);
+  }
+  *out_size = size;
+  return ACCEL_OK;
+}
+
+// ---- the streaming decoder --------------------------------------------------
 
 struct accel_token_decoder {
   const accel_tokenizer_t *tokenizer;

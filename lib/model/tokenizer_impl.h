@@ -1,6 +1,8 @@
 // Internals of the GGUF tokenizers (include/accel/tokenizer.h), shared by
-// the loader (tokenizer.c), the encoders (tokenizer_encode.c), the
-// pre-tokenizer (tokenizer_pretok.c) and the decoder (token_decoder.c).
+// the loader (tokenizer.c), the byte-level alphabet and UTF-8 helpers
+// (tokenizer_bytes.c), the encoders (tokenizer_encode.c), the
+// pre-tokenizer (tokenizer_pretok.c) and pieces and the decoder
+// (token_decoder.c).
 #ifndef ACCEL_MODEL_TOKENIZER_IMPL_H_
 #define ACCEL_MODEL_TOKENIZER_IMPL_H_
 
