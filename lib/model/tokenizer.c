@@ -368,9 +368,10 @@ static accel_status_t load_merges(const accel_gguf_t *g, accel_tokenizer_t *t) {
   ACCEL_RETURN_IF_ERROR(find_array(g, KEY_PREFIX "merges",
                                    ACCEL_GGUF_VALUE_STRING, ACCEL_ERROR_FORMAT,
                                    &merges, &found));
-  if (merges.array_count >= INT32_MAX) {
+  if (merges.array_count > (1u << 24)) {  // ranks are exact in a float
     return accel_error(ACCEL_ERROR_FORMAT,
-                       "tokenizer: " KEY_PREFIX "merges has %llu entries",
+                       "tokenizer: " KEY_PREFIX "merges has %llu entries (at "
+                       "most 2^24)",
                        (unsigned long long)merges.array_count);
   }
   t->merges_mask = table_size(merges.array_count) - 1;

@@ -18,13 +18,16 @@ typedef struct symbol {
 } symbol_t;
 
 // A candidate merge of symbols |left| and |right|. SentencePiece orders by
-// score (higher first), BPE by rank (|score| = -rank); ties go to the
-// leftmost pair, as llama.cpp's comparators do.
+// score (higher first), BPE by rank (|score| = -rank, exact in a float as
+// the loader allows at most 2^24 merges); ties go to the leftmost pair, as
+// llama.cpp's comparators do. |size| is the pair's bytes when pushed:
+// symbols only grow, so while both are alive their sizes add up to it
+// exactly when neither has merged since (the candidate is not stale).
+// 16 bytes: the heap of a long text is many MiB and sifts miss the cache.
 typedef struct bigram {
-  double score;
+  float score;
   int32_t left, right;
-  uint32_t size;     // SentencePiece: bytes of the pair when pushed
-  int32_t lid, rid;  // BPE: the symbols' tokens when pushed
+  uint32_t size;
 } bigram_t;
 
 typedef struct work {
@@ -154,7 +157,7 @@ static accel_status_t spm_try_bigram(work_t *w, int32_t left, int32_t right) {
   if (id < 0) {
     return ACCEL_OK;
   }
-  bigram_t b = {w->t->scores[id], left, right, size, -1, -1};
+  bigram_t b = {w->t->scores[id], left, right, size};
   return heap_push(w, &b);
 }
 
@@ -229,8 +232,8 @@ static accel_status_t bpe_add_bigram(work_t *w, int32_t left, int32_t right) {
   if (m == NULL) {
     return ACCEL_OK;
   }
-  bigram_t b = {-(double)m->rank, left, right, 0, w->sym[left].id,
-                w->sym[right].id};
+  bigram_t b = {-(float)m->rank, left, right,
+                w->sym[left].n + w->sym[right].n};
   return heap_push(w, &b);
 }
 
@@ -268,7 +271,7 @@ static accel_status_t bpe_word(work_t *w, size_t size) {
   while (w->n_heap > 0) {
     bigram_t b = heap_pop(w);
     symbol_t *l = &w->sym[b.left], *r = &w->sym[b.right];
-    if (l->n == 0 || r->n == 0 || l->id != b.lid || r->id != b.rid) {
+    if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) {
       continue;  // stale: one side merged since
     }
     merge_symbols(w, b.left, b.right);
