@@ -19,6 +19,7 @@
 #include "accel/sampling.h"
 #include "accel/semaphore.h"
 #include "accel/stream.h"
+#include "accel/tokenizer.h"
 #include "accel/topology.h"
 #include "accel/trace.h"
 

@@ -21,6 +21,7 @@ EXCLUSIVE = {
     "accel-topo": [["--tree", "--json"], ["--xml", "a.xml", "--synthetic", "pu:2"]],
     "accel-pack": [["m.txt", "-o", "o.axe", "--progress", "--quiet"]],
     "accel-inspect": [],
+    "accel-run": [],
     "accel-trace": [["summary", "t.pftrace", "-o", "x"]],
 }
 
