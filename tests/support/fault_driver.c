@@ -106,6 +106,11 @@ static accel_status_t f_queue_submit(accel_drv_queue_t *q,
 }
 
 static bool g_offer_direct = true;
+static bool g_offer_recordings = true;
+
+void fault_driver_offer_recordings(bool offer) {
+  g_offer_recordings = offer;
+}
 
 void fault_driver_offer_direct_submit_ops(bool offer) {
   g_offer_direct = offer;
@@ -168,6 +173,10 @@ accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,
   g_fault_queue_ops.submit = f_queue_submit;
   g_fault_queue_ops.host_call = g_offer_direct ? f_queue_host_call : NULL;
   g_fault_queue_ops.launch = g_offer_direct ? f_queue_launch : NULL;
+  if (!g_offer_recordings) {
+    g_fault_queue_ops.recording_create = NULL;
+    g_fault_queue_ops.recording_destroy = NULL;
+  }
   g_fault_copy_ops = *accel_host_driver.copy;
   g_fault_copy_ops.ring_create = f_dma_ring_create;
   g_fault_driver = accel_host_driver;

@@ -41,6 +41,11 @@ uint32_t fault_driver_calls(fault_op_t op);
 // queue_submit.
 void fault_driver_offer_direct_submit_ops(bool offer);
 
+// Whether runtimes created from now on get the optional recording_create
+// and recording_destroy ops (default: yes). Without them, command buffers
+// replay through ordinary submits (the generic fallback).
+void fault_driver_offer_recordings(bool offer);
+
 // Creates a runtime whose only backend is the fault wrapper ("fault:0").
 accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,
                                     accel_runtime_t **out_runtime);

@@ -103,6 +103,7 @@ static inline uint32_t fn_place(accel_host_fn_t fn) {
 static const uint8_t body_words[ACCEL_CMD_KIND_COUNT] = {
     [ACCEL_CMD_HOST_CALL] = 2, [ACCEL_CMD_FILL] = 4, [ACCEL_CMD_COPY] = 3,
     [ACCEL_CMD_SIGNAL] = 3,    [ACCEL_CMD_WAIT] = 2, [ACCEL_CMD_LAUNCH] = 2,
+    [ACCEL_CMD_EXECUTE] = 3,
 };
 #define CMD_MEMBER_FITS(member, words) \
   _Static_assert(sizeof(((accel_cmd_t *)0)->member) <= (words) * 8, #member)
@@ -112,6 +113,7 @@ CMD_MEMBER_FITS(copy, 3);
 CMD_MEMBER_FITS(signal, 3);
 CMD_MEMBER_FITS(wait, 2);
 CMD_MEMBER_FITS(launch, 2);
+CMD_MEMBER_FITS(execute, 3);
 _Static_assert(offsetof(accel_cmd_t, host_call) == 16 &&
                    offsetof(accel_cmd_t, refs) == 16 + 4 * 8,
                "header, seq, a union of 4 words, refs");
@@ -168,6 +170,9 @@ struct accel_drv_queue {
   bool quiet;
   uint64_t quiet_host_calls;
   uint64_t quiet_launches;
+  // The first command of the running execute not run, when it failed
+  // (host_queue_replay.c): its signals and those after it are failed.
+  uint32_t replay_resume;
   bool poisoned;
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
@@ -273,5 +278,42 @@ static inline void submit_unlock(accel_drv_queue_t *q) {
   // Release: publishes the tail updates to the next holder.
   atomic_flag_clear_explicit(&q->submit_lock, memory_order_release);
 }
+
+// A host function returned |st| (not OK): sets the thread's message to say
+// so, with the function's own message, and returns |st|.
+accel_status_t accel_host_queue_fn_failed(accel_status_t st);
+
+// Runs a host call's function. Returns non-OK with the thread message set
+// on failure.
+static inline accel_status_t run_host_fn(accel_drv_queue_t *q,
+                                         accel_host_fn_t fn, void *user_data) {
+  q->error_buffer[0] = '\0';  // attribute a message to this call only
+  accel_status_t st = fn(user_data);
+  if (__builtin_expect(st != ACCEL_OK, 0)) {
+    return accel_host_queue_fn_failed(st);
+  }
+  return ACCEL_OK;
+}
+
+// Executes one command that is not an EXECUTE. Returns non-OK with the
+// thread message set on failure. Worker only.
+accel_status_t accel_host_queue_run_command(accel_drv_queue_t *q,
+                                            accel_cmd_t *cmd);
+
+// Runs the EXECUTE |cmd|: replays its range of the recording in order.
+// On a failure sets q->replay_resume past the failed command and returns
+// the error, its message naming the recording and the command's index.
+// Worker only.
+accel_status_t accel_host_queue_replay(accel_drv_queue_t *q,
+                                       const accel_cmd_t *cmd);
+
+// The EXECUTE |cmd| is skipped from its command |from| on (the queue is
+// poisoned): fails the semaphores its SIGNALs would have raised with the
+// poison. Worker only.
+void accel_host_queue_replay_skip(accel_drv_queue_t *q, const accel_cmd_t *cmd,
+                                  uint32_t from);
+
+// True when the recording of an EXECUTE may block the worker (it waits).
+bool accel_host_recording_waits(const accel_drv_recording_t *recording);
 
 #endif  // ACCEL_DRV_HOST_HOST_QUEUE_IMPL_H

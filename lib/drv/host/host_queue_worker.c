@@ -39,30 +39,15 @@ static void fill_pattern(uint8_t *dst, uint64_t size, uint64_t pattern,
   }
 }
 
-// Runs a host call's function. Returns non-OK with the thread message set
-// on failure.
-// A host function returned |st| (not OK): sets the thread's message to say
-// so, with the function's own message, and returns |st|.
-static __attribute__((noinline)) accel_status_t run_host_fn_status(
-    accel_status_t st) {
+accel_status_t accel_host_queue_fn_failed(accel_status_t st) {
   char msg[ACCEL_ERROR_MESSAGE_MAX];
   snprintf(msg, sizeof(msg), "%s", accel_last_error());
   return accel_error(st, "host function returned %s%s%s",
                      accel_status_name(st), msg[0] ? ": " : "", msg);
 }
 
-static inline accel_status_t run_host_fn(accel_drv_queue_t *q,
-                                         accel_host_fn_t fn, void *user_data) {
-  q->error_buffer[0] = '\0';  // attribute a message to this call only
-  accel_status_t st = fn(user_data);
-  if (__builtin_expect(st != ACCEL_OK, 0)) {
-    return run_host_fn_status(st);
-  }
-  return ACCEL_OK;
-}
-
-// Executes one command. Returns non-OK with the thread message set on failure.
-static accel_status_t run_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+accel_status_t accel_host_queue_run_command(accel_drv_queue_t *q,
+                                            accel_cmd_t *cmd) {
   switch (cmd->kind) {
     case ACCEL_CMD_HOST_CALL:
       return run_host_fn(q, cmd->host_call.fn, cmd->host_call.user_data);
@@ -98,6 +83,8 @@ static accel_status_t run_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
     }
     case ACCEL_CMD_LAUNCH:
       return cmd->launch.exec(cmd->launch.payload, q->device);
+    case ACCEL_CMD_EXECUTE:
+      return accel_host_queue_replay(q, cmd);
     default:
       return accel_error(ACCEL_ERROR_INTERNAL, "unknown command kind %u",
                          cmd->kind);
@@ -136,6 +123,8 @@ static void skip_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   if (cmd->kind == ACCEL_CMD_SIGNAL) {
     accel_host_semaphore_fail(cmd->signal.semaphore, q->poison_status,
                               q->poison_message);
+  } else if (cmd->kind == ACCEL_CMD_EXECUTE) {
+    accel_host_queue_replay_skip(q, cmd, q->replay_resume);
   }
 }
 
@@ -168,11 +157,14 @@ static void process_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
     snprintf(why, sizeof(why), "aborted: stream destroyed with pending work");
     poison_queue(q, cmd, ACCEL_ERROR_ABORTED, why);
   }
+  if (cmd->kind == ACCEL_CMD_EXECUTE) {
+    q->replay_resume = cmd->execute.first;  // all of it, unless it runs
+  }
   if (q->poisoned) {
     accel_trace_cmd_end(q, &tc, q->poison_status);
     skip_command(q, cmd);
   } else {
-    accel_status_t st = run_command(q, cmd);
+    accel_status_t st = accel_host_queue_run_command(q, cmd);
     accel_trace_cmd_end(q, &tc, st);
     if (st != ACCEL_OK) {
       fail_command(q, cmd, st);
@@ -358,7 +350,9 @@ static inline void worker_run_record(accel_drv_queue_t *q,
   } else {
     accel_cmd_t cmd;
     accel_host_queue_record_read(q, rec, header, q->consumed + 1, &cmd);
-    if (cmd.kind == ACCEL_CMD_WAIT) {
+    if (cmd.kind == ACCEL_CMD_WAIT ||
+        (cmd.kind == ACCEL_CMD_EXECUTE &&
+         accel_host_recording_waits(cmd.execute.recording))) {
       post_completion(q);  // waits may block: report what ran before
     }
     process_command(q, &cmd);
