@@ -45,13 +45,13 @@ static void release_held(const cb_held_t *h) {
       accel_event_release(h->object);
       break;
     case CB_HELD_KERNEL:
-      accel_launch_owner_release(((accel_kernel_t *)h->object)->owner);
+      accel_kernel_release(h->object);
       break;
   }
 }
 
 static void cb_destroy(accel_object_t *object) {
-  accel_command_buffer_t *cb = (accel_command_buffer_t *)object;
+  accel_command_buffer_t *cb = (accel_command_buffer_t *)object;  // owner first
   if (cb->recording != NULL) {
     cb->device->driver->queue->recording_destroy(cb->recording);
   }
@@ -75,6 +75,7 @@ static void cb_destroy(accel_object_t *object) {
   free(cb->events.v);
   free(cb->event_commands.v);
   free(cb->drv_patches);
+  free(cb->host_entries);
   free(cb->patch_starts);
   pthread_mutex_destroy(&cb->busy_lock);
   free(cb);
@@ -99,13 +100,16 @@ accel_status_t accel_command_buffer_create(
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "command buffer desc: unknown flags 0x%x", d.flags);
   }
-  accel_command_buffer_t *cb = calloc(1, sizeof(*cb));
+  accel_command_buffer_t *cb = aligned_alloc(64, sizeof(*cb));
+  if (cb != NULL) {
+    memset(cb, 0, sizeof(*cb));
+  }
   if (cb == NULL) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "command buffer: cannot allocate %zu bytes",
                        sizeof(*cb));
   }
-  accel_object_init(&cb->object, cb_destroy);
+  accel_launch_owner_init(&cb->owner, cb_destroy);
   pthread_mutex_init(&cb->busy_lock, NULL);
   cb->device = device;
   cb->flags = d.flags;
@@ -122,13 +126,13 @@ accel_status_t accel_command_buffer_create(
 
 void accel_command_buffer_retain(accel_command_buffer_t *cb) {
   if (cb != NULL) {
-    accel_object_retain(&cb->object);
+    accel_launch_owner_retain(&cb->owner);
   }
 }
 
 void accel_command_buffer_release(accel_command_buffer_t *cb) {
   if (cb != NULL) {
-    accel_object_release(&cb->object);
+    accel_launch_owner_release(&cb->owner);
   }
 }
 
@@ -543,7 +547,7 @@ accel_status_t accel_command_buffer_launch(
     free(l);
     return out_of_memory(cb);
   }
-  accel_launch_owner_retain(k->owner);
+  accel_kernel_retain(kernel);
   hold(cb, CB_HELD_KERNEL, kernel);
   if (from_execute &&
       desc->constants_offset + desc->constants_size > cb->constants_size) {
@@ -560,6 +564,52 @@ accel_status_t accel_command_buffer_launch(
 }
 
 // ---- finalize -----------------------------------------------------------------
+
+// The host calls of a buffer replayed through ordinary submits run through
+// this, so that a failure names the buffer and the command as the backend's
+// replay does.
+static accel_status_t host_call_trampoline(void *user_data) {
+  const cb_host_entry_t *e = user_data;
+  accel_status_t st = e->fn(e->user_data);
+  if (__builtin_expect(st == ACCEL_OK, 1)) {
+    return ACCEL_OK;
+  }
+  char why[ACCEL_ERROR_MESSAGE_MAX];
+  snprintf(why, sizeof(why), "%s", accel_last_error());
+  return accel_error(st, "command buffer \"%s\" command #%u (host_call) "
+                     "failed%s%s",
+                     e->cb->name, e->index, why[0] ? ": " : "", why);
+}
+
+// Points the host calls of |cb| at the trampoline (no recording: the
+// commands are submitted as they are). Returns false when out of memory.
+static bool route_host_calls(accel_command_buffer_t *cb) {
+  uint32_t calls = 0;
+  for (uint32_t i = 0; i < cb->commands.n; ++i) {
+    calls += cb->kinds.v[i] == CB_HOST_CALL;
+  }
+  if (calls == 0) {
+    return true;
+  }
+  cb->host_entries = malloc(calls * sizeof(cb_host_entry_t));
+  if (cb->host_entries == NULL) {
+    return false;
+  }
+  uint32_t j = 0;
+  for (uint32_t i = 0; i < cb->commands.n; ++i) {
+    if (cb->kinds.v[i] != CB_HOST_CALL) {
+      continue;
+    }
+    accel_cmd_t *c = &cb->commands.v[i];
+    cb->host_entries[j] = (cb_host_entry_t){.fn = c->host_call.fn,
+                                            .user_data = c->host_call.user_data,
+                                            .cb = cb,
+                                            .index = i};
+    c->host_call.fn = host_call_trampoline;
+    c->host_call.user_data = &cb->host_entries[j++];
+  }
+  return true;
+}
 
 // The base index of patch |p| once the slot count is known.
 static uint16_t base_of(const accel_command_buffer_t *cb, const cb_patch_t *p) {
@@ -616,6 +666,13 @@ accel_status_t accel_command_buffer_finalize(accel_command_buffer_t *cb) {
   uint32_t base_count = cb->slots.n + 2 + 3 * cb->events.n;
   const accel_drv_queue_ops_t *qops = cb->device->driver->queue;
   accel_drv_recording_t *recording = NULL;
+  if (qops->recording_create == NULL && !route_host_calls(cb)) {
+    free(patches);
+    free(starts);
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "command buffer \"%s\": cannot finalize %u commands",
+                       cb->name, n);
+  }
   if (qops->recording_create != NULL && n > 0) {
     // Event records are SIGNALs to the queue.
     accel_drv_recording_params_t params = {

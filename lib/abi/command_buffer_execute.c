@@ -93,11 +93,9 @@ static void exec_layout(const accel_command_buffer_t *cb, cb_exec_t *x) {
 }
 
 static void busy_leave(accel_command_buffer_t *cb) {
-  pthread_mutex_lock(&cb->busy_lock);
-  if (--cb->busy_count == 0) {
-    cb->busy_stream = NULL;
-  }
-  pthread_mutex_unlock(&cb->busy_lock);
+  // Release: a submitter that reads the count sees the execute's commands
+  // done (nothing of the buffer runs any more on that stream).
+  atomic_fetch_add_explicit(&cb->busy_done, 1, memory_order_release);
 }
 
 // The last command of an execute completed (or was skipped or refused):
@@ -123,7 +121,8 @@ static void exec_destroy(accel_object_t *object) {
                                                memory_order_relaxed)) {
     free(x);
   }
-  accel_object_release(&cb->object);  // the execute's reference
+  // The execute's unit of the buffer's lifetime (launch_owner.h).
+  accel_object_release(&cb->owner.object);
 }
 
 // An execute record for |cb| (the cached one, or a new one), holding a
@@ -149,7 +148,7 @@ static cb_exec_t *exec_get(accel_command_buffer_t *cb) {
   }
   accel_object_init(&x->object, exec_destroy);
   x->stream = NULL;
-  accel_object_retain(&cb->object);
+  accel_launch_owner_take(&cb->owner);  // dropped by exec_destroy
   return x;
 }
 
@@ -158,15 +157,21 @@ static cb_exec_t *exec_get(accel_command_buffer_t *cb) {
 static accel_status_t busy_enter(accel_command_buffer_t *cb,
                                  accel_stream_t *stream) {
   pthread_mutex_lock(&cb->busy_lock);
-  if (cb->busy_count > 0 && cb->busy_stream != stream) {
-    pthread_mutex_unlock(&cb->busy_lock);
-    return accel_error(ACCEL_ERROR_BUSY,
-                       "execute of \"%s\" on stream \"%s\": still executing "
-                       "on stream \"%s\" and not created reentrant",
-                       cb->name, stream->name, cb->busy_stream->name);
+  if (cb->busy_stream != stream) {
+    // Acquire: pairs with busy_leave's release.
+    uint64_t done = atomic_load_explicit(&cb->busy_done, memory_order_acquire);
+    if (cb->busy_started != done) {
+      accel_status_t st = accel_error(
+          ACCEL_ERROR_BUSY,
+          "execute of \"%s\" on stream \"%s\": still executing on stream "
+          "\"%s\" and not created reentrant",
+          cb->name, stream->name, cb->busy_stream->name);
+      pthread_mutex_unlock(&cb->busy_lock);
+      return st;
+    }
+    cb->busy_stream = stream;
   }
-  cb->busy_count++;
-  cb->busy_stream = stream;
+  cb->busy_started++;
   pthread_mutex_unlock(&cb->busy_lock);
   return ACCEL_OK;
 }
@@ -220,7 +225,9 @@ static accel_status_t submit_recorded(accel_stream_t *stream,
 }
 
 // The same range through ordinary submits (a backend without recordings):
-// each command rebuilt with its patches applied, the last holding |x|.
+// each command rebuilt with its patches applied, the last of each batch
+// holding |x| (launches read their entries in it; a batch the queue refuses
+// leaves the earlier ones holding it).
 static accel_status_t submit_fallback(accel_stream_t *stream,
                                       accel_command_buffer_t *cb, cb_exec_t *x,
                                       uint32_t first, uint32_t count) {
@@ -237,10 +244,8 @@ static accel_status_t submit_fallback(accel_stream_t *stream,
         words[p->word] = x->bases[p->base] + p->offset;
       }
     }
-    if (i == end) {
-      accel_object_retain(&x->object);
-      batch[n - 1].refs[0] = &x->object;
-    }
+    accel_object_retain(&x->object);
+    batch[n - 1].refs[0] = &x->object;
     ACCEL_RETURN_IF_ERROR(
         stream->qops->submit(stream->queue, batch, n, NULL));
   }

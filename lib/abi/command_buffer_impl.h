@@ -16,6 +16,7 @@
 #include <stdbool.h>
 
 #include "abi/executable_impl.h"
+#include "abi/launch_owner.h"
 #include "accel/command_buffer.h"
 #include "core/driver_queue.h"
 #include "core/object.h"
@@ -132,6 +133,15 @@ typedef struct cb_patch {
   uint32_t base_index;
 } cb_patch_t;
 
+// A host call replayed through ordinary submits: the queue calls a
+// trampoline with this, which names the buffer and the command on failure.
+typedef struct cb_host_entry {
+  accel_host_fn_t fn;
+  void *user_data;
+  const accel_command_buffer_t *cb;
+  uint32_t index;
+} cb_host_entry_t;
+
 // A launch entry of an execute: the payload of a recorded LAUNCH.
 typedef struct cb_entry {
   const cb_launch_t *launch;
@@ -167,8 +177,12 @@ typedef struct cb_held {
 } cb_held_t;
 
 struct accel_command_buffer {
-  accel_object_t object;  // first
-  accel_device_t *device;
+  // Lifetime: the users' references and one unit per execute in flight,
+  // taken without writing the count's line (launch_owner.h), so that the
+  // submitter and the queue worker, which drops the unit, do not trade it.
+  accel_launch_owner_t owner;  // first
+  // Read-mostly from here on (fixed at finalize).
+  _Alignas(64) accel_device_t *device;
   accel_command_buffer_flags_t flags;
   char name[64];
   bool finalized;
@@ -189,16 +203,24 @@ struct accel_command_buffer {
   accel_drv_patch_t *drv_patches;
   uint32_t *patch_starts;  // first patch of each command, and the end
   accel_drv_recording_t *recording;  // NULL: replays through submit
+  // Without a recording: one per host call, which the commands call
+  // through the trampoline instead of the function itself.
+  cb_host_entry_t *host_entries;
   size_t exec_bytes;  // size of one cb_exec_t allocation
-  // One cached execute record (see cb_exec_t).
-  cb_exec_t *_Atomic exec_cache;
 
-  // Executes of a buffer without FLAG_REENTRANT: how many are in flight
-  // and on which stream, guarded by |busy_lock|.
-  pthread_mutex_t busy_lock;
-  uint64_t busy_count;
+  // One cached execute record (see cb_exec_t): taken by submitters, given
+  // back by the queue worker.
+  _Alignas(64) cb_exec_t *_Atomic exec_cache;
+
+  // Executes of a buffer without FLAG_REENTRANT: the stream of the last
+  // one and how many were submitted, guarded by |busy_lock| (submitters
+  // only); |busy_done| counts those that completed (the queue worker). An
+  // execute on the last one's stream needs no look at |busy_done|.
+  _Alignas(64) pthread_mutex_t busy_lock;
+  uint64_t busy_started;
   accel_stream_t *busy_stream;
-  _Atomic uint64_t execute_count;
+  _Atomic uint64_t execute_count;  // written by submitters only
+  _Alignas(64) _Atomic uint64_t busy_done;
 };
 
 // Grows |vec| (a CB_VEC) to hold one more element; false when out of memory.

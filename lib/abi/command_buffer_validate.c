@@ -241,16 +241,19 @@ static accel_status_t check_slot(const accel_command_buffer_t *cb,
   }
   uint64_t length =
       b->length != 0 ? b->length : b->buffer->size_bytes - b->offset;
-  char what[160];
-  snprintf(what, sizeof(what), "execute of \"%s\": binding slot %u%s",
-           cb->name, s, r->written ? " (written)" : "");
-  if (r->written) {
-    snprintf(what + strlen(what), sizeof(what) - strlen(what),
-             " by command #%u", r->write_command);
+  uint32_t use = r->written ? ACCEL_BUFFER_USE_WRITE : ACCEL_BUFFER_USE_READ;
+  if (!accel_buffer_use_allowed(b->buffer, b->offset, length, use)) {
+    // The message is formatted only for a refusal: on every execute it
+    // would cost more than the check.
+    char what[160];
+    int n = snprintf(what, sizeof(what), "execute of \"%s\": binding slot %u",
+                     cb->name, s);
+    if (r->written && n > 0 && (size_t)n < sizeof(what)) {
+      snprintf(what + n, sizeof(what) - (size_t)n, " (written by command #%u)",
+               r->write_command);
+    }
+    return accel_buffer_check_use(b->buffer, b->offset, length, use, what);
   }
-  ACCEL_RETURN_IF_ERROR(accel_buffer_check_use(
-      b->buffer, b->offset, length,
-      r->written ? ACCEL_BUFFER_USE_WRITE : ACCEL_BUFFER_USE_READ, what));
   if (length < r->min_length) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "execute of \"%s\": binding slot %u has %llu bytes, "
