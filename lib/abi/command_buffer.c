@@ -3,6 +3,7 @@
 // queue command without references plus the patches each execute fills;
 // finalize hands the commands to the backend's recording_create when it has
 // one. Replays are in command_buffer_execute.c.
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,20 +17,23 @@
 
 static _Atomic uint32_t g_cb_counter;
 
-bool accel_cb_vec_grow(void **v, uint32_t *cap, uint32_t n, size_t elem) {
-  if (n < *cap) {
+bool accel_cb_vec_grow(void **v, uint32_t *cap, uint32_t need, size_t elem) {
+  if (need <= *cap) {
     return true;
   }
-  if (*cap >= UINT32_MAX / 2) {
+  uint64_t next = *cap ? *cap : 16;
+  while (next < need) {
+    next *= 2;
+  }
+  if (next > UINT32_MAX) {
     return false;
   }
-  uint32_t next = *cap ? *cap * 2 : 16;
-  void *p = realloc(*v, (size_t)next * elem);
+  void *p = realloc(*v, next * elem);
   if (p == NULL) {
     return false;
   }
   *v = p;
-  *cap = next;
+  *cap = (uint32_t)next;
   return true;
 }
 
@@ -62,7 +66,7 @@ static void cb_destroy(accel_object_t *object) {
   for (uint32_t i = 0; i < cb->launches.n; ++i) {
     free(cb->launches.v[i]);
   }
-  for (uint32_t i = 0; i < cb->slots.n; ++i) {
+  for (uint32_t i = 0; i < cb->slots.cap; ++i) {  // reserved ones too
     free(cb->slots.v[i].aligns);
   }
   free(cb->commands.v);
@@ -166,14 +170,16 @@ static accel_status_t out_of_memory(const accel_command_buffer_t *cb) {
                      cb->name, cb->commands.n);
 }
 
-// The buffer grows each array a command may need before anything is
-// appended, so that a command is added whole or not at all.
+// Recording is two steps: every array a command needs grows first (the
+// reserve functions, which may fail and change nothing a reader sees), then
+// the command is applied, which cannot fail. A command is recorded whole or
+// not at all.
 static bool reserve(accel_command_buffer_t *cb, uint32_t patches,
                     uint32_t held) {
   return accel_cb_vec_grow((void **)&cb->commands.v, &cb->commands.cap,
-                           cb->commands.n, sizeof(accel_cmd_t)) &&
-         accel_cb_vec_grow((void **)&cb->kinds.v, &cb->kinds.cap, cb->kinds.n,
-                           sizeof(uint8_t)) &&
+                           cb->commands.n + 1, sizeof(accel_cmd_t)) &&
+         accel_cb_vec_grow((void **)&cb->kinds.v, &cb->kinds.cap,
+                           cb->kinds.n + 1, sizeof(uint8_t)) &&
          accel_cb_vec_grow((void **)&cb->patches.v, &cb->patches.cap,
                            cb->patches.n + patches, sizeof(cb_patch_t)) &&
          accel_cb_vec_grow((void **)&cb->held.v, &cb->held.cap,
@@ -199,26 +205,33 @@ static void push_command(accel_command_buffer_t *cb, const accel_cmd_t *cmd,
   cb->kinds.v[cb->kinds.n++] = (uint8_t)kind;
 }
 
-// The requirement record of |slot|, grown to exist; NULL when out of memory.
-static cb_slot_req_t *slot_req(accel_command_buffer_t *cb, uint32_t slot) {
-  while (cb->slots.n <= slot) {
-    if (!CB_VEC_PUSH(cb->slots, (cb_slot_req_t){0})) {
-      return NULL;
-    }
-  }
-  return &cb->slots.v[slot];
-}
-
-// Notes a use of |slot| by command |index|: [offset, offset + min_length)
-// of the slot's range, written or read, at an address aligned to
-// |alignment| (0 or 1: any).
-static bool slot_use(accel_command_buffer_t *cb, uint32_t slot, uint32_t index,
-                     bool write, uint64_t offset, uint64_t min_length,
-                     uint32_t alignment) {
-  cb_slot_req_t *r = slot_req(cb, slot);
-  if (r == NULL) {
+// Makes room for a use of |slot| (its record, and |aligns| more alignment
+// needs) without changing the binding count: records past it are zero.
+static bool slot_reserve(accel_command_buffer_t *cb, uint32_t slot,
+                         uint32_t aligns) {
+  uint32_t old_cap = cb->slots.cap;
+  if (!accel_cb_vec_grow((void **)&cb->slots.v, &cb->slots.cap, slot + 1,
+                         sizeof(cb_slot_req_t))) {
     return false;
   }
+  memset(&cb->slots.v[old_cap], 0,
+         (cb->slots.cap - old_cap) * sizeof(cb_slot_req_t));
+  cb_slot_req_t *r = &cb->slots.v[slot];
+  return aligns == 0 ||
+         accel_cb_vec_grow((void **)&r->aligns, &r->align_cap,
+                           r->align_count + aligns, sizeof(cb_slot_align_t));
+}
+
+// Notes a use of |slot| (reserved) by command |index|: [offset, offset +
+// min_length) of the slot's range, written or read, at an address aligned
+// to |alignment| (0 or 1: any).
+static void slot_use(accel_command_buffer_t *cb, uint32_t slot, uint32_t index,
+                     bool write, uint64_t offset, uint64_t min_length,
+                     uint32_t alignment) {
+  if (cb->slots.n <= slot) {
+    cb->slots.n = slot + 1;
+  }
+  cb_slot_req_t *r = &cb->slots.v[slot];
   if (!r->used) {
     r->used = true;
     r->first_command = index;
@@ -231,39 +244,39 @@ static bool slot_use(accel_command_buffer_t *cb, uint32_t slot, uint32_t index,
     r->min_length = offset + min_length;
     r->min_length_command = index;
   }
-  if (alignment > 1) {
-    for (uint32_t i = 0; i < r->align_count; ++i) {
-      if (r->aligns[i].alignment == alignment &&
-          r->aligns[i].offset % alignment == offset % alignment) {
-        return true;
-      }
-    }
-    cb_slot_align_t *a =
-        realloc(r->aligns, (r->align_count + 1) * sizeof(*a));
-    if (a == NULL) {
-      return false;
-    }
-    r->aligns = a;
-    a[r->align_count++] = (cb_slot_align_t){
-        .alignment = alignment, .command = index, .offset = offset};
+  if (alignment <= 1) {
+    return;
   }
-  return true;
+  for (uint32_t i = 0; i < r->align_count; ++i) {
+    if (r->aligns[i].alignment == alignment &&
+        r->aligns[i].offset % alignment == offset % alignment) {
+      return;
+    }
+  }
+  assert(r->align_count < r->align_cap);
+  r->aligns[r->align_count++] = (cb_slot_align_t){
+      .alignment = alignment, .command = index, .offset = offset};
+}
+
+// Reserves what put_ref needs for |ref| (NULL: a host pointer).
+static bool ref_reserve(accel_command_buffer_t *cb,
+                        const accel_command_buffer_ref_t *ref) {
+  return ref == NULL || ref->buffer != NULL || slot_reserve(cb, ref->slot, 0);
 }
 
 // The word a ref puts in a command: the direct buffer's address (the
 // buffer held), or 0 and a patch from the slot (its use noted).
-static bool put_ref(accel_command_buffer_t *cb,
-                    const accel_command_buffer_ref_t *ref, uint16_t word,
-                    bool write, uint64_t size, uint64_t *out_value) {
+static uint64_t put_ref(accel_command_buffer_t *cb,
+                        const accel_command_buffer_ref_t *ref, uint16_t word,
+                        bool write, uint64_t size) {
   if (ref->buffer != NULL) {
     accel_buffer_retain(ref->buffer);
     hold(cb, CB_HELD_BUFFER, ref->buffer);
-    *out_value = ref->buffer->address + ref->offset;
-    return true;
+    return ref->buffer->address + ref->offset;
   }
   add_patch(cb, word, CB_BASE_SLOT, ref->slot, ref->offset);
-  *out_value = 0;
-  return slot_use(cb, ref->slot, cb->commands.n, write, ref->offset, size, 0);
+  slot_use(cb, ref->slot, cb->commands.n, write, ref->offset, size, 0);
+  return 0;
 }
 
 // Checks command |a| and returns the error, or OK when it may be appended.
@@ -303,13 +316,11 @@ accel_status_t accel_command_buffer_fill(accel_command_buffer_t *cb,
                  .pattern = pattern,
                  .pattern_size = pattern_size};
   ACCEL_RETURN_IF_ERROR(begin(cb, &a));
-  if (!reserve(cb, 1, 1)) {
+  if (!reserve(cb, 1, 1) || !ref_reserve(cb, dst)) {
     return out_of_memory(cb);
   }
   accel_cmd_t cmd = {.kind = ACCEL_CMD_FILL};
-  if (!put_ref(cb, dst, 2, true, size_bytes, &cmd.fill.dst)) {
-    return out_of_memory(cb);
-  }
+  cmd.fill.dst = put_ref(cb, dst, 2, true, size_bytes);
   cmd.fill.size_bytes = size_bytes;
   cmd.fill.pattern = pattern;
   cmd.fill.pattern_size = pattern_size;
@@ -331,9 +342,10 @@ static accel_status_t record_copy(accel_command_buffer_t *cb,
   if (a->size_bytes == 0) {
     return ACCEL_OK;  // as the stream: nothing to run
   }
-  if (!reserve(cb, 2, 2) ||
+  if (!reserve(cb, 2, 2) || !ref_reserve(cb, a->dst) ||
+      !ref_reserve(cb, a->src) ||
       !accel_cb_vec_grow((void **)&cb->dma_copies.v, &cb->dma_copies.cap,
-                         cb->dma_copies.n, sizeof(cb_dma_copy_t))) {
+                         cb->dma_copies.n + 1, sizeof(cb_dma_copy_t))) {
     return out_of_memory(cb);
   }
   uint32_t direction = a->dst == NULL   ? ACCEL_COPY_DEVICE_TO_HOST
@@ -343,11 +355,11 @@ static accel_status_t record_copy(accel_command_buffer_t *cb,
   cmd.copy.dst = (uint64_t)(uintptr_t)a->host_dst;
   cmd.copy.src = (uint64_t)(uintptr_t)a->host_src;
   cmd.copy.size_bytes = a->size_bytes;
-  if ((a->dst != NULL &&
-       !put_ref(cb, a->dst, 2, true, a->size_bytes, &cmd.copy.dst)) ||
-      (a->src != NULL &&
-       !put_ref(cb, a->src, 3, false, a->size_bytes, &cmd.copy.src))) {
-    return out_of_memory(cb);
+  if (a->dst != NULL) {
+    cmd.copy.dst = put_ref(cb, a->dst, 2, true, a->size_bytes);
+  }
+  if (a->src != NULL) {
+    cmd.copy.src = put_ref(cb, a->src, 3, false, a->size_bytes);
   }
   if (copy_on_engines(cb, a->size_bytes)) {
     static const accel_command_buffer_ref_t host = {.slot = UINT32_MAX};
@@ -436,10 +448,10 @@ accel_status_t accel_command_buffer_event_record(accel_command_buffer_t *cb,
   cb_args_t a = {.kind = CB_EVENT_RECORD, .event = event};
   ACCEL_RETURN_IF_ERROR(begin(cb, &a));
   if (!reserve(cb, 3, 1) ||
-      !accel_cb_vec_grow((void **)&cb->events.v, &cb->events.cap, cb->events.n,
-                         sizeof(accel_event_t *)) ||
+      !accel_cb_vec_grow((void **)&cb->events.v, &cb->events.cap,
+                         cb->events.n + 1, sizeof(accel_event_t *)) ||
       !accel_cb_vec_grow((void **)&cb->event_commands.v,
-                         &cb->event_commands.cap, cb->event_commands.n,
+                         &cb->event_commands.cap, cb->event_commands.n + 1,
                          sizeof(uint32_t))) {
     return out_of_memory(cb);
   }
@@ -458,9 +470,23 @@ accel_status_t accel_command_buffer_event_record(accel_command_buffer_t *cb,
   return ACCEL_OK;
 }
 
-// Fills |l|'s bindings from |desc|, noting the slots' uses, and prebuilds
-// its dispatch when nothing comes from the execute.
-static bool launch_bindings(accel_command_buffer_t *cb, cb_launch_t *l,
+// Reserves the slots the bindings of |desc| name (each may add an
+// alignment need per binding).
+static bool launch_reserve(accel_command_buffer_t *cb,
+                           const accel_command_buffer_launch_desc_t *desc) {
+  for (uint32_t i = 0; i < desc->binding_count; ++i) {
+    const accel_command_buffer_ref_t *r = &desc->bindings[i];
+    if (r->buffer == NULL &&
+        !slot_reserve(cb, r->slot, desc->binding_count)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Fills |l|'s bindings from |desc| (reserved), noting the slots' uses, and
+// prebuilds its dispatch when nothing comes from the execute.
+static void launch_bindings(accel_command_buffer_t *cb, cb_launch_t *l,
                             const accel_command_buffer_launch_desc_t *desc) {
   const accel_kernel_t *k = l->kernel;
   bool direct = !l->constants_from_execute;
@@ -492,11 +518,9 @@ static bool launch_bindings(accel_command_buffer_t *cb, cb_launch_t *l,
                         .address = r->offset,
                         .length = r->length};
     uint64_t need = r->length != 0 ? r->length : d->min_size_bytes;
-    if (!slot_use(cb, r->slot, l->index,
-                  (d->access & ACCEL_KERNEL_ACCESS_WRITE) != 0, r->offset,
-                  need, d->alignment)) {
-      return false;
-    }
+    slot_use(cb, r->slot, l->index,
+             (d->access & ACCEL_KERNEL_ACCESS_WRITE) != 0, r->offset, need,
+             d->alignment);
   }
   l->prebuilt = direct;
   if (direct) {
@@ -504,7 +528,6 @@ static bool launch_bindings(accel_command_buffer_t *cb, cb_launch_t *l,
                                l->table, l->constants_size, l->constants,
                                &l->dispatch);
   }
-  return true;
 }
 
 accel_status_t accel_command_buffer_launch(
@@ -521,9 +544,9 @@ accel_status_t accel_command_buffer_launch(
       (desc->flags & ACCEL_COMMAND_BUFFER_LAUNCH_CONSTANTS_FROM_EXECUTE) != 0;
   size_t total = constants_at + (from_execute ? 0 : desc->constants_size);
   cb_launch_t *l = calloc(1, total);
-  if (l == NULL || !reserve(cb, 1, nb + 1) ||
+  if (l == NULL || !reserve(cb, 1, nb + 1) || !launch_reserve(cb, desc) ||
       !accel_cb_vec_grow((void **)&cb->launches.v, &cb->launches.cap,
-                         cb->launches.n, sizeof(cb_launch_t *))) {
+                         cb->launches.n + 1, sizeof(cb_launch_t *))) {
     free(l);
     return out_of_memory(cb);
   }
@@ -541,12 +564,7 @@ accel_status_t accel_command_buffer_launch(
     l->constants = (uint8_t *)l + constants_at;
     memcpy(l->constants, desc->constants, desc->constants_size);
   }
-  if (!launch_bindings(cb, l, desc)) {
-    // The slots' notes stay (they only ever add requirements of commands
-    // recorded); the launch is not appended.
-    free(l);
-    return out_of_memory(cb);
-  }
+  launch_bindings(cb, l, desc);
   accel_kernel_retain(kernel);
   hold(cb, CB_HELD_KERNEL, kernel);
   if (from_execute &&

@@ -78,6 +78,7 @@ typedef struct cb_slot_req {
   uint64_t min_length;     // bytes the slot's range must have
   uint32_t min_length_command;
   uint32_t align_count;
+  uint32_t align_cap;
   cb_slot_align_t *aligns;  // distinct (alignment, offset % alignment)
 } cb_slot_req_t;
 
@@ -223,13 +224,9 @@ struct accel_command_buffer {
   _Alignas(64) _Atomic uint64_t busy_done;
 };
 
-// Grows |vec| (a CB_VEC) to hold one more element; false when out of memory.
-bool accel_cb_vec_grow(void **v, uint32_t *cap, uint32_t n, size_t elem);
-#define CB_VEC_PUSH(cb_vec, value)                                        \
-  (accel_cb_vec_grow((void **)&(cb_vec).v, &(cb_vec).cap, (cb_vec).n,     \
-                     sizeof(*(cb_vec).v))                                 \
-       ? ((cb_vec).v[(cb_vec).n++] = (value), true)                       \
-       : false)
+// Grows the array |*v| of |*cap| elements of |elem| bytes to hold at least
+// |need| (contents kept); false when out of memory (nothing changed).
+bool accel_cb_vec_grow(void **v, uint32_t *cap, uint32_t need, size_t elem);
 
 // Record-time checks of command #|index| (|a|), one checker per kind;
 // messages start "command #I (KIND): ". The buffer is not changed.

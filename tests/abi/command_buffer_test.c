@@ -973,6 +973,49 @@ static void test_cb_counters_count_replays(void **state) {
   accel_stream_destroy(s);
 }
 
+// A backend that cannot build its recording fails finalize with its error
+// and leaves the buffer recording; an execute the queue refuses returns the
+// error, fails the event records it took (no waiter hangs) and leaves a
+// non-reentrant buffer free for another stream.
+static void test_cb_backend_failures_leave_a_usable_buffer(void **state) {
+  cb_env_t *env = *state;
+  _Atomic uint64_t calls = 0;
+  accel_event_t *ev = NULL;
+  assert_accel_ok(accel_event_create(env->device, 0, &ev));
+  accel_command_buffer_t *cb = cb_new(env, "faults", 0);
+  assert_accel_ok(accel_command_buffer_host_call(cb, count_fn, (void *)&calls));
+  assert_accel_ok(accel_command_buffer_event_record(cb, ev));
+  if (env->recordings) {
+    fault_driver_arm(FAULT_OP_RECORDING_CREATE, 1, ACCEL_ERROR_OUT_OF_MEMORY);
+    assert_accel_status(accel_command_buffer_finalize(cb),
+                        ACCEL_ERROR_OUT_OF_MEMORY);
+    assert_non_null(strstr(accel_last_error(), "faults"));
+    fault_driver_reset();
+    accel_command_buffer_info_t info = {.struct_size = sizeof(info)};
+    assert_accel_ok(accel_command_buffer_info(cb, &info));
+    assert_int_equal(info.finalized, 0);
+  }
+  assert_accel_ok(accel_command_buffer_host_call(cb, count_fn, (void *)&calls));
+  assert_accel_ok(accel_command_buffer_finalize(cb));
+
+  fault_driver_arm(FAULT_OP_QUEUE_SUBMIT, 1, ACCEL_ERROR_OUT_OF_MEMORY);
+  assert_accel_status(accel_stream_execute(env->stream, cb, NULL),
+                      ACCEL_ERROR_OUT_OF_MEMORY);
+  fault_driver_reset();
+  // The record the refused execute took fails; nothing waits forever.
+  assert_accel_status(accel_event_synchronize(ev, ACCEL_TIMEOUT_INFINITE),
+                      ACCEL_ERROR_OUT_OF_MEMORY);
+  accel_stream_t *s2 = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s2));
+  assert_accel_ok(accel_stream_execute(s2, cb, NULL));
+  assert_accel_ok(accel_stream_synchronize(s2, ACCEL_TIMEOUT_INFINITE));
+  assert_accel_ok(accel_event_synchronize(ev, ACCEL_TIMEOUT_INFINITE));
+  assert_int_equal(atomic_load(&calls), 2);
+  accel_stream_destroy(s2);
+  accel_command_buffer_release(cb);
+  accel_event_release(ev);
+}
+
 #define BOTH(t)                                                           \
   cmocka_unit_test_setup_teardown(t, setup_recorded, env_teardown),       \
       cmocka_unit_test_setup_teardown(t, setup_fallback, env_teardown)
@@ -990,6 +1033,7 @@ int main(void) {
       BOTH(test_cb_random_dags_ordered_by_semaphores),
       BOTH(test_cb_misuse_is_refused),
       BOTH(test_cb_counters_count_replays),
+      BOTH(test_cb_backend_failures_leave_a_usable_buffer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
