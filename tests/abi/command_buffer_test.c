@@ -270,8 +270,7 @@ static void program_step(const program_t *p, uint32_t i, program_io_t *io,
       }
       break;
     }
-    case P_HOST:
-      io->tags[i] = (tag_t){.log = io->log, .value = i};
+    case P_HOST:  // tags[i] set once by program_io_init
       if (cb) {
         assert_accel_ok(accel_command_buffer_host_call(cb, log_fn, &io->tags[i]));
       } else {
@@ -305,6 +304,10 @@ static void program_io_init(cb_env_t *env, program_io_t *io, test_rng_t *rng) {
   }
   memset(io->host_out, 0, PBYTES);
   io->log = calloc(1, sizeof(log_t));
+  for (uint32_t i = 0; i < 64; ++i) {
+    // Set once: the worker reads them while later steps are submitted.
+    io->tags[i] = (tag_t){.log = io->log, .value = i};
+  }
   assert_accel_ok(accel_semaphore_create(env->device, 0, &io->sem));
   assert_accel_ok(accel_event_create(env->device, 0, &io->event));
   io->k = axpb(env, 4);
