@@ -81,6 +81,7 @@ static void cb_destroy(accel_object_t *object) {
   free(cb->drv_patches);
   free(cb->host_entries);
   free(cb->patch_starts);
+  accel_semaphore_release(cb->busy_semaphore);
   pthread_mutex_destroy(&cb->busy_lock);
   free(cb);
 }
@@ -710,6 +711,7 @@ accel_status_t accel_command_buffer_finalize(accel_command_buffer_t *cb) {
     }
   }
   cb->drv_patches = patches;
+  cb->drv_patches_count = cb->patches.n;
   cb->patch_starts = starts;
   cb->recording = recording;
   cb->base_count = base_count;

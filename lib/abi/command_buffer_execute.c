@@ -12,6 +12,7 @@
 #include "abi/launch_impl.h"
 #include "core/driver_sync.h"
 #include "core/error.h"
+#include "core/lock.h"
 #include "stream/event_impl.h"
 #include "stream/stream_copy.h"
 #include "stream/stream_impl.h"
@@ -92,12 +93,6 @@ static void exec_layout(const accel_command_buffer_t *cb, cb_exec_t *x) {
   x->constants = p;
 }
 
-static void busy_leave(accel_command_buffer_t *cb) {
-  // Release: a submitter that reads the count sees the execute's commands
-  // done (nothing of the buffer runs any more on that stream).
-  atomic_fetch_add_explicit(&cb->busy_done, 1, memory_order_release);
-}
-
 // The last command of an execute completed (or was skipped or refused):
 // drops what the execute held and keeps the record for the next one.
 static void exec_destroy(accel_object_t *object) {
@@ -110,9 +105,6 @@ static void exec_destroy(accel_object_t *object) {
   for (uint32_t i = 0; i < cb->events.n; ++i) {
     accel_semaphore_release(x->event_semaphores[i]);
     x->event_semaphores[i] = NULL;
-  }
-  if (x->stream != NULL) {
-    busy_leave(cb);
   }
   cb_exec_t *expected = NULL;
   // Release: the next taker must see the record's last writes settled.
@@ -147,33 +139,48 @@ static cb_exec_t *exec_get(accel_command_buffer_t *cb) {
     x->bases[slots + 1] = (uint64_t)(uintptr_t)x->entries;
   }
   accel_object_init(&x->object, exec_destroy);
-  x->stream = NULL;
   accel_launch_owner_take(&cb->owner);  // dropped by exec_destroy
   return x;
 }
 
-// Counts an execute of a buffer without FLAG_REENTRANT on |stream|;
-// ACCEL_ERROR_BUSY while one is in flight on another stream.
-static accel_status_t busy_enter(accel_command_buffer_t *cb,
-                                 accel_stream_t *stream) {
-  pthread_mutex_lock(&cb->busy_lock);
-  if (cb->busy_stream != stream) {
-    // Acquire: pairs with busy_leave's release.
-    uint64_t done = atomic_load_explicit(&cb->busy_done, memory_order_acquire);
-    if (cb->busy_started != done) {
-      accel_status_t st = accel_error(
-          ACCEL_ERROR_BUSY,
-          "execute of \"%s\" on stream \"%s\": still executing on stream "
-          "\"%s\" and not created reentrant",
-          cb->name, stream->name, cb->busy_stream->name);
-      pthread_mutex_unlock(&cb->busy_lock);
-      return st;
-    }
-    cb->busy_stream = stream;
+// A buffer without FLAG_REENTRANT may execute on |stream| unless its last
+// execute, on another stream, has not completed: that stream's completion
+// semaphore has not reached the seq noted after it (a failed stream runs
+// nothing more). Reads nothing the queue worker writes per execute when the
+// stream is the last one's.
+static accel_status_t busy_check_locked(accel_command_buffer_t *cb,
+                                        accel_stream_t *stream) {
+  ACCEL_ASSERT_HELD(&cb->busy_lock);
+  if (cb->busy_semaphore == NULL || cb->busy_stream == stream) {
+    return ACCEL_OK;
   }
-  cb->busy_started++;
-  pthread_mutex_unlock(&cb->busy_lock);
-  return ACCEL_OK;
+  uint64_t value = 0;
+  const accel_drv_sync_ops_t *sync = cb->device->driver->sync;
+  if (sync->query(cb->busy_semaphore->drv, &value) != ACCEL_OK ||
+      value >= cb->busy_seq) {
+    return ACCEL_OK;
+  }
+  return accel_error(ACCEL_ERROR_BUSY,
+                     "execute of \"%s\" on stream \"%s\": still executing "
+                     "on stream \"%s\" and not created reentrant",
+                     cb->name, stream->name, cb->busy_name);
+}
+
+// Notes that the buffer's last execute went to |stream|, up to its last
+// command so far.
+static void busy_note_locked(accel_command_buffer_t *cb,
+                             accel_stream_t *stream) {
+  ACCEL_ASSERT_HELD(&cb->busy_lock);
+  if (cb->busy_stream != stream || cb->busy_semaphore == NULL) {
+    accel_semaphore_release(cb->busy_semaphore);
+    accel_semaphore_retain(stream->completion);
+    cb->busy_semaphore = stream->completion;
+    cb->busy_stream = stream;
+    snprintf(cb->busy_name, sizeof(cb->busy_name), "%s", stream->name);
+  }
+  // Relaxed: written by this thread's submits (the queue stores it under
+  // its submit ordering).
+  cb->busy_seq = atomic_load_explicit(&stream->last_seq, memory_order_relaxed);
 }
 
 // Fills |x| for one execute of |desc| (checked): the slots' addresses and
@@ -209,25 +216,35 @@ static accel_status_t exec_fill(accel_command_buffer_t *cb, cb_exec_t *x,
 
 // ---- submission -----------------------------------------------------------------
 
+// A reference for one submitted command to hold: to the execute record
+// |x|, or, for a buffer whose commands take nothing from an execute (no
+// record), a unit of the buffer's own lifetime (launch_owner.h).
+static accel_object_t *hold_ref(accel_command_buffer_t *cb, cb_exec_t *x) {
+  if (x != NULL) {
+    accel_object_retain(&x->object);
+    return &x->object;
+  }
+  return accel_launch_owner_take(&cb->owner);
+}
+
 // Submits commands [first, first + count) of |cb| as one EXECUTE of its
-// recording, holding |x|.
+// recording, holding |x| (or the buffer).
 static accel_status_t submit_recorded(accel_stream_t *stream,
                                       accel_command_buffer_t *cb, cb_exec_t *x,
                                       uint32_t first, uint32_t count) {
   accel_cmd_t cmd = {.kind = ACCEL_CMD_EXECUTE};
   cmd.execute.recording = cb->recording;
-  cmd.execute.bases = x->bases;
+  cmd.execute.bases = x != NULL ? x->bases : NULL;
   cmd.execute.first = first;
   cmd.execute.count = count;
-  accel_object_retain(&x->object);
-  cmd.refs[0] = &x->object;
+  cmd.refs[0] = hold_ref(cb, x);
   return accel_stream_submit(stream, &cmd);
 }
 
 // The same range through ordinary submits (a backend without recordings):
 // each command rebuilt with its patches applied, the last of each batch
-// holding |x| (launches read their entries in it; a batch the queue refuses
-// leaves the earlier ones holding it).
+// holding |x| or the buffer (launches read their entries in |x|; a batch
+// the queue refuses leaves the earlier ones holding it).
 static accel_status_t submit_fallback(accel_stream_t *stream,
                                       accel_command_buffer_t *cb, cb_exec_t *x,
                                       uint32_t first, uint32_t count) {
@@ -244,8 +261,7 @@ static accel_status_t submit_fallback(accel_stream_t *stream,
         words[p->word] = x->bases[p->base] + p->offset;
       }
     }
-    accel_object_retain(&x->object);
-    batch[n - 1].refs[0] = &x->object;
+    batch[n - 1].refs[0] = hold_ref(cb, x);
     ACCEL_RETURN_IF_ERROR(
         stream->qops->submit(stream->queue, batch, n, NULL));
   }
@@ -342,34 +358,51 @@ accel_status_t accel_stream_execute(
                        "stream is on %s",
                        cb->name, cb->device->info.id, stream->device->info.id);
   }
-  cb_exec_t *x = exec_get(cb);
-  if (x == NULL) {
-    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                       "execute of \"%s\": cannot allocate %zu bytes",
-                       cb->name, cb->exec_bytes);
+  // Buffers whose commands take nothing from an execute (no slot, launch
+  // or event record) need no execute record: their commands hold the buffer.
+  cb_exec_t *x = NULL;
+  if (cb->drv_patches_count > 0) {
+    x = exec_get(cb);
+    if (x == NULL) {
+      return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                         "execute of \"%s\": cannot allocate %zu bytes",
+                         cb->name, cb->exec_bytes);
+    }
   }
   // Checked into the record, which exec_destroy gives back on failure.
-  accel_status_t st = accel_cb_check_execute(cb, stream, desc, x->lengths);
-  if (st == ACCEL_OK &&
-      (cb->flags & ACCEL_COMMAND_BUFFER_FLAG_REENTRANT) == 0) {
-    st = busy_enter(cb, stream);
+  accel_status_t st =
+      accel_cb_check_execute(cb, stream, desc, x != NULL ? x->lengths : NULL);
+  bool serial = (cb->flags & ACCEL_COMMAND_BUFFER_FLAG_REENTRANT) == 0;
+  if (serial) {
+    // Held across the submit: two executes on two streams must not both
+    // pass the check.
+    pthread_mutex_lock(&cb->busy_lock);
     if (st == ACCEL_OK) {
-      x->stream = stream;
+      st = busy_check_locked(cb, stream);
     }
   }
   uint32_t done = 0;
-  if (st == ACCEL_OK) {
+  if (st == ACCEL_OK && x != NULL) {
     st = exec_fill(cb, x, desc);
-    if (st == ACCEL_OK) {
-      st = submit_all(stream, cb, x, &done);
+  }
+  if (st == ACCEL_OK) {
+    st = submit_all(stream, cb, x, &done);
+  }
+  if (st != ACCEL_OK && x != NULL) {
+    fail_events(cb, x, done, st);
+  }
+  if (serial) {
+    if (st == ACCEL_OK || done > 0) {
+      busy_note_locked(cb, stream);
     }
-    if (st != ACCEL_OK) {
-      fail_events(cb, x, done, st);
-    } else {
-      atomic_fetch_add_explicit(&cb->execute_count, 1, memory_order_relaxed);
-    }
+    pthread_mutex_unlock(&cb->busy_lock);
+  }
+  if (st == ACCEL_OK) {
+    atomic_fetch_add_explicit(&cb->execute_count, 1, memory_order_relaxed);
   }
   // The commands handed over hold their own references.
-  accel_object_release(&x->object);
+  if (x != NULL) {
+    accel_object_release(&x->object);
+  }
   return st;
 }

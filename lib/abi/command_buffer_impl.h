@@ -161,7 +161,6 @@ typedef struct cb_exec {
   accel_semaphore_t **event_semaphores;  // retained
   cb_entry_t *entries;        // one per launch
   uint8_t *constants;
-  accel_stream_t *stream;  // where it runs (not retained; for BUSY)
 } cb_exec_t;
 
 // A growable array (recording never pre-sizes).
@@ -202,6 +201,7 @@ struct accel_command_buffer {
   // Set at finalize.
   uint32_t base_count;
   accel_drv_patch_t *drv_patches;
+  uint32_t drv_patches_count;  // 0: executes need no cb_exec_t
   uint32_t *patch_starts;  // first patch of each command, and the end
   accel_drv_recording_t *recording;  // NULL: replays through submit
   // Without a recording: one per host call, which the commands call
@@ -213,15 +213,16 @@ struct accel_command_buffer {
   // back by the queue worker.
   _Alignas(64) cb_exec_t *_Atomic exec_cache;
 
-  // Executes of a buffer without FLAG_REENTRANT: the stream of the last
-  // one and how many were submitted, guarded by |busy_lock| (submitters
-  // only); |busy_done| counts those that completed (the queue worker). An
-  // execute on the last one's stream needs no look at |busy_done|.
+  // Executes of a buffer without FLAG_REENTRANT, guarded by |busy_lock|
+  // (held across an execute's submit): the stream of the last one (compared
+  // only, never dereferenced: it may be gone), its completion semaphore
+  // (retained) and name, and the seq its last command had.
   _Alignas(64) pthread_mutex_t busy_lock;
-  uint64_t busy_started;
   accel_stream_t *busy_stream;
+  accel_semaphore_t *busy_semaphore;
+  uint64_t busy_seq;
+  char busy_name[64];
   _Atomic uint64_t execute_count;  // written by submitters only
-  _Alignas(64) _Atomic uint64_t busy_done;
 };
 
 // Grows the array |*v| of |*cap| elements of |elem| bytes to hold at least
