@@ -79,17 +79,23 @@ static accel_command_buffer_ref_t ref_slot(uint32_t slot, uint64_t off) {
 }
 
 
+// Every counter of the process now (freed by the caller), |*n| of them.
+static accel_counter_t *counters_now(size_t *n) {
+  assert_accel_ok(accel_counters_snapshot(NULL, 0, n));
+  size_t cap = *n + 64;
+  accel_counter_t *cs = calloc(cap, sizeof(*cs));
+  cs[0].struct_size = sizeof(cs[0]);
+  assert_accel_ok(accel_counters_snapshot(cs, cap, n));
+  assert_true(*n <= cap);
+  return cs;
+}
+
 // Sum of counter |name| over the scopes whose name contains |scope_part|.
 static uint64_t counter_sum(const char *scope_part, const char *name) {
   size_t n = 0;
-  assert_accel_ok(accel_counters_snapshot(NULL, 0, &n));
-  n += 64;
-  accel_counter_t *cs = calloc(n, sizeof(*cs));
-  cs[0].struct_size = sizeof(cs[0]);
-  size_t cap = n;
-  assert_accel_ok(accel_counters_snapshot(cs, cap, &n));
+  accel_counter_t *cs = counters_now(&n);
   uint64_t sum = 0;
-  for (size_t i = 0; i < n && i < cap; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     if (strstr(cs[i].scope_name, scope_part) != NULL &&
         strcmp(cs[i].name, name) == 0) {
       sum += cs[i].value;
@@ -922,14 +928,9 @@ static void test_cb_misuse_is_refused(void **state) {
 // their kinds' counters.
 static uint64_t stream_counter(const char *stream, const char *name) {
   size_t n = 0;
-  assert_accel_ok(accel_counters_snapshot(NULL, 0, &n));
-  n += 64;
-  accel_counter_t *cs = calloc(n, sizeof(*cs));
-  cs[0].struct_size = sizeof(cs[0]);
-  size_t cap = n;
-  assert_accel_ok(accel_counters_snapshot(cs, cap, &n));
+  accel_counter_t *cs = counters_now(&n);
   uint64_t value = UINT64_MAX;
-  for (size_t i = 0; i < n && i < cap; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     // Scopes are "DEVICE/STREAM".
     const char *slash = strchr(cs[i].scope_name, '/');
     if (slash != NULL && strcmp(slash + 1, stream) == 0 &&
