@@ -82,7 +82,6 @@ static void cb_destroy(accel_object_t *object) {
   free(cb->host_entries);
   free(cb->patch_starts);
   accel_semaphore_release(cb->busy_semaphore);
-  pthread_mutex_destroy(&cb->busy_lock);
   free(cb);
 }
 
@@ -115,7 +114,6 @@ accel_status_t accel_command_buffer_create(
                        sizeof(*cb));
   }
   accel_launch_owner_init(&cb->owner, cb_destroy);
-  pthread_mutex_init(&cb->busy_lock, NULL);
   cb->device = device;
   cb->flags = d.flags;
   if (d.name != NULL && d.name[0] != '\0') {

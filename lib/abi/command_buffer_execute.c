@@ -4,6 +4,7 @@
 // the backend's recording, split where a copy goes to the copy engines; a
 // backend without recordings gets the recorded commands through ordinary
 // submits instead. Recorded launches run through accel_cb_launch_exec.
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,21 @@ static cb_exec_t *exec_get(accel_command_buffer_t *cb) {
   return x;
 }
 
+static void busy_lock(accel_command_buffer_t *cb) {
+  uint32_t spins = 0;
+  // Acquire: the last holder's notes are visible once we hold it.
+  while (atomic_exchange_explicit(&cb->busy_lock, 1, memory_order_acquire)) {
+    if (++spins >= 64) {
+      sched_yield();  // the holder was preempted (more threads than cores)
+    }
+  }
+}
+
+static void busy_unlock(accel_command_buffer_t *cb) {
+  // Release: publishes the notes to the next holder (a plain store).
+  atomic_store_explicit(&cb->busy_lock, 0, memory_order_release);
+}
+
 // A buffer without FLAG_REENTRANT may execute on |stream| unless its last
 // execute, on another stream, has not completed: that stream's completion
 // semaphore has not reached the seq noted after it (a failed stream runs
@@ -150,7 +166,8 @@ static cb_exec_t *exec_get(accel_command_buffer_t *cb) {
 // stream is the last one's.
 static accel_status_t busy_check_locked(accel_command_buffer_t *cb,
                                         accel_stream_t *stream) {
-  ACCEL_ASSERT_HELD(&cb->busy_lock);
+  ACCEL_ASSERT_SPIN_HELD(atomic_load_explicit(&cb->busy_lock,
+                                              memory_order_relaxed) != 0);
   if (cb->busy_semaphore == NULL || cb->busy_stream == stream) {
     return ACCEL_OK;
   }
@@ -170,7 +187,8 @@ static accel_status_t busy_check_locked(accel_command_buffer_t *cb,
 // command so far.
 static void busy_note_locked(accel_command_buffer_t *cb,
                              accel_stream_t *stream) {
-  ACCEL_ASSERT_HELD(&cb->busy_lock);
+  ACCEL_ASSERT_SPIN_HELD(atomic_load_explicit(&cb->busy_lock,
+                                              memory_order_relaxed) != 0);
   if (cb->busy_stream != stream || cb->busy_semaphore == NULL) {
     accel_semaphore_release(cb->busy_semaphore);
     accel_semaphore_retain(stream->completion);
@@ -376,11 +394,13 @@ accel_status_t accel_stream_execute(
   if (serial) {
     // Held across the submit: two executes on two streams must not both
     // pass the check.
-    pthread_mutex_lock(&cb->busy_lock);
+    busy_lock(cb);
     if (st == ACCEL_OK) {
       st = busy_check_locked(cb, stream);
     }
   }
+  // Counted before the submit (see execute_count).
+  atomic_fetch_add_explicit(&cb->execute_count, 1, memory_order_relaxed);
   uint32_t done = 0;
   if (st == ACCEL_OK && x != NULL) {
     st = exec_fill(cb, x, desc);
@@ -395,10 +415,10 @@ accel_status_t accel_stream_execute(
     if (st == ACCEL_OK || done > 0) {
       busy_note_locked(cb, stream);
     }
-    pthread_mutex_unlock(&cb->busy_lock);
+    busy_unlock(cb);
   }
-  if (st == ACCEL_OK) {
-    atomic_fetch_add_explicit(&cb->execute_count, 1, memory_order_relaxed);
+  if (st != ACCEL_OK) {
+    atomic_fetch_sub_explicit(&cb->execute_count, 1, memory_order_relaxed);
   }
   // The commands handed over hold their own references.
   if (x != NULL) {

@@ -214,15 +214,20 @@ struct accel_command_buffer {
   _Alignas(64) cb_exec_t *_Atomic exec_cache;
 
   // Executes of a buffer without FLAG_REENTRANT, guarded by |busy_lock|
-  // (held across an execute's submit): the stream of the last one (compared
-  // only, never dereferenced: it may be gone), its completion semaphore
-  // (retained) and name, and the seq its last command had.
-  _Alignas(64) pthread_mutex_t busy_lock;
+  // (a spinlock held across an execute's submit, whose release is a plain
+  // store: a locked instruction after the submit would wait for the new
+  // record's stores to reach the line the queue worker polls): the stream
+  // of the last one (compared only, never dereferenced: it may be gone),
+  // its completion semaphore (retained) and name, and the seq its last
+  // command had.
+  _Alignas(64) _Atomic uint32_t busy_lock;
   accel_stream_t *busy_stream;
   accel_semaphore_t *busy_semaphore;
   uint64_t busy_seq;
   char busy_name[64];
-  _Atomic uint64_t execute_count;  // written by submitters only
+  // Executes submitted, counted before their submit (and uncounted if it
+  // fails) for the same reason.
+  _Atomic uint64_t execute_count;
 };
 
 // Grows the array |*v| of |*cap| elements of |elem| bytes to hold at least
