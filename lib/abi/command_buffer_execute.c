@@ -399,8 +399,16 @@ accel_status_t accel_stream_execute(
       st = busy_check_locked(cb, stream);
     }
   }
-  // Counted before the submit (see execute_count).
-  atomic_fetch_add_explicit(&cb->execute_count, 1, memory_order_relaxed);
+  // Counted before the submit (see execute_count); without a locked
+  // instruction while the busy lock serializes executes.
+  if (serial) {
+    atomic_store_explicit(
+        &cb->execute_count,
+        atomic_load_explicit(&cb->execute_count, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&cb->execute_count, 1, memory_order_relaxed);
+  }
   uint32_t done = 0;
   if (st == ACCEL_OK && x != NULL) {
     st = exec_fill(cb, x, desc);
@@ -411,14 +419,14 @@ accel_status_t accel_stream_execute(
   if (st != ACCEL_OK && x != NULL) {
     fail_events(cb, x, done, st);
   }
+  if (st != ACCEL_OK) {
+    atomic_fetch_sub_explicit(&cb->execute_count, 1, memory_order_relaxed);
+  }
   if (serial) {
     if (st == ACCEL_OK || done > 0) {
       busy_note_locked(cb, stream);
     }
     busy_unlock(cb);
-  }
-  if (st != ACCEL_OK) {
-    atomic_fetch_sub_explicit(&cb->execute_count, 1, memory_order_relaxed);
   }
   // The commands handed over hold their own references.
   if (x != NULL) {

@@ -280,19 +280,20 @@ static inline bool accel_trace_cmd_hooks_quiet(void) {
          !ACCEL_TP_ON(launch_begin) && !ACCEL_TP_ON(launch_end);
 }
 
-// |host_calls| host calls and |launches| launches completed (with ACCEL_OK)
-// on |queue| while the hooks were quiet: counted as accel_trace_cmd_end
-// would have counted them. Called by the worker before it posts their
-// completion.
+// |host_calls| host calls, |launches| launches and |executes| executes
+// completed (with ACCEL_OK) on |queue| while the hooks were quiet: counted
+// as accel_trace_cmd_end would have counted them. Called by the worker
+// before it posts their completion.
 static inline void accel_trace_count_quiet(const void *queue,
                                            uint64_t host_calls,
-                                           uint64_t launches) {
+                                           uint64_t launches,
+                                           uint64_t executes) {
   if ((accel_trace_mask() & ACCEL_TRACE_M_COUNTERS) == 0) {
     return;
   }
   accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t != NULL) {
-    uint64_t n = host_calls + launches;
+    uint64_t n = host_calls + launches + executes;
     atomic_store_explicit(
         &t->processed,
         atomic_load_explicit(&t->processed, memory_order_relaxed) + n,
@@ -300,6 +301,7 @@ static inline void accel_trace_count_quiet(const void *queue,
     accel_trace_ctr_add_single(t, ACCEL_CTR_COMMANDS_COMPLETED, n);
     accel_trace_ctr_add_single(t, ACCEL_CTR_HOST_CALLS, host_calls);
     accel_trace_ctr_add_single(t, ACCEL_CTR_LAUNCHES, launches);
+    accel_trace_ctr_add_single(t, ACCEL_CTR_REPLAYS, executes);
   }
 }
 
@@ -329,9 +331,10 @@ static inline void accel_trace_nested_end(const void *queue,
   }
 }
 
-// |host_calls| host calls and |launches| launches that a replay ran on
+// |host_calls| host calls and |launches| launches that replays ran on
 // |queue| without the nested hooks (while accel_trace_cmd_hooks_quiet()),
-// all with ACCEL_OK: counted as accel_trace_nested_end would have.
+// all with ACCEL_OK: counted as accel_trace_nested_end would have. Called
+// by the worker before it posts their completion.
 static inline void accel_trace_count_replayed(const void *queue,
                                               uint64_t host_calls,
                                               uint64_t launches) {

@@ -1020,6 +1020,77 @@ static void test_cb_backend_failures_leave_a_usable_buffer(void **state) {
   accel_event_release(ev);
 }
 
+typedef struct gate {
+  _Atomic int entered;
+  _Atomic int open;
+} gate_t;
+
+// Blocks its stream until the gate opens (at most 10 s).
+static accel_status_t gate_fn(void *user_data) {
+  gate_t *g = user_data;
+  atomic_store(&g->entered, 1);
+  uint64_t t0 = test_now_ns();
+  while (!atomic_load(&g->open) && test_now_ns() - t0 < 10000000000ull) {
+    usleep(100);
+  }
+  return ACCEL_OK;
+}
+
+static void *destroy_main(void *arg) {
+  accel_stream_destroy(arg);
+  return NULL;
+}
+
+// Destroying a stream created with ACCEL_STREAM_FLAG_ABORT_ON_DESTROY while
+// a replay runs stops the replay (a long run of host calls and a blocked
+// wait alike): the rest is skipped and its signals fail with ABORTED.
+static void test_cb_abort_on_destroy_stops_a_replay(void **state) {
+  cb_env_t *env = *state;
+  for (int blocked_wait = 0; blocked_wait < 2; ++blocked_wait) {
+    _Atomic uint64_t calls = 0;
+    gate_t gate = {0};
+    accel_semaphore_t *never = NULL, *done = NULL;
+    assert_accel_ok(accel_semaphore_create(env->device, 0, &never));
+    assert_accel_ok(accel_semaphore_create(env->device, 0, &done));
+    accel_command_buffer_t *cb = cb_new(env, "aborted", 0);
+    if (blocked_wait) {
+      assert_accel_ok(accel_command_buffer_wait(cb, never, 1));
+    } else {
+      assert_accel_ok(accel_command_buffer_host_call(cb, gate_fn, &gate));
+    }
+    for (int i = 0; i < 50000; ++i) {
+      assert_accel_ok(
+          accel_command_buffer_host_call(cb, count_fn, (void *)&calls));
+    }
+    assert_accel_ok(accel_command_buffer_signal(cb, done, 1));
+    assert_accel_ok(accel_command_buffer_finalize(cb));
+    accel_stream_desc_t sd = {.struct_size = sizeof(sd),
+                              .flags = ACCEL_STREAM_FLAG_ABORT_ON_DESTROY};
+    accel_stream_t *s = NULL;
+    assert_accel_ok(accel_stream_create(env->device, &sd, &s));
+    assert_accel_ok(accel_stream_execute(s, cb, NULL));
+    accel_command_buffer_release(cb);
+    pthread_t t;
+    if (blocked_wait) {
+      usleep(2000);  // the worker blocks in the wait
+      pthread_create(&t, NULL, destroy_main, s);
+    } else {
+      while (!atomic_load(&gate.entered)) {
+        usleep(100);
+      }
+      pthread_create(&t, NULL, destroy_main, s);
+      usleep(20000);  // the destroy has asked to abort by now
+      atomic_store(&gate.open, 1);
+    }
+    pthread_join(t, NULL);
+    assert_accel_status(accel_semaphore_wait(done, 1, ACCEL_TIMEOUT_INFINITE),
+                        ACCEL_ERROR_ABORTED);
+    assert_true(atomic_load(&calls) < 50000);
+    accel_semaphore_release(never);
+    accel_semaphore_release(done);
+  }
+}
+
 #define BOTH(t)                                                           \
   cmocka_unit_test_setup_teardown(t, setup_recorded, env_teardown),       \
       cmocka_unit_test_setup_teardown(t, setup_fallback, env_teardown)
@@ -1038,6 +1109,7 @@ int main(void) {
       BOTH(test_cb_misuse_is_refused),
       BOTH(test_cb_counters_count_replays),
       BOTH(test_cb_backend_failures_leave_a_usable_buffer),
+      BOTH(test_cb_abort_on_destroy_stops_a_replay),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -74,6 +74,18 @@ typedef struct chunk {
 #define RECORD_HOST_CALL_SHORT 0xfeu
 #define FN_TABLE_SIZE 16u
 
+// An EXECUTE of a whole recording without bases holding one reference (a
+// command buffer whose commands take nothing per execute) takes 3 words:
+// the header, the recording, the reference. The full form's 5 words span
+// two cache lines at half the places a record can start, and each line the
+// worker reads is a transfer from the producer's core (measured on the
+// one-command buffer's round trip, best of 40 runs of 1,000: 1560-1580 ->
+// 1330-1350 TSC cycles, with a host call's at 1060-1260 in the same runs).
+#define RECORD_EXECUTE_WHOLE 0xfdu
+
+// The number of commands of a recording (host_queue_replay.c).
+uint32_t accel_host_recording_count(const accel_drv_recording_t *recording);
+
 static inline uint64_t header_make(uint32_t kind, uint32_t words,
                                    uint32_t refs, uint32_t flags) {
   return (uint64_t)kind | ((uint64_t)words << 8) | ((uint64_t)refs << 16) |
@@ -170,6 +182,10 @@ struct accel_drv_queue {
   bool quiet;
   uint64_t quiet_host_calls;
   uint64_t quiet_launches;
+  uint64_t quiet_executes;
+  // The host calls and launches those executes replayed.
+  uint64_t replayed_host_calls;
+  uint64_t replayed_launches;
   // The first command of the running execute not run, when it failed
   // (host_queue_replay.c): its signals and those after it are failed.
   uint32_t replay_resume;
@@ -215,11 +231,26 @@ static inline void record_write_body(record_word_t *rec,
   }
 }
 
+// The compact header of |cmd| if it is an EXECUTE of RECORD_EXECUTE_WHOLE's
+// shape, else 0.
+static inline uint64_t execute_whole_header(const accel_cmd_t *cmd) {
+  if (cmd->execute.bases == NULL && cmd->execute.first == 0 &&
+      cmd->refs[0] != NULL && cmd->refs[1] == NULL && cmd->flags == 0 &&
+      cmd->execute.count ==
+          accel_host_recording_count(cmd->execute.recording)) {
+    return header_make(RECORD_EXECUTE_WHOLE, 3, 1, 0);
+  }
+  return 0;
+}
+
 // Writes |cmd| as the record |header| says (short or full) and publishes it.
 static inline void record_write(record_word_t *rec, const accel_cmd_t *cmd,
                                 uint64_t header, uint32_t refs) {
   if (header_kind(header) == RECORD_HOST_CALL_SHORT) {
     rec[1].p = cmd->host_call.user_data;
+  } else if (header_kind(header) == RECORD_EXECUTE_WHOLE) {
+    rec[1].p = cmd->execute.recording;
+    rec[2].ref = cmd->refs[0];
   } else {
     record_write_body(rec, cmd, refs);
   }

@@ -22,10 +22,23 @@ typedef struct host_patch {
   uint64_t offset;
 } host_patch_t;
 
+// A host call of a recording, for the runs replayed back to back.
+typedef struct host_call_pair {
+  accel_host_fn_t fn;
+  void *user_data;
+} host_call_pair_t;
+
 struct accel_drv_recording {
   char name[64];
   uint32_t command_count;
   bool waits;  // has a WAIT: the worker posts completions before replaying
+  // For each command, the host calls that follow from it without another
+  // kind between (0: not a host call), and each host call's function and
+  // data packed: a run replays from |calls| without decoding headers (a
+  // 1,000-call buffer replayed 1,000 times, best of 10 runs on the loaded
+  // 2-vCPU machine: 3.0 -> 2.4-2.7 ns a call).
+  uint32_t *runs;
+  host_call_pair_t *calls;
   // Word of each command's record, and of the end (command_count + 1).
   uint32_t *starts;
   // First patch of each command, and the end (command_count + 1).
@@ -97,8 +110,10 @@ accel_status_t accel_host_recording_create(
   r->patch_starts = malloc((n + 1) * sizeof(uint32_t));
   r->patches = malloc((params->patch_count + 1) * sizeof(host_patch_t));
   r->words = malloc((total_words + 1) * sizeof(record_word_t));
+  r->runs = malloc((n + 1) * sizeof(uint32_t));
+  r->calls = malloc((n + 1) * sizeof(host_call_pair_t));
   if (r->starts == NULL || r->patch_starts == NULL || r->patches == NULL ||
-      r->words == NULL) {
+      r->words == NULL || r->runs == NULL || r->calls == NULL) {
     goto err_free_recording;
   }
   snprintf(r->name, sizeof(r->name), "%s",
@@ -126,6 +141,14 @@ accel_status_t accel_host_recording_create(
   }
   r->starts[n] = pos;
   r->patch_starts[n] = patch;
+  r->runs[n] = 0;
+  for (uint32_t i = n; i-- > 0;) {
+    const accel_cmd_t *c = &params->commands[i];
+    bool call = c->kind == ACCEL_CMD_HOST_CALL && c->flags == 0;
+    r->runs[i] = call ? r->runs[i + 1] + 1 : 0;
+    r->calls[i] = (host_call_pair_t){.fn = call ? c->host_call.fn : NULL,
+                                     .user_data = c->host_call.user_data};
+  }
   // A sentinel past every record: the replay loop compares without a bound.
   r->patches[patch] = (host_patch_t){.word = UINT32_MAX};
   *out_recording = r;
@@ -148,11 +171,17 @@ void accel_host_recording_destroy(accel_drv_recording_t *r) {
   free(r->patch_starts);
   free(r->patches);
   free(r->words);
+  free(r->runs);
+  free(r->calls);
   free(r);
 }
 
 bool accel_host_recording_waits(const accel_drv_recording_t *r) {
   return r->waits;
+}
+
+uint32_t accel_host_recording_count(const accel_drv_recording_t *r) {
+  return r->command_count;
 }
 
 // Copies the record at |w| (header |h|) into |tmp| and applies the patches
@@ -215,48 +244,65 @@ accel_status_t accel_host_queue_replay(accel_drv_queue_t *q,
   bool quiet = q->quiet;
   uint64_t calls = 0;
   uint64_t launches = 0;
-  const uint64_t host_call_header = header_make(ACCEL_CMD_HOST_CALL, 3, 0, 0);
   accel_status_t st = ACCEL_OK;
   uint32_t i = first;
-  for (; i < end; ++i) {
+  while (i < end) {
+    uint32_t run = quiet ? r->runs[i] : 0;
+    if (run > 0) {
+      // Host calls take no patches: their function and data are recorded.
+      uint32_t n = run < end - i ? run : end - i;
+      const host_call_pair_t *c = &r->calls[i];
+      uint32_t j = 0;
+      for (; j < n; ++j) {
+        // A destroy that aborts pending work stops a long run too (checked
+        // every 256 calls: a relaxed load of a line that is rarely written).
+        if ((j & 255) == 0 &&
+            atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
+          st = accel_error(ACCEL_ERROR_ABORTED,
+                           "aborted: stream destroyed with pending work");
+          break;
+        }
+        st = run_host_fn(q, c[j].fn, c[j].user_data);
+        if (__builtin_expect(st != ACCEL_OK, 0)) {
+          break;
+        }
+      }
+      calls += j;
+      i += j;
+      w += 3 * j;  // a host call's record is 3 words
+      if (st != ACCEL_OK) {
+        break;
+      }
+      continue;
+    }
     uint64_t h = w[0].u;
     uint32_t n = header_words(h);
-    if (__builtin_expect(h == host_call_header && quiet, 1)) {
-      // Host calls take no patches: their function and data are recorded.
-      st = run_host_fn(q, w[1].host_fn, w[2].p);
-      calls++;
+    record_word_t tmp[MAX_RECORD_WORDS];
+    const record_word_t *rec = p->word < (uint32_t)(w - r->words) + n
+                                   ? patch_record(r, w, h, bases, &p, tmp)
+                                   : w;
+    if (atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
+      st = accel_error(ACCEL_ERROR_ABORTED,
+                       "aborted: stream destroyed with pending work");
+    } else if (header_kind(h) == ACCEL_CMD_LAUNCH && quiet) {
+      st = rec[1].exec(rec[2].p, q->device);
+      launches += st == ACCEL_OK;
     } else {
-      record_word_t tmp[MAX_RECORD_WORDS];
-      const record_word_t *rec =
-          p->word < (uint32_t)(w - r->words) + n
-              ? patch_record(r, w, h, bases, &p, tmp)
-              : w;
-      if (atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
-        st = accel_error(ACCEL_ERROR_ABORTED,
-                         "aborted: stream destroyed with pending work");
-      } else if (header_kind(h) == ACCEL_CMD_LAUNCH && quiet) {
-        st = rec[1].exec(rec[2].p, q->device);
-        launches++;
-      } else {
-        st = run_traced(q, rec, h, cmd->seq);
-      }
+      st = run_traced(q, rec, h, cmd->seq);
     }
     if (__builtin_expect(st != ACCEL_OK, 0)) {
       break;
     }
     w += n;
+    ++i;
   }
   if (st != ACCEL_OK) {
-    // The failed command was counted as run above; it is not.
-    if (header_kind(w[0].u) == ACCEL_CMD_LAUNCH && quiet) {
-      launches--;
-    } else if (w[0].u == host_call_header && quiet) {
-      calls--;
-    }
     q->replay_resume = i + 1;
     st = replay_failed(r, i, header_kind(w[0].u), st);
   }
-  accel_trace_count_replayed(q, calls, launches);
+  // Counted in bulk with the queue's own quiet commands (count_quiet_calls).
+  q->replayed_host_calls += calls;
+  q->replayed_launches += launches;
   return st;
 }
 

@@ -94,10 +94,18 @@ accel_status_t accel_host_queue_run_command(accel_drv_queue_t *q,
 // Counts the host calls that ran without the trace hooks; before their
 // completion is posted or the queue fails.
 static void count_quiet_calls(accel_drv_queue_t *q) {
-  if (q->quiet_host_calls + q->quiet_launches != 0) {
-    accel_trace_count_quiet(q, q->quiet_host_calls, q->quiet_launches);
+  if (q->quiet_host_calls + q->quiet_launches + q->quiet_executes != 0) {
+    accel_trace_count_quiet(q, q->quiet_host_calls, q->quiet_launches,
+                            q->quiet_executes);
     q->quiet_host_calls = 0;
     q->quiet_launches = 0;
+    q->quiet_executes = 0;
+  }
+  if (q->replayed_host_calls + q->replayed_launches != 0) {
+    accel_trace_count_replayed(q, q->replayed_host_calls,
+                               q->replayed_launches);
+    q->replayed_host_calls = 0;
+    q->replayed_launches = 0;
   }
 }
 
@@ -186,17 +194,34 @@ static void quiet_failed(accel_drv_queue_t *q, const record_word_t *rec,
 }
 
 // True for the records process_quiet runs: host calls without references
-// (short or full) and launches.
-static inline bool quiet_shape(uint64_t header) {
+// (short or full), launches, and executes of recordings that do not wait
+// (a wait needs the completions posted before it).
+static inline bool quiet_shape(const record_word_t *rec, uint64_t header) {
   uint64_t shape = header & 0xffffffu;  // all but a short call's place
+  uint32_t kind = header_kind(header);
   return shape == header_make(RECORD_HOST_CALL_SHORT, 2, 0, 0) ||
          header == header_make(ACCEL_CMD_HOST_CALL, 3, 0, 0) ||
-         header_kind(header) == ACCEL_CMD_LAUNCH;
+         kind == ACCEL_CMD_LAUNCH ||
+         ((kind == ACCEL_CMD_EXECUTE || kind == RECORD_EXECUTE_WHOLE) &&
+          !accel_host_recording_waits(rec[1].p));
+}
+
+// Drops the references a record holds after its body.
+static inline void release_record_refs(const record_word_t *rec,
+                                       uint64_t header) {
+  uint32_t kind = header_kind(header);
+  const record_word_t *ref =
+      rec + 1 + (kind == RECORD_EXECUTE_WHOLE ? 1 : body_words[kind]);
+  for (uint32_t refs = header_refs(header); refs != 0; refs >>= 1) {
+    if (refs & 1u) {
+      accel_object_release((ref++)->ref);
+    }
+  }
 }
 
 // Runs the record |rec| of quiet_shape when the trace hooks are quiet and
-// the queue healthy, without building its command or calling the hooks,
-// and counts it for count_quiet_calls.
+// the queue healthy, without building its command (but an execute's) or
+// calling the hooks, and counts it for count_quiet_calls.
 static inline void process_quiet(accel_drv_queue_t *q,
                                  const record_word_t *rec, uint64_t header) {
   accel_status_t st;
@@ -205,12 +230,17 @@ static inline void process_quiet(accel_drv_queue_t *q,
     st = rec[1].exec(rec[2].p, q->device);
     if (__builtin_expect(st == ACCEL_OK, 1)) {
       q->quiet_launches++;
-      const record_word_t *ref = rec + 1 + body_words[ACCEL_CMD_LAUNCH];
-      for (uint32_t refs = header_refs(header); refs != 0; refs >>= 1) {
-        if (refs & 1u) {
-          accel_object_release((ref++)->ref);
-        }
-      }
+      release_record_refs(rec, header);
+      return;
+    }
+  } else if (kind == ACCEL_CMD_EXECUTE || kind == RECORD_EXECUTE_WHOLE) {
+    accel_cmd_t cmd;
+    accel_host_queue_record_read(q, rec, header, q->consumed + 1, &cmd);
+    q->replay_resume = cmd.execute.first;
+    st = accel_host_queue_replay(q, &cmd);
+    if (__builtin_expect(st == ACCEL_OK, 1)) {
+      q->quiet_executes++;
+      release_record_refs(rec, header);
       return;
     }
   } else {
@@ -339,7 +369,7 @@ static inline void worker_run_record(accel_drv_queue_t *q,
   // The record stays in place (its chunk is recycled only once the worker
   // moved past it); the next one starts after it.
   q->head_pos += header_words(header);
-  if (quiet_shape(header) && q->quiet && !q->poisoned &&
+  if (quiet_shape(rec, header) && q->quiet && !q->poisoned &&
       !atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
     process_quiet(q, rec, header);
     q->consumed++;
