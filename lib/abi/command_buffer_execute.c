@@ -359,6 +359,22 @@ static void fail_events(const accel_command_buffer_t *cb, const cb_exec_t *x,
   }
 }
 
+// Adds |delta| to the buffer's execute count: without a locked instruction
+// while the busy lock serializes executes (|serial|).
+static void count_execute(accel_command_buffer_t *cb, bool serial,
+                          int64_t delta) {
+  if (serial) {
+    atomic_store_explicit(
+        &cb->execute_count,
+        atomic_load_explicit(&cb->execute_count, memory_order_relaxed) +
+            (uint64_t)delta,
+        memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&cb->execute_count, (uint64_t)delta,
+                              memory_order_relaxed);
+  }
+}
+
 accel_status_t accel_stream_execute(
     accel_stream_t *stream, accel_command_buffer_t *cb,
     const accel_command_buffer_execute_desc_t *desc) {
@@ -399,28 +415,21 @@ accel_status_t accel_stream_execute(
       st = busy_check_locked(cb, stream);
     }
   }
-  // Counted before the submit (see execute_count); without a locked
-  // instruction while the busy lock serializes executes.
-  if (serial) {
-    atomic_store_explicit(
-        &cb->execute_count,
-        atomic_load_explicit(&cb->execute_count, memory_order_relaxed) + 1,
-        memory_order_relaxed);
-  } else {
-    atomic_fetch_add_explicit(&cb->execute_count, 1, memory_order_relaxed);
-  }
   uint32_t done = 0;
-  if (st == ACCEL_OK && x != NULL) {
-    st = exec_fill(cb, x, desc);
-  }
   if (st == ACCEL_OK) {
-    st = submit_all(stream, cb, x, &done);
-  }
-  if (st != ACCEL_OK && x != NULL) {
-    fail_events(cb, x, done, st);
-  }
-  if (st != ACCEL_OK) {
-    atomic_fetch_sub_explicit(&cb->execute_count, 1, memory_order_relaxed);
+    count_execute(cb, serial, 1);  // before the submit: see execute_count
+    if (x != NULL) {
+      st = exec_fill(cb, x, desc);
+    }
+    if (st == ACCEL_OK) {
+      st = submit_all(stream, cb, x, &done);
+    }
+    if (st != ACCEL_OK) {
+      if (x != NULL) {
+        fail_events(cb, x, done, st);
+      }
+      count_execute(cb, serial, -1);
+    }
   }
   if (serial) {
     if (st == ACCEL_OK || done > 0) {

@@ -20,16 +20,16 @@
 #define MAX_GROUPS (1ull << 48)
 
 
-// The worker reads |fn|, |driver| and the dispatch's work-group count first:
-// they share the record's first cache line, so that a one-group launch of a
-// kernel that touches nothing else costs the worker one line beyond the
-// command itself.
+// The worker reads |kernel|, |driver| and the dispatch's work-group count
+// first: they share the record's first cache line (the kernel's function
+// and name are on the kernel's read-mostly line), so that a one-group
+// launch of a kernel that touches nothing else costs the worker one line
+// beyond the command and the kernel.
 typedef struct launch {
-  accel_kernel_fn_t fn;
+  const accel_kernel_t *kernel;  // its owner is held by the command's refs[1]
   const accel_driver_t *driver;
   accel_object_t object;
   accel_kernel_dispatch_t dispatch;
-  const accel_kernel_t *kernel;  // its owner is held by the command's refs[1]
   uint32_t buffer_count;
   uint32_t capacity;  // bytes allocated for the record (for the cache)
   accel_buffer_t **buffers;  // one reference each
@@ -421,7 +421,6 @@ static __attribute__((noinline)) accel_status_t launch_checked(
   accel_kernel_binding_t *table = (accel_kernel_binding_t *)(mem + bindings_at);
   accel_object_init(&l->object, launch_destroy);
   l->kernel = k;
-  l->fn = k->fn;
   l->capacity = capacity;
   l->driver = stream->device->driver;
   l->buffers = (accel_buffer_t **)(mem + buffers_at);
