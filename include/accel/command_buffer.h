@@ -266,6 +266,16 @@ ACCEL_API accel_status_t accel_command_buffer_wait(
 ACCEL_API accel_status_t accel_command_buffer_event_record(
     accel_command_buffer_t *command_buffer, accel_event_t *event);
 
+// Records a wait for |event|: each replay waits, at that point of the
+// stream, for the event's last record as of the execute (as
+// accel_stream_wait_event issued then would; no wait if it was never
+// recorded). |event| is retained by the buffer.
+// ACCEL_ERROR_INVALID_ARGUMENT: NULL argument, event of another device,
+//   finalized.
+// Thread-compatible (see above).
+ACCEL_API accel_status_t accel_command_buffer_wait_event(
+    accel_command_buffer_t *command_buffer, accel_event_t *event);
+
 // Records a launch of |kernel| (retained by the buffer), checked against
 // the kernel's signature as accel_launch is. Bindings that name slots are
 // checked at each execute against the slot's range (access, alignment,

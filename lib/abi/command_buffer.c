@@ -442,9 +442,11 @@ accel_status_t accel_command_buffer_wait(accel_command_buffer_t *cb,
   return record_semaphore(cb, CB_WAIT, semaphore, value);
 }
 
-accel_status_t accel_command_buffer_event_record(accel_command_buffer_t *cb,
-                                                 accel_event_t *event) {
-  cb_args_t a = {.kind = CB_EVENT_RECORD, .event = event};
+// Appends an event record or wait: a SIGNAL or WAIT whose semaphore and
+// value (and a record's timestamp slot) each execute takes from the event.
+static accel_status_t record_event(accel_command_buffer_t *cb, uint32_t kind,
+                                   accel_event_t *event) {
+  cb_args_t a = {.kind = kind, .event = event};
   ACCEL_RETURN_IF_ERROR(begin(cb, &a));
   if (!reserve(cb, 3, 1) ||
       !accel_cb_vec_grow((void **)&cb->events.v, &cb->events.cap,
@@ -459,14 +461,23 @@ accel_status_t accel_command_buffer_event_record(accel_command_buffer_t *cb,
   uint32_t e = cb->events.n;
   cb->events.v[cb->events.n++] = event;
   cb->event_commands.v[cb->event_commands.n++] = cb->commands.n;
-  // The semaphore, value and timestamp slot come from the event at each
-  // execute (a record takes the event's next value).
-  for (uint16_t w = 0; w < 3; ++w) {
+  bool wait = kind == CB_EVENT_WAIT;
+  for (uint16_t w = 0; w < (wait ? 2 : 3); ++w) {
     add_patch(cb, (uint16_t)(2 + w), CB_BASE_EVENT, e * 3 + w, 0);
   }
-  accel_cmd_t cmd = {.kind = ACCEL_CMD_SIGNAL};
-  push_command(cb, &cmd, CB_EVENT_RECORD);
+  accel_cmd_t cmd = {.kind = wait ? ACCEL_CMD_WAIT : ACCEL_CMD_SIGNAL};
+  push_command(cb, &cmd, kind);
   return ACCEL_OK;
+}
+
+accel_status_t accel_command_buffer_event_record(accel_command_buffer_t *cb,
+                                                 accel_event_t *event) {
+  return record_event(cb, CB_EVENT_RECORD, event);
+}
+
+accel_status_t accel_command_buffer_wait_event(accel_command_buffer_t *cb,
+                                               accel_event_t *event) {
+  return record_event(cb, CB_EVENT_WAIT, event);
 }
 
 // Reserves the slots the bindings of |desc| name (each may add an

@@ -222,8 +222,14 @@ static accel_status_t exec_fill(accel_command_buffer_t *cb, cb_exec_t *x,
     accel_semaphore_t *sem = NULL;
     uint64_t value = 0;
     _Atomic uint64_t *timestamp = NULL;
-    ACCEL_RETURN_IF_ERROR(
-        accel_event_record_take(cb->events.v[e], &sem, &value, &timestamp));
+    if (cb->kinds.v[cb->event_commands.v[e]] == CB_EVENT_WAIT) {
+      // The event's last record as of this execute (value 0: never
+      // recorded, nothing to wait for).
+      accel_event_wait_target(cb->events.v[e], &sem, &value);
+    } else {
+      ACCEL_RETURN_IF_ERROR(
+          accel_event_record_take(cb->events.v[e], &sem, &value, &timestamp));
+    }
     x->event_semaphores[e] = sem;
     ev[3 * e] = (uint64_t)(uintptr_t)sem->drv;
     ev[3 * e + 1] = value;
@@ -353,7 +359,9 @@ static void fail_events(const accel_command_buffer_t *cb, const cb_exec_t *x,
                         uint32_t done, accel_status_t st) {
   const accel_drv_sync_ops_t *sync = cb->device->driver->sync;
   for (uint32_t e = 0; e < cb->events.n; ++e) {
-    if (x->event_semaphores[e] != NULL && cb->event_commands.v[e] >= done) {
+    uint32_t c = cb->event_commands.v[e];
+    if (x->event_semaphores[e] != NULL && c >= done &&
+        cb->kinds.v[c] == CB_EVENT_RECORD) {
       sync->fail(x->event_semaphores[e]->drv, st, accel_last_error());
     }
   }

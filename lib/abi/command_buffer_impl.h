@@ -7,7 +7,7 @@
 // bases (docs/driver-interface.md, recordings). An execute's bases are, in
 // order: the binding table's slot addresses (one per slot), the address of
 // the execute's constants block, the address of its launch entries, then
-// three per recorded event record (semaphore, value, timestamp slot).
+// three per event record or wait (semaphore, value, timestamp slot).
 #ifndef ACCEL_ABI_COMMAND_BUFFER_IMPL_H_
 #define ACCEL_ABI_COMMAND_BUFFER_IMPL_H_
 
@@ -28,8 +28,9 @@
 #define ACCEL_CB_MAX_EVENTS 16000u
 
 // What a recorded command is, as the API names it (the queue's kinds, plus
-// event records, which are SIGNALs whose semaphore and value each execute
-// takes from the event).
+// event records, SIGNALs whose semaphore and value each execute takes from
+// the event, and event waits, WAITs for the event's last record as of each
+// execute).
 typedef enum cb_kind {
   CB_HOST_CALL = ACCEL_CMD_HOST_CALL,
   CB_FILL = ACCEL_CMD_FILL,
@@ -38,6 +39,7 @@ typedef enum cb_kind {
   CB_WAIT = ACCEL_CMD_WAIT,
   CB_LAUNCH = ACCEL_CMD_LAUNCH,
   CB_EVENT_RECORD = ACCEL_CMD_KIND_COUNT,
+  CB_EVENT_WAIT,
   CB_KIND_COUNT,
 } cb_kind_t;
 
@@ -194,8 +196,10 @@ struct accel_command_buffer {
   CB_VEC(cb_dma_copy_t) dma_copies;
   CB_VEC(cb_held_t) held;
   CB_VEC(cb_slot_req_t) slots;  // n is the binding count
-  CB_VEC(accel_event_t *) events;  // borrowed (held in |held|)
-  CB_VEC(uint32_t) event_commands;  // command index of each event record
+  // Event records and waits: the event (borrowed: held in |held|) and the
+  // command index of each.
+  CB_VEC(accel_event_t *) events;
+  CB_VEC(uint32_t) event_commands;
   uint32_t constants_size;
 
   // Set at finalize.

@@ -14,7 +14,9 @@
 #include "sync/semaphore_impl.h"
 
 const char *accel_cb_kind_name(uint32_t kind) {
-  return kind == CB_EVENT_RECORD ? "event_record" : accel_cmd_kind_name(kind);
+  return kind == CB_EVENT_RECORD ? "event_record"
+         : kind == CB_EVENT_WAIT ? "wait_event"
+                                 : accel_cmd_kind_name(kind);
 }
 
 // "command #I (KIND): " for messages.
@@ -128,7 +130,8 @@ static accel_status_t check_event_record(const accel_command_buffer_t *cb,
   }
   if (cb->events.n >= ACCEL_CB_MAX_EVENTS) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "%sa command buffer records at most %u event records",
+                       "%sa command buffer records at most %u event records "
+                       "and waits",
                        pre, ACCEL_CB_MAX_EVENTS);
   }
   return ACCEL_OK;
@@ -194,6 +197,7 @@ static const cb_checker_t k_checkers[CB_KIND_COUNT] = {
     [CB_COPY] = check_copy,           [CB_SIGNAL] = check_semaphore,
     [CB_WAIT] = check_semaphore,      [CB_LAUNCH] = check_launch,
     [CB_EVENT_RECORD] = check_event_record,
+    [CB_EVENT_WAIT] = check_event_record,
 };
 
 accel_status_t accel_cb_check(const accel_command_buffer_t *cb, uint32_t index,

@@ -151,8 +151,8 @@ accel_status_t accel_event_record(accel_event_t *event,
 }
 
 // Snapshots the last record: a retained semaphore and its target value.
-static void snapshot(accel_event_t *event, accel_semaphore_t **out_sem,
-                     uint64_t *out_target) {
+void accel_event_wait_target(accel_event_t *event, accel_semaphore_t **out_sem,
+                             uint64_t *out_target) {
   pthread_mutex_lock(&event->lock);
   accel_semaphore_retain(event->semaphore);
   *out_sem = event->semaphore;
@@ -164,7 +164,7 @@ accel_status_t accel_event_query(accel_event_t *event) {
   ACCEL_CHECK_ARG(event != NULL, "event (NULL)");
   accel_semaphore_t *sem;
   uint64_t target;
-  snapshot(event, &sem, &target);
+  accel_event_wait_target(event, &sem, &target);
   uint64_t value = 0;
   accel_status_t st =
       event->device->driver->sync->query(sem->drv, &value);
@@ -184,7 +184,7 @@ accel_status_t accel_event_synchronize(accel_event_t *event,
   ACCEL_CHECK_ARG(event != NULL, "event (NULL)");
   accel_semaphore_t *sem;
   uint64_t target;
-  snapshot(event, &sem, &target);
+  accel_event_wait_target(event, &sem, &target);
   accel_status_t st = event->device->driver->sync->wait(
       1, &sem->drv, &target, ACCEL_WAIT_ALL, timeout_ns, NULL);
   accel_semaphore_release(sem);
@@ -203,7 +203,7 @@ accel_status_t accel_stream_wait_event(accel_stream_t *stream,
   }
   accel_semaphore_t *sem;
   uint64_t target;
-  snapshot(event, &sem, &target);
+  accel_event_wait_target(event, &sem, &target);
   if (target == 0) {
     accel_semaphore_release(sem);
     return ACCEL_OK;  // never recorded: nothing to wait for
@@ -237,7 +237,7 @@ accel_status_t accel_event_elapsed_ns(accel_event_t *start, accel_event_t *end,
     }
     accel_semaphore_t *sem;
     uint64_t target;
-    snapshot(events[i], &sem, &target);
+    accel_event_wait_target(events[i], &sem, &target);
     uint64_t value = 0;
     accel_status_t st =
         events[i]->device->driver->sync->query(sem->drv, &value);

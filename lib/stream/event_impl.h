@@ -22,6 +22,12 @@ accel_status_t accel_event_record_take(accel_event_t *event,
                                        uint64_t *out_value,
                                        _Atomic uint64_t **out_timestamp);
 
+// What a wait for |event| issued now waits for: the semaphore of its last
+// record (retained for the caller) and that record's value (0 when never
+// recorded: a wait for it is no wait). Thread-safe.
+void accel_event_wait_target(accel_event_t *event, accel_semaphore_t **out_sem,
+                             uint64_t *out_target);
+
 // The device of |event| (borrowed).
 accel_device_t *accel_event_device_of(const accel_event_t *event);
 

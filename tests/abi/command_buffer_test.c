@@ -185,7 +185,7 @@ typedef struct program {
 } program_t;
 
 enum { P_FILL, P_COPY, P_TO_HOST, P_FROM_HOST, P_LAUNCH, P_HOST, P_SIGNAL,
-       P_EVENT, P_KINDS };
+       P_EVENT, P_EVENT_WAIT, P_KINDS };
 
 #define PBYTES 4096u
 
@@ -297,6 +297,13 @@ static void program_step(const program_t *p, uint32_t i, program_io_t *io,
         assert_accel_ok(accel_command_buffer_event_record(cb, io->event));
       } else {
         assert_accel_ok(accel_event_record(io->event, s));
+      }
+      break;
+    case P_EVENT_WAIT:  // for the last record before the execute
+      if (cb) {
+        assert_accel_ok(accel_command_buffer_wait_event(cb, io->event));
+      } else {
+        assert_accel_ok(accel_stream_wait_event(s, io->event));
       }
       break;
   }
