@@ -167,6 +167,16 @@ def test_execute_is_one_slice_with_its_commands_nested(tmp):
     pc.expect(executes == 3, f"{executes} execute slices")
     pc.expect(nested == ["host_call", "fill", "launch"] * 3,
               f"nested slices {nested}")
+    if TOOL is not None:
+        # accel-trace summary counts the execute as a command and its
+        # nested commands in their own rows.
+        r = subprocess.run([TOOL, "summary", trace_path], capture_output=True,
+                           text=True, timeout=60)
+        pc.expect(r.returncode == 0, f"summary: {r.stderr}")
+        rows = {" ".join(line.split()[1:-5]): line.split()[0]
+                for line in r.stdout.splitlines()[1:]}
+        pc.expect(rows.get("execute") == "command",
+                  f"summary execute row: {rows.get('execute')}")
     api = read_counters(ctr)
     dev = next(k.split("/")[0] for k in api if "/replay " in k)
     for name, want in {"replays": 3, "replayed_commands": 9,

@@ -890,11 +890,13 @@ static int cmp_stat(const void *a, const void *b) {
 }
 
 // The summary's category of a slice name: "host" for host calls, "copy",
-// "command" for the other stream commands, and "kernel" for kernel launches
-// (their slices are named by the kernel).
+// "command" for the other stream commands (a command-buffer "execute"
+// included: its commands are rows of their own), and "kernel" for kernel
+// launches (their slices are named by the kernel).
 static const char *category(const char *name) {
   static const char *const k_commands[] = {"fill", "signal", "wait",
-                                           "semaphore wait", "launch"};
+                                           "semaphore wait", "launch",
+                                           "execute"};
   if (strcmp(name, "host_call") == 0) {
     return "host";
   }
