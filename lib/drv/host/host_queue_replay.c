@@ -252,6 +252,9 @@ accel_status_t accel_host_queue_replay(accel_drv_queue_t *q,
       // Host calls take no patches: their function and data are recorded.
       uint32_t n = run < end - i ? run : end - i;
       const host_call_pair_t *c = &r->calls[i];
+      // run_host_fn's steps with the message buffer in a register (the
+      // calls may change |q| as far as the compiler knows).
+      char *message = q->error_buffer;
       uint32_t j = 0;
       for (; j < n; ++j) {
         // A destroy that aborts pending work stops a long run too (checked
@@ -262,8 +265,10 @@ accel_status_t accel_host_queue_replay(accel_drv_queue_t *q,
                            "aborted: stream destroyed with pending work");
           break;
         }
-        st = run_host_fn(q, c[j].fn, c[j].user_data);
+        message[0] = '\0';  // attribute a message to this call only
+        st = c[j].fn(c[j].user_data);
         if (__builtin_expect(st != ACCEL_OK, 0)) {
+          st = accel_host_queue_fn_failed(st);
           break;
         }
       }
