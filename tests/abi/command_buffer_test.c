@@ -1098,6 +1098,48 @@ static void test_cb_abort_on_destroy_stops_a_replay(void **state) {
   }
 }
 
+// A recorded event record orders a later execute's recorded wait_event on
+// another stream: the waiting buffer's commands run after the recording
+// buffer's, execute after execute.
+static void test_cb_events_order_executes_across_streams(void **state) {
+  cb_env_t *env = *state;
+  log_t *log = calloc(1, sizeof(*log));
+  tag_t first = {.log = log, .value = 1}, second = {.log = log, .value = 2};
+  gate_t gate = {0};
+  accel_event_t *ev = NULL;
+  assert_accel_ok(accel_event_create(env->device, 0, &ev));
+  accel_command_buffer_t *producer = cb_new(env, "producer", 0);
+  assert_accel_ok(accel_command_buffer_host_call(producer, gate_fn, &gate));
+  assert_accel_ok(accel_command_buffer_host_call(producer, log_fn, &first));
+  assert_accel_ok(accel_command_buffer_event_record(producer, ev));
+  assert_accel_ok(accel_command_buffer_finalize(producer));
+  accel_command_buffer_t *consumer = cb_new(env, "consumer", 0);
+  assert_accel_ok(accel_command_buffer_wait_event(consumer, ev));
+  assert_accel_ok(accel_command_buffer_host_call(consumer, log_fn, &second));
+  assert_accel_ok(accel_command_buffer_finalize(consumer));
+  accel_stream_t *s2 = NULL;
+  assert_accel_ok(accel_stream_create(env->device, NULL, &s2));
+  for (int round = 0; round < 5; ++round) {
+    atomic_store(&log->n, 0);
+    atomic_store(&gate.open, 0);
+    assert_accel_ok(accel_stream_execute(env->stream, producer, NULL));
+    assert_accel_ok(accel_stream_execute(s2, consumer, NULL));
+    usleep(1000);  // the consumer would have run by now if it did not wait
+    assert_int_equal(atomic_load(&log->n), 0);
+    atomic_store(&gate.open, 1);
+    assert_accel_ok(accel_stream_synchronize(s2, ACCEL_TIMEOUT_INFINITE));
+    assert_int_equal(atomic_load(&log->n), 2);
+    assert_int_equal(log->tags[0], 1);
+    assert_int_equal(log->tags[1], 2);
+  }
+  assert_accel_ok(accel_stream_synchronize(env->stream, ACCEL_TIMEOUT_INFINITE));
+  accel_stream_destroy(s2);
+  accel_command_buffer_release(producer);
+  accel_command_buffer_release(consumer);
+  accel_event_release(ev);
+  free(log);
+}
+
 #define BOTH(t)                                                           \
   cmocka_unit_test_setup_teardown(t, setup_recorded, env_teardown),       \
       cmocka_unit_test_setup_teardown(t, setup_fallback, env_teardown)
@@ -1117,6 +1159,7 @@ int main(void) {
       BOTH(test_cb_counters_count_replays),
       BOTH(test_cb_backend_failures_leave_a_usable_buffer),
       BOTH(test_cb_abort_on_destroy_stops_a_replay),
+      BOTH(test_cb_events_order_executes_across_streams),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
