@@ -5,6 +5,7 @@
 
 #include "accel/base.h"
 #include "accel/api_table.h"
+#include "accel/command_buffer.h"
 #include "accel/device.h"
 #include "accel/dlpack.h"
 #include "accel/dma.h"

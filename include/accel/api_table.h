@@ -27,6 +27,7 @@
 #define ACCEL_API_TABLE_H_
 
 #include "accel/base.h"
+#include "accel/command_buffer.h"
 #include "accel/device.h"
 #include "accel/dlpack.h"
 #include "accel/dma.h"
@@ -237,6 +238,23 @@ extern "C" {
   X(accel_sample) \
   /* runtime.h */ \
   X(accel_runtime_backend_status) \
+  /* command_buffer.h */ \
+  X(accel_command_buffer_create) \
+  X(accel_command_buffer_retain) \
+  X(accel_command_buffer_release) \
+  X(accel_command_buffer_info) \
+  X(accel_command_buffer_host_call) \
+  X(accel_command_buffer_fill) \
+  X(accel_command_buffer_copy) \
+  X(accel_command_buffer_copy_from_host) \
+  X(accel_command_buffer_copy_to_host) \
+  X(accel_command_buffer_signal) \
+  X(accel_command_buffer_wait) \
+  X(accel_command_buffer_event_record) \
+  X(accel_command_buffer_wait_event) \
+  X(accel_command_buffer_launch) \
+  X(accel_command_buffer_finalize) \
+  X(accel_stream_execute) \
   /* end of 0.2 */
 
 #define ACCEL_API_TABLE_FIELD_(fn) __typeof__(&fn) fn;

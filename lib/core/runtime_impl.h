@@ -17,6 +17,7 @@ struct accel_device {
   accel_device_info_t info;      // filled at open; index set when visible
   uint32_t ordinal;              // within its backend
   _Atomic uint32_t stream_counter;  // numbers default stream names
+  _Atomic uint32_t command_buffer_counter;  // and command buffer names
   // lib/mem's per-device state (allocators, statistics), created on first
   // use; |mem_fini| tears it down before the device closes. Core does not
   // look inside.

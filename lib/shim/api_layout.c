@@ -192,8 +192,24 @@
   PIN(accel_sched_stats, 166) \
   PIN(accel_sample, 167) \
   PIN(accel_runtime_backend_status, 168) \
+  PIN(accel_command_buffer_create, 169) \
+  PIN(accel_command_buffer_retain, 170) \
+  PIN(accel_command_buffer_release, 171) \
+  PIN(accel_command_buffer_info, 172) \
+  PIN(accel_command_buffer_host_call, 173) \
+  PIN(accel_command_buffer_fill, 174) \
+  PIN(accel_command_buffer_copy, 175) \
+  PIN(accel_command_buffer_copy_from_host, 176) \
+  PIN(accel_command_buffer_copy_to_host, 177) \
+  PIN(accel_command_buffer_signal, 178) \
+  PIN(accel_command_buffer_wait, 179) \
+  PIN(accel_command_buffer_event_record, 180) \
+  PIN(accel_command_buffer_wait_event, 181) \
+  PIN(accel_command_buffer_launch, 182) \
+  PIN(accel_command_buffer_finalize, 183) \
+  PIN(accel_stream_execute, 184) \
   /* end of 0.2 */
-#define ACCEL_API_ENTRY_COUNT_0_2 169
+#define ACCEL_API_ENTRY_COUNT_0_2 185
 
 ACCEL_API_PINS_0_2
 
