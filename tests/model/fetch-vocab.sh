@@ -21,6 +21,13 @@ if have; then
   exit 0
 fi
 mkdir -p "$cache/sdist"
+# Several tests fetch into one cache at once: one fetches, the others wait
+# for it and then find the files.
+exec 9>"$cache/.fetch.lock"
+flock 9
+if have; then
+  exit 0
+fi
 python=${PYTHON:-python3}
 if ! "$python" -m pip --version >/dev/null 2>&1; then
   echo "fetch-vocab: no pip for $python; cannot fetch the vocabularies" >&2
