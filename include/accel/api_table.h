@@ -27,6 +27,7 @@
 #define ACCEL_API_TABLE_H_
 
 #include "accel/base.h"
+#include "accel/tokenizer.h"
 #include "accel/command_buffer.h"
 #include "accel/device.h"
 #include "accel/dlpack.h"
@@ -255,6 +256,19 @@ extern "C" {
   X(accel_command_buffer_launch) \
   X(accel_command_buffer_finalize) \
   X(accel_stream_execute) \
+  /* tokenizer.h */ \
+  X(accel_tokenizer_create_from_gguf) \
+  X(accel_tokenizer_destroy) \
+  X(accel_tokenizer_kind) \
+  X(accel_tokenizer_vocab_size) \
+  X(accel_tokenizer_bos) \
+  X(accel_tokenizer_eos) \
+  X(accel_tokenizer_encode) \
+  X(accel_tokenizer_token_piece) \
+  X(accel_token_decoder_create) \
+  X(accel_token_decoder_destroy) \
+  X(accel_token_decoder_push) \
+  X(accel_token_decoder_flush) \
   /* end of 0.2 */
 
 #define ACCEL_API_TABLE_FIELD_(fn) __typeof__(&fn) fn;

@@ -208,8 +208,20 @@
   PIN(accel_command_buffer_launch, 182) \
   PIN(accel_command_buffer_finalize, 183) \
   PIN(accel_stream_execute, 184) \
+  PIN(accel_tokenizer_create_from_gguf, 185) \
+  PIN(accel_tokenizer_destroy, 186) \
+  PIN(accel_tokenizer_kind, 187) \
+  PIN(accel_tokenizer_vocab_size, 188) \
+  PIN(accel_tokenizer_bos, 189) \
+  PIN(accel_tokenizer_eos, 190) \
+  PIN(accel_tokenizer_encode, 191) \
+  PIN(accel_tokenizer_token_piece, 192) \
+  PIN(accel_token_decoder_create, 193) \
+  PIN(accel_token_decoder_destroy, 194) \
+  PIN(accel_token_decoder_push, 195) \
+  PIN(accel_token_decoder_flush, 196) \
   /* end of 0.2 */
-#define ACCEL_API_ENTRY_COUNT_0_2 185
+#define ACCEL_API_ENTRY_COUNT_0_2 197
 
 ACCEL_API_PINS_0_2
 
