@@ -4,6 +4,7 @@
 #define ACCEL_ACCEL_H_
 
 #include "accel/base.h"
+#include "accel/cluster.h"
 #include "accel/device.h"
 #include "accel/dma.h"
 #include "accel/event.h"
