@@ -153,5 +153,6 @@ int accel_bench_dma(const bench_args_t *args);
 int accel_bench_topo(const bench_args_t *args);
 int accel_bench_load(const bench_args_t *args);
 int accel_bench_trace(const bench_args_t *args);
+int accel_bench_recovery(const bench_args_t *args);
 
 #endif  // ACCEL_BENCH_BENCH_H_

@@ -46,6 +46,11 @@ EXPECTED = {
              "stream_copy_4KiB", "h2d_pageable_staged_64MiB",
              "d2h_pageable_staged_64MiB"],
             [r"copy_\d+_engines_(%s)" % "|".join(SIZES)]),
+    # etcd figures only where an etcd binary is installed.
+    "recovery": (["shm_detect", "shm_detect_max", "shm_detect_abs",
+                  "shm_resume", "shm_resume_max", "shm_trials_converged"],
+                 [r"etcd_(detect|detect_max|detect_abs|resume|resume_max|"
+                  r"trials_converged)"]),
 }
 
 KEYS = ["name", "value", "unit", "baseline_name", "baseline", "ratio",
