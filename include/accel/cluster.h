@@ -217,8 +217,9 @@ ACCEL_API void accel_cluster_options_init(accel_cluster_options_t *opts);
 //   twice the interval, unknown flags, or a bad environment override.
 // ACCEL_ERROR_BUSY: the group already holds ACCEL_CLUSTER_MAX_RANKS live
 //   members.
-// ACCEL_ERROR_UNAVAILABLE: no etcd endpoint answered, or accel was built
-//   without libcurl and json-c (etcd).
+// ACCEL_ERROR_UNAVAILABLE: no etcd endpoint answered (joining retries for
+//   about two seconds), or accel was built without libcurl and json-c
+//   (etcd).
 // ACCEL_ERROR_FORMAT: the shared-memory file exists but is not an accel group
 //   of this version, or etcd answered with something that is not its API.
 // ACCEL_ERROR_IO: the shared-memory file could not be made or mapped.

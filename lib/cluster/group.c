@@ -4,9 +4,12 @@
 // topology and waits for the others', detects failed members and proposes
 // the next epoch. A progress thread runs steps, sleeping on the store's
 // change notification between them, unless the application drives them
-// (ACCEL_CLUSTER_FLAG_MANUAL_PROGRESS).
+// (ACCEL_CLUSTER_FLAG_MANUAL_PROGRESS). With a progress thread, heartbeats
+// come from a thread of their own, so that a stop callback that takes a while
+// to drain does not make the rank look failed.
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -28,7 +31,7 @@ struct accel_cluster_group {
 
   // Touched only by the progress caller (the thread, or the application's
   // serialized accel_cluster_progress calls).
-  uint64_t last_beat_ns;  // last successful heartbeat
+  _Atomic uint64_t last_beat_ns;  // last successful heartbeat
   uint64_t live_signature;
   uint64_t live_changed_ns;
   accel_cluster_record_t record;  // the epoch this rank is a member of
@@ -45,7 +48,20 @@ struct accel_cluster_group {
   _Atomic bool quit;
   bool has_thread;
   pthread_t thread;
+
+  // Heartbeats and leaving are serialized by beat_mutex (both change the
+  // store's registration of this member).
+  pthread_mutex_t beat_mutex;
+  pthread_cond_t beat_cond;  // wakes the heartbeat thread to quit
+  bool left;                 // guarded by beat_mutex
+  _Atomic int beat_status;   // of the last heartbeat
+  char beat_message[ACCEL_ERROR_MESSAGE_MAX];  // guarded by beat_mutex
+  bool has_beat_thread;
+  pthread_t beat_thread;
 };
+
+// Joining retries a store that does not answer, 100 ms apart (3 s or so).
+#define JOIN_ATTEMPTS 20
 
 static uint64_t monotonic_ns(void *user) {
   (void)user;
@@ -56,6 +72,54 @@ static uint64_t monotonic_ns(void *user) {
 
 static uint64_t group_now(const accel_cluster_group_t *g) {
   return g->cfg.clock(g->cfg.clock_user);
+}
+
+// Leaves the store once (the others see this member gone at once).
+static void leave_store(accel_cluster_group_t *g) {
+  pthread_mutex_lock(&g->beat_mutex);
+  if (!g->left) {
+    g->left = true;
+    g->store->ops->leave(g->store);
+  }
+  pthread_mutex_unlock(&g->beat_mutex);
+}
+
+// Heartbeats when an interval has passed since the last one that got
+// through; records the outcome for the progress step.
+static void heartbeat(accel_cluster_group_t *g, uint64_t now) {
+  pthread_mutex_lock(&g->beat_mutex);
+  uint64_t last = atomic_load_explicit(&g->last_beat_ns, memory_order_relaxed);
+  if (!g->left && now - last >= g->cfg.interval_ns) {
+    accel_status_t status = g->store->ops->heartbeat(g->store, now);
+    if (status == ACCEL_OK) {
+      atomic_store_explicit(&g->last_beat_ns, now, memory_order_relaxed);
+    } else {
+      snprintf(g->beat_message, sizeof(g->beat_message), "%s",
+               accel_last_error());
+    }
+    atomic_store_explicit(&g->beat_status, status, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&g->beat_mutex);
+}
+
+static void *beat_main(void *arg) {
+  accel_cluster_group_t *g = arg;
+  pthread_mutex_lock(&g->beat_mutex);
+  while (!atomic_load_explicit(&g->quit, memory_order_relaxed)) {
+    pthread_mutex_unlock(&g->beat_mutex);
+    heartbeat(g, group_now(g));
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    uint64_t ns = (uint64_t)deadline.tv_nsec + g->cfg.interval_ns / 4;
+    deadline.tv_sec += (time_t)(ns / 1000000000ull);
+    deadline.tv_nsec = (long)(ns % 1000000000ull);
+    pthread_mutex_lock(&g->beat_mutex);
+    if (!atomic_load_explicit(&g->quit, memory_order_relaxed)) {
+      pthread_cond_timedwait(&g->beat_cond, &g->beat_mutex, &deadline);
+    }
+  }
+  pthread_mutex_unlock(&g->beat_mutex);
+  return NULL;
 }
 
 static void set_info_locked(accel_cluster_group_t *g, uint32_t state) {
@@ -75,7 +139,7 @@ static void set_state(accel_cluster_group_t *g, uint32_t state) {
 static accel_status_t group_fail(accel_cluster_group_t *g,
                                  accel_status_t status) {
   accel_error_state_set(&g->failure, status, "%s", accel_last_error());
-  g->store->ops->leave(g->store);
+  leave_store(g);
   set_state(g, ACCEL_CLUSTER_STATE_FAILED);
   return accel_error_state_report(&g->failure);
 }
@@ -95,15 +159,15 @@ static void call_stop(accel_cluster_group_t *g, uint64_t epoch) {
 // heartbeat timeout has passed since the last heartbeat that got through.
 static accel_status_t store_trouble(accel_cluster_group_t *g,
                                     accel_status_t status, uint64_t now) {
-  if (status == ACCEL_ERROR_UNAVAILABLE &&
-      now - g->last_beat_ns < g->cfg.timeout_ns) {
+  uint64_t last = atomic_load_explicit(&g->last_beat_ns, memory_order_relaxed);
+  if (status == ACCEL_ERROR_UNAVAILABLE && now - last < g->cfg.timeout_ns) {
     return status;
   }
   if (status == ACCEL_ERROR_UNAVAILABLE) {
     accel_error_context(ACCEL_ERROR_ABORTED,
                         "group \"%s\": evicted: the store was unreachable for "
                         "%llu ms (timeout %llu ms)", g->cfg.name,
-                        (unsigned long long)((now - g->last_beat_ns) / 1000000),
+                        (unsigned long long)((now - last) / 1000000),
                         (unsigned long long)(g->cfg.timeout_ns / 1000000));
     return group_fail(g, ACCEL_ERROR_ABORTED);
   }
@@ -216,18 +280,25 @@ accel_status_t accel_cluster_group_step(accel_cluster_group_t *g,
   if (status != ACCEL_OK) {
     if (atomic_exchange_explicit(&g->leave_requested, false,
                                  memory_order_relaxed)) {
-      g->store->ops->leave(g->store);
+      leave_store(g);
       set_state(g, ACCEL_CLUSTER_STATE_FAILED);
     }
     return status;
   }
   uint64_t now = group_now(g);
-  if (now - g->last_beat_ns >= g->cfg.interval_ns) {
-    status = g->store->ops->heartbeat(g->store, now);
-    if (status != ACCEL_OK) {
-      return store_trouble(g, status, now);
+  if (!g->has_beat_thread) {
+    heartbeat(g, now);
+  }
+  status = (accel_status_t)atomic_load_explicit(&g->beat_status,
+                                                memory_order_relaxed);
+  if (status != ACCEL_OK) {
+    pthread_mutex_lock(&g->beat_mutex);
+    accel_error(status, "%s", g->beat_message);
+    pthread_mutex_unlock(&g->beat_mutex);
+    status = store_trouble(g, status, now);
+    if (status != ACCEL_ERROR_UNAVAILABLE) {
+      return status;
     }
-    g->last_beat_ns = now;
   }
   accel_cluster_record_t rec;
   accel_cluster_live_t live;
@@ -301,8 +372,18 @@ accel_status_t accel_cluster_group_open(const accel_cluster_resolved_t *cfg,
   if (status != ACCEL_OK) {
     goto err_free_topology;
   }
+  // A busy store (etcd under load) may miss a request's deadline: retry
+  // for a while before giving up on joining.
   uint64_t now = group_now(g);
-  status = g->store->ops->join(g->store, now, &g->self_id);
+  for (int attempt = 0;; ++attempt) {
+    status = g->store->ops->join(g->store, now, &g->self_id);
+    if (status != ACCEL_ERROR_UNAVAILABLE || attempt == JOIN_ATTEMPTS - 1) {
+      break;
+    }
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    now = group_now(g);
+  }
   if (status != ACCEL_OK) {
     goto err_close_store;
   }
@@ -311,13 +392,15 @@ accel_status_t accel_cluster_group_open(const accel_cluster_resolved_t *cfg,
   g->cfg.interval_ns = g->store->config.interval_ns;
   g->cfg.timeout_ns = g->store->config.timeout_ns;
   g->info.member_id = g->self_id;
-  g->last_beat_ns = now;
+  atomic_init(&g->last_beat_ns, now);
   g->live_changed_ns = now;
   pthread_mutex_init(&g->mutex, NULL);
+  pthread_mutex_init(&g->beat_mutex, NULL);
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   pthread_cond_init(&g->cond, &attr);
+  pthread_cond_init(&g->beat_cond, &attr);
   pthread_condattr_destroy(&attr);
   if (!(cfg->flags & ACCEL_CLUSTER_FLAG_MANUAL_PROGRESS)) {
     if (pthread_create(&g->thread, NULL, progress_main, g) != 0) {
@@ -327,14 +410,27 @@ accel_status_t accel_cluster_group_open(const accel_cluster_resolved_t *cfg,
       goto err_leave;
     }
     g->has_thread = true;
+    if (pthread_create(&g->beat_thread, NULL, beat_main, g) != 0) {
+      status = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                           "group \"%s\": cannot start the heartbeat thread",
+                           cfg->name);
+      goto err_stop_progress;
+    }
+    g->has_beat_thread = true;
   }
   *out_group = g;
   return ACCEL_OK;
 
+err_stop_progress:
+  atomic_store_explicit(&g->quit, true, memory_order_relaxed);
+  g->store->ops->wake(g->store);
+  pthread_join(g->thread, NULL);
 err_leave:
+  leave_store(g);
+  pthread_cond_destroy(&g->beat_cond);
   pthread_cond_destroy(&g->cond);
+  pthread_mutex_destroy(&g->beat_mutex);
   pthread_mutex_destroy(&g->mutex);
-  g->store->ops->leave(g->store);
 err_close_store:
   g->store->ops->destroy(g->store);
 err_free_topology:
@@ -353,9 +449,17 @@ void accel_cluster_group_destroy(accel_cluster_group_t *g) {
     g->store->ops->wake(g->store);
     pthread_join(g->thread, NULL);
   }
-  g->store->ops->leave(g->store);
+  if (g->has_beat_thread) {
+    pthread_mutex_lock(&g->beat_mutex);
+    pthread_cond_signal(&g->beat_cond);
+    pthread_mutex_unlock(&g->beat_mutex);
+    pthread_join(g->beat_thread, NULL);
+  }
+  leave_store(g);
   g->store->ops->destroy(g->store);
+  pthread_cond_destroy(&g->beat_cond);
   pthread_cond_destroy(&g->cond);
+  pthread_mutex_destroy(&g->beat_mutex);
   pthread_mutex_destroy(&g->mutex);
   free(g->topology_json);
   free(g);
@@ -485,8 +589,8 @@ accel_status_t accel_cluster_report_failure(accel_cluster_group_t *g,
                              reason)) {
     return accel_error_state_report(&g->failure);
   }
-  // The progress caller leaves the store (it owns the store's member
-  // state); wake it so that it does so now.
+  // The progress caller leaves the store and marks the group failed; wake
+  // it so that it does so now.
   atomic_store_explicit(&g->leave_requested, true, memory_order_relaxed);
   g->store->ops->wake(g->store);
   return ACCEL_OK;

@@ -378,11 +378,12 @@ static accel_status_t etcd_make(const accel_cluster_store_config_t *config,
   s->base.config = *config;
   s->base.config.etcd_endpoints = NULL;
   snprintf(s->prefix, sizeof(s->prefix), "/accel/cluster/%s/", config->name);
-  // A request that takes longer than an interval is as good as lost: the
-  // next step retries (on the next endpoint).
-  s->request_timeout_ms = (long)(config->interval_ns / 1000000ull);
-  if (s->request_timeout_ms < 100) {
-    s->request_timeout_ms = 100;
+  // A request that takes longer than two intervals is as good as lost: the
+  // next step retries (on the next endpoint). At least 500 ms: a loaded etcd
+  // answers a lease grant in a few hundred.
+  s->request_timeout_ms = (long)(2 * config->interval_ns / 1000000ull);
+  if (s->request_timeout_ms < 500) {
+    s->request_timeout_ms = 500;
   }
   accel_status_t status = parse_endpoints(s, config->etcd_endpoints);
   if (status != ACCEL_OK) {
