@@ -185,6 +185,11 @@ static int run_rank(const char *name, uint64_t steps, const char *dir) {
   o.name = name;
   o.min_size = 2;
   o.max_size = 8;
+  // Generous timings for a shared machine (the defaults detect within
+  // 250 ms); the first epoch forms once no rank joined for a second.
+  o.heartbeat_interval_ns = 50000000ull;
+  o.heartbeat_timeout_ns = 500000000ull;
+  o.settle_ns = 1000000000ull;
   o.on_stop = on_stop;
   o.on_resume = on_resume;
   o.callback_user = t;
@@ -275,17 +280,19 @@ static int run_demo(const char *self, int ranks) {
   snprintf(name, sizeof(name), "elastic-%d", (int)getpid());
   snprintf(out_path, sizeof(out_path), "%s/out", dir);
   FILE *out = fopen(out_path, "w+");
-  const char *steps = "60";
+  const char *steps = "200";  // 4 s of steps: the replacement joins mid-run
   pid_t pids[16] = {0};
   for (int i = 0; i < ranks; ++i) {
     pids[i] = spawn(self, name, steps, dir, fileno(out));
   }
-  struct timespec t = {0, 600000000};  // mid-run: about step 20 of 60
+  struct timespec t = {1, 800000000};  // mid-run: 1 s of settling, then
+                                       // about step 40
   nanosleep(&t, NULL);
   printf("demo: kill -9 %d\n", (int)pids[1]);
   kill(pids[1], SIGKILL);
   waitpid(pids[1], NULL, 0);
-  nanosleep(&t, NULL);
+  struct timespec soon = {0, 300000000};
+  nanosleep(&soon, NULL);
   pids[1] = spawn(self, name, steps, dir, fileno(out));
   printf("demo: replacement %d started\n", (int)pids[1]);
   int failed = 0;
@@ -297,7 +304,7 @@ static int run_demo(const char *self, int ranks) {
   // The reference: the same steps with no failure.
   model_t ref;
   model_init(&ref);
-  while (ref.step < 60) {
+  while (ref.step < 200) {
     sgd_step(&ref);
   }
   char want[32], line[256];

@@ -241,10 +241,13 @@ static accel_status_t shm_join(accel_cluster_store_t *base, uint64_t now_ns,
                                uint64_t *out_id) {
   shm_store_t *store = (shm_store_t *)base;
   uint64_t now_us = now_us_of(now_ns);
-  for (int i = 0; i < SHM_SLOTS; ++i) {
-    shm_slot_t *slot = &store->map->slots[i];
+  // Free slots first (never used, or left), then those of failed members:
+  // a slot whose member is merely late is taken over only when no other is.
+  for (int i = 0; i < 2 * SHM_SLOTS; ++i) {
+    shm_slot_t *slot = &store->map->slots[i % SHM_SLOTS];
     uint64_t old = atomic_load_explicit(&slot->beat, memory_order_acquire);
-    if (beat_alive(old, now_us, base->config.timeout_ns)) {
+    if (beat_alive(old, now_us, base->config.timeout_ns) ||
+        (i < SHM_SLOTS && beat_us(old) != 0)) {
       continue;
     }
     uint64_t beat = (beat_gen(old) + 1) << BEAT_TIME_BITS | now_us;
@@ -258,10 +261,10 @@ static accel_status_t shm_join(accel_cluster_store_t *base, uint64_t now_ns,
     atomic_store_explicit(&slot->topo_epoch, 0, memory_order_relaxed);
     atomic_store_explicit(&slot->pid, (int32_t)getpid(), memory_order_relaxed);
     accel_cluster_hostname(slot->host);
-    store->slot = i;
+    store->slot = i % SHM_SLOTS;
     store->beat = beat;
     shm_notify(store->map);
-    *out_id = member_id(i, beat_gen(beat));
+    *out_id = member_id(store->slot, beat_gen(beat));
     return ACCEL_OK;
   }
   return accel_error(ACCEL_ERROR_BUSY,

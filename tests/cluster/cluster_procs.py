@@ -105,6 +105,15 @@ class Rank:
                     return ev
         return None
 
+    def describe(self):
+        """The last events, and how the process ended if it did."""
+        with self.lock:
+            tail = self.events[-2:]
+        rc = self.proc.poll()
+        if rc is None:
+            return tail
+        return tail + ["exited %d: %s" % (rc, self.proc.stderr.read()[-300:])]
+
     def member(self):
         ev = self.last("joined")
         return ev and ev["member"]

@@ -23,7 +23,9 @@ import cluster_procs as cp  # noqa: E402
 
 EXE, STORE, TRIALS = sys.argv[1], sys.argv[2], int(sys.argv[3])
 # Short timings for the suite's time; etcd leases count whole seconds.
-TIMING = {"shm": (30, 150), "etcd": (200, 1000)}[STORE]
+# Generous enough that a rank starved of the CPU for a while on a shared
+# 2-core machine is not taken for failed.
+TIMING = {"shm": (50, 400), "etcd": (250, 2000)}[STORE]
 BOUND = 2 * TIMING[1] / 1000 + 1.5  # seconds from the kill to convergence
 
 
@@ -39,11 +41,16 @@ def trial(index, rng, store_args):
     name = "trial-%d-%d-%d" % (os.getpid(), index, rng.randint(0, 1 << 30))
     ranks = [cp.Rank(rank_argv(name, store_args, n)) for _ in range(n)]
     try:
-        first = cp.wait_until(lambda: all(r.last("resume") for r in ranks), 20)
-        assert first, "trial %d: the first epoch did not form" % index
+        # Every rank in one epoch of n (the first, or a later one if some
+        # ranks started after the settle time).
+        def all_in():
+            ev = ranks[0].last("resume")
+            return ev and len(ev["members"]) == n and \
+                cp.converged(ranks, 0, ev["members"])
+        first = cp.wait_until(all_in, 20)
+        assert first, "trial %d: no epoch of all %d ranks formed: %s" % (
+            index, n, [r.describe() for r in ranks])
         members = ranks[0].last("resume")["members"]
-        assert len(members) == n and cp.converged(ranks, 0, members) == 1, \
-            "trial %d: ranks disagree on epoch 1" % index
         time.sleep(rng.uniform(0, 0.3))
         victims = rng.sample(ranks, kills)
         t_kill = time.monotonic()
@@ -52,10 +59,11 @@ def trial(index, rng, store_args):
         survivors = [r for r in ranks if r not in victims]
         dead = {v.member() for v in victims}
         expect = [m for m in members if m not in dead]
-        epoch = cp.wait_until(lambda: cp.converged(survivors, 1, expect), BOUND)
+        epoch = cp.wait_until(lambda: cp.converged(survivors, first, expect),
+                              BOUND)
         took = time.monotonic() - t_kill
         assert epoch, "trial %d: survivors did not converge on %s within %.1f s: %s" % (
-            index, expect, BOUND, [r.last("resume") for r in survivors])
+            index, expect, BOUND, [r.describe() for r in survivors])
         for r in survivors:
             assert r.proc.poll() is None and r.last("failed") is None, \
                 "trial %d: a survivor failed: %s" % (index, r.last("failed"))
@@ -67,7 +75,7 @@ def trial(index, rng, store_args):
         epoch2 = cp.wait_until(
             lambda: cp.converged(survivors + [repl], epoch, expect2), BOUND + 2)
         assert epoch2, "trial %d: the replacement did not join: %s" % (
-            index, [r.last("resume") for r in survivors + [repl]])
+            index, [r.describe() for r in survivors + [repl]])
         print("trial %d: %d ranks, killed %d, converged on epoch %d in %.2f s, "
               "replacement joined epoch %d" % (index, n, kills, epoch, took,
                                                epoch2))
