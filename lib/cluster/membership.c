@@ -47,3 +47,14 @@ void accel_cluster_plan_next(const accel_cluster_record_t *record,
     }
   }
 }
+
+void accel_cluster_live_sort(accel_cluster_live_t *live) {
+  for (uint32_t i = 1; i < live->count; ++i) {
+    accel_cluster_live_member_t m = live->members[i];
+    uint32_t j = i;
+    for (; j > 0 && live->members[j - 1].id > m.id; --j) {
+      live->members[j] = live->members[j - 1];
+    }
+    live->members[j] = m;
+  }
+}

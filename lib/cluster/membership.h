@@ -29,4 +29,7 @@ int accel_cluster_record_find(const accel_cluster_record_t *record,
 // Whether |id| is among |live|.
 bool accel_cluster_live_has(const accel_cluster_live_t *live, uint64_t id);
 
+// Sorts |live| by ascending id.
+void accel_cluster_live_sort(accel_cluster_live_t *live);
+
 #endif  // ACCEL_CLUSTER_MEMBERSHIP_H_

@@ -30,6 +30,8 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 
+#include "cluster/etcd_json.h"
+
 #define ETCD_MAX_ENDPOINTS 16
 #define ETCD_MAX_RESPONSE (64u << 20)
 
@@ -67,66 +69,6 @@ static const accel_cluster_store_ops_t k_etcd_ops;
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 
 static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-// ---- base64 (the gateway's encoding of keys and values) -------------------
-
-static const char k_b64[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static char *b64_encode(const char *in, size_t n) {
-  char *out = malloc(4 * ((n + 2) / 3) + 1);
-  if (out == NULL) {
-    return NULL;
-  }
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 3) {
-    uint32_t v = (uint32_t)(unsigned char)in[i] << 16;
-    if (i + 1 < n) v |= (uint32_t)(unsigned char)in[i + 1] << 8;
-    if (i + 2 < n) v |= (uint32_t)(unsigned char)in[i + 2];
-    out[o++] = k_b64[v >> 18 & 63];
-    out[o++] = k_b64[v >> 12 & 63];
-    out[o++] = i + 1 < n ? k_b64[v >> 6 & 63] : '=';
-    out[o++] = i + 2 < n ? k_b64[v & 63] : '=';
-  }
-  out[o] = '\0';
-  return out;
-}
-
-static int b64_value(char c) {
-  const char *p = c == '\0' ? NULL : strchr(k_b64, c);
-  return p == NULL ? -1 : (int)(p - k_b64);
-}
-
-// Decodes |in| into a malloc'ed NUL-terminated string; NULL if malformed.
-static char *b64_decode(const char *in, size_t *out_length) {
-  size_t n = strlen(in);
-  if (n % 4 != 0) {
-    return NULL;
-  }
-  char *out = malloc(n / 4 * 3 + 1);
-  if (out == NULL) {
-    return NULL;
-  }
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 4) {
-    int v[4];
-    for (int k = 0; k < 4; ++k) {
-      v[k] = in[i + k] == '=' && i + 4 == n && k >= 2 ? 0 : b64_value(in[i + k]);
-      if (v[k] < 0) {
-        free(out);
-        return NULL;
-      }
-    }
-    uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 |
-                 (uint32_t)v[2] << 6 | (uint32_t)v[3];
-    out[o++] = (char)(w >> 16);
-    if (in[i + 2] != '=') out[o++] = (char)(w >> 8 & 0xff);
-    if (in[i + 3] != '=') out[o++] = (char)(w & 0xff);
-  }
-  out[o] = '\0';
-  *out_length = o;
-  return out;
-}
 
 static accel_status_t etcd_post(etcd_store_t *s, const char *path,
                                 json_object *body, json_object **out);
@@ -227,26 +169,9 @@ static accel_status_t etcd_post(etcd_store_t *s, const char *path,
                      s->endpoint_count, last);
 }
 
-static json_object *get_path(json_object *o, const char *a, const char *b) {
-  json_object *x = NULL;
-  if (o == NULL || !json_object_object_get_ex(o, a, &x)) {
-    return NULL;
-  }
-  if (b == NULL) {
-    return x;
-  }
-  json_object *y = NULL;
-  return json_object_object_get_ex(x, b, &y) ? y : NULL;
-}
-
-static int64_t get_i64(json_object *o, const char *name) {
-  json_object *x = get_path(o, name, NULL);
-  return x == NULL ? 0 : json_object_get_int64(x);  // strings parse too
-}
-
 static void add_b64(json_object *o, const char *name, const char *text,
                     size_t n) {
-  char *e = b64_encode(text, n);
+  char *e = accel_cluster_b64_encode(text, n);
   json_object_object_add(o, name, json_object_new_string(e == NULL ? "" : e));
   free(e);
 }
@@ -434,7 +359,7 @@ accel_status_t accel_cluster_etcd_open(
   add_key(body, s, "epoch");
   json_object *reply = NULL;
   accel_status_t status = etcd_call(s, "/v3/kv/range", body, &reply);
-  if (status == ACCEL_OK && get_path(reply, "header", NULL) == NULL) {
+  if (status == ACCEL_OK && accel_cluster_json_path(reply, "header", NULL) == NULL) {
     status = accel_error(ACCEL_ERROR_FORMAT,
                          "etcd: the range reply has no header (not etcd's v3 "
                          "JSON gateway?)");
@@ -471,8 +396,8 @@ static accel_status_t etcd_join(accel_cluster_store_t *base, uint64_t now_ns,
   if (status != ACCEL_OK) {
     return status;
   }
-  int64_t lease = get_i64(reply, "ID");
-  int64_t granted = get_i64(reply, "TTL");
+  int64_t lease = accel_cluster_json_i64(reply, "ID");
+  int64_t granted = accel_cluster_json_i64(reply, "TTL");
   json_object_put(reply);
   if (lease <= 0 || granted <= 0) {
     return accel_error(ACCEL_ERROR_FORMAT, "etcd: lease grant without an ID");
@@ -529,7 +454,7 @@ static accel_status_t etcd_heartbeat(accel_cluster_store_t *base,
   if (status != ACCEL_OK) {
     return status;
   }
-  int64_t ttl = get_i64(get_path(reply, "result", NULL), "TTL");
+  int64_t ttl = accel_cluster_json_i64(accel_cluster_json_path(reply, "result", NULL), "TTL");
   json_object_put(reply);
   if (ttl <= 0) {
     return accel_error(ACCEL_ERROR_ABORTED,
@@ -538,57 +463,6 @@ static accel_status_t etcd_heartbeat(accel_cluster_store_t *base,
                        base->config.name, (unsigned long long)s->lease);
   }
   return ACCEL_OK;
-}
-
-static accel_status_t parse_record(json_object *kv,
-                                   accel_cluster_record_t *out) {
-  size_t length = 0;
-  json_object *v = get_path(kv, "value", NULL);
-  char *text = v == NULL ? NULL : b64_decode(json_object_get_string(v), &length);
-  json_object *doc = text == NULL ? NULL : json_tokener_parse(text);
-  free(text);
-  json_object *members = get_path(doc, "members", NULL);
-  accel_status_t status = ACCEL_OK;
-  if (doc == NULL || members == NULL ||
-      !json_object_is_type(members, json_type_array) ||
-      json_object_array_length(members) > ACCEL_CLUSTER_MAX_RANKS ||
-      get_i64(doc, "epoch") <= 0) {
-    status = accel_error(ACCEL_ERROR_FORMAT,
-                         "etcd: the group's epoch record is malformed");
-  } else {
-    out->epoch = (uint64_t)get_i64(doc, "epoch");
-    out->count = (uint32_t)json_object_array_length(members);
-    for (uint32_t i = 0; i < out->count; ++i) {
-      const char *id = json_object_get_string(
-          json_object_array_get_idx(members, i));
-      out->members[i] = strtoull(id == NULL ? "0" : id, NULL, 16);
-    }
-    out->version = (uint64_t)get_i64(kv, "mod_revision");
-  }
-  json_object_put(doc);
-  return status;
-}
-
-static void parse_member(json_object *kv, size_t prefix_length,
-                         accel_cluster_live_member_t *m) {
-  memset(m, 0, sizeof(*m));
-  m->age_ns = UINT64_MAX;
-  size_t length = 0;
-  json_object *k = get_path(kv, "key", NULL);
-  char *key = k == NULL ? NULL : b64_decode(json_object_get_string(k), &length);
-  if (key != NULL && length > prefix_length + 2) {
-    m->id = strtoull(key + prefix_length + 2, NULL, 16);
-  }
-  free(key);
-  json_object *v = get_path(kv, "value", NULL);
-  char *text = v == NULL ? NULL : b64_decode(json_object_get_string(v), &length);
-  json_object *doc = text == NULL ? NULL : json_tokener_parse(text);
-  free(text);
-  m->pid = (int32_t)get_i64(doc, "pid");
-  json_object *host = get_path(doc, "host", NULL);
-  snprintf(m->host, sizeof(m->host), "%s",
-           host == NULL ? "" : json_object_get_string(host));
-  json_object_put(doc);
 }
 
 static accel_status_t etcd_snapshot(accel_cluster_store_t *base,
@@ -612,26 +486,8 @@ static accel_status_t etcd_snapshot(accel_cluster_store_t *base,
   if (status != ACCEL_OK) {
     return status;
   }
-  json_object *responses = get_path(reply, "responses", NULL);
-  if (responses == NULL || json_object_array_length(responses) != 2) {
-    json_object_put(reply);
-    return accel_error(ACCEL_ERROR_FORMAT, "etcd: a read of the group's "
-                       "record did not answer both ranges");
-  }
-  memset(out_record, 0, sizeof(*out_record));
-  json_object *kvs = get_path(json_object_array_get_idx(responses, 0),
-                              "response_range", "kvs");
-  if (kvs != NULL && json_object_array_length(kvs) > 0) {
-    status = parse_record(json_object_array_get_idx(kvs, 0), out_record);
-  }
-  out_live->count = 0;
-  kvs = get_path(json_object_array_get_idx(responses, 1), "response_range",
-                 "kvs");
-  size_t n = kvs == NULL ? 0 : json_object_array_length(kvs);
-  for (size_t i = 0; i < n && out_live->count < ACCEL_CLUSTER_MAX_RANKS; ++i) {
-    parse_member(json_object_array_get_idx(kvs, i), strlen(s->prefix),
-                 &out_live->members[out_live->count++]);
-  }
+  status = accel_cluster_etcd_parse_snapshot(reply, strlen(s->prefix),
+                                             out_record, out_live);
   json_object_put(reply);
   return status;
 }
@@ -681,7 +537,7 @@ static accel_status_t etcd_propose(accel_cluster_store_t *base,
   if (status != ACCEL_OK) {
     return status;
   }
-  json_object *won = get_path(reply, "succeeded", NULL);
+  json_object *won = accel_cluster_json_path(reply, "succeeded", NULL);
   *out_won = won != NULL && json_object_get_boolean(won);
   json_object_put(reply);
   return ACCEL_OK;
@@ -719,15 +575,15 @@ static accel_status_t etcd_fetch(accel_cluster_store_t *base, uint64_t epoch,
   if (status != ACCEL_OK) {
     return status;
   }
-  json_object *kvs = get_path(reply, "kvs", NULL);
+  json_object *kvs = accel_cluster_json_array(reply, "kvs", NULL);
   json_object *kv = kvs == NULL || json_object_array_length(kvs) == 0
                         ? NULL
                         : json_object_array_get_idx(kvs, 0);
   // Published under the member's own lease.
-  if (kv != NULL && (uint64_t)get_i64(kv, "lease") == member_id) {
-    json_object *v = get_path(kv, "value", NULL);
+  if (kv != NULL && (uint64_t)accel_cluster_json_i64(kv, "lease") == member_id) {
+    json_object *v = accel_cluster_json_path(kv, "value", NULL);
     *out_json = v == NULL ? NULL
-                          : b64_decode(json_object_get_string(v), out_length);
+                          : accel_cluster_b64_decode(json_object_get_string(v), out_length);
   }
   json_object_put(reply);
   return ACCEL_OK;
@@ -767,8 +623,8 @@ static accel_status_t etcd_heartbeat_age(accel_cluster_store_t *base,
   if (status != ACCEL_OK) {
     return status;
   }
-  int64_t ttl = get_i64(reply, "TTL");
-  int64_t granted = get_i64(reply, "grantedTTL");
+  int64_t ttl = accel_cluster_json_i64(reply, "TTL");
+  int64_t granted = accel_cluster_json_i64(reply, "grantedTTL");
   // A TTL of 0 is left out of the reply (read as 0); -1: expired.
   if (granted > 0 && ttl >= 0 && granted >= ttl) {
     *out_age_ns = (uint64_t)(granted - ttl) * 1000000000ull;

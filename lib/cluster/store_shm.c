@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster/membership.h"
 #include "cluster/store_impl.h"
 #include "core/error.h"
 
@@ -370,14 +371,7 @@ static accel_status_t shm_snapshot(accel_cluster_store_t *base,
     m->host[sizeof(m->host) - 1] = '\0';
   }
   // Ids are generation << 8 | slot: sort them so the order is by id.
-  for (uint32_t i = 1; i < out_live->count; ++i) {
-    accel_cluster_live_member_t m = out_live->members[i];
-    uint32_t j = i;
-    for (; j > 0 && out_live->members[j - 1].id > m.id; --j) {
-      out_live->members[j] = out_live->members[j - 1];
-    }
-    out_live->members[j] = m;
-  }
+  accel_cluster_live_sort(out_live);
   return ACCEL_OK;
 }
 
