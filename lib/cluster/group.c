@@ -89,7 +89,7 @@ static void leave_store(accel_cluster_group_t *g) {
 static void heartbeat(accel_cluster_group_t *g, uint64_t now) {
   pthread_mutex_lock(&g->beat_mutex);
   uint64_t last = atomic_load_explicit(&g->last_beat_ns, memory_order_relaxed);
-  if (!g->left && now - last >= g->cfg.interval_ns) {
+  if (!g->left && now > last && now - last >= g->cfg.interval_ns) {
     accel_status_t status = g->store->ops->heartbeat(g->store, now);
     if (status == ACCEL_OK) {
       atomic_store_explicit(&g->last_beat_ns, now, memory_order_relaxed);
@@ -160,14 +160,16 @@ static void call_stop(accel_cluster_group_t *g, uint64_t epoch) {
 static accel_status_t store_trouble(accel_cluster_group_t *g,
                                     accel_status_t status, uint64_t now) {
   uint64_t last = atomic_load_explicit(&g->last_beat_ns, memory_order_relaxed);
-  if (status == ACCEL_ERROR_UNAVAILABLE && now - last < g->cfg.timeout_ns) {
+  // The heartbeat thread may have renewed after this step read the clock.
+  uint64_t since = now > last ? now - last : 0;
+  if (status == ACCEL_ERROR_UNAVAILABLE && since < g->cfg.timeout_ns) {
     return status;
   }
   if (status == ACCEL_ERROR_UNAVAILABLE) {
     accel_error_context(ACCEL_ERROR_ABORTED,
                         "group \"%s\": evicted: the store was unreachable for "
                         "%llu ms (timeout %llu ms)", g->cfg.name,
-                        (unsigned long long)((now - last) / 1000000),
+                        (unsigned long long)(since / 1000000),
                         (unsigned long long)(g->cfg.timeout_ns / 1000000));
     return group_fail(g, ACCEL_ERROR_ABORTED);
   }

@@ -53,6 +53,7 @@ typedef struct etcd_store {
   CURL *curl;
 
   int64_t lease;  // 0 before join and after leave
+  char published[64];  // key suffix of this member's last topology
 
   // The watch.
   pthread_mutex_t watch_mutex;
@@ -558,6 +559,18 @@ static accel_status_t etcd_publish(accel_cluster_store_t *base, uint64_t epoch,
   add_b64(body, "value", json, length);
   json_object_object_add(body, "lease", json_object_new_int64(s->lease));
   accel_status_t status = etcd_send(s, "/v3/kv/put", body);
+  if (status == ACCEL_OK && s->published[0] != '\0' &&
+      strcmp(s->published, suffix) != 0) {
+    // The previous epoch's topology is of no use any more: drop it so that
+    // a long-lived member does not pile up one key per epoch (best effort;
+    // the key goes with the lease anyway).
+    json_object *old = json_object_new_object();
+    add_key(old, s, s->published);
+    etcd_send(s, "/v3/kv/deleterange", old);
+  }
+  if (status == ACCEL_OK) {
+    snprintf(s->published, sizeof(s->published), "%s", suffix);
+  }
   return status;
 }
 

@@ -13,8 +13,10 @@ test starts etcd on loopback itself (skipped, exit 77, where no etcd binary
 is installed). Speed is judged by `accel-bench recovery`, not here: the bound
 is generous for a shared 2-core machine.
 """
+import json
 import os
 import random
+import subprocess
 import sys
 import time
 
@@ -33,6 +35,22 @@ def rank_argv(name, store_args, max_size):
     return [EXE, "join", "--name", name, "--min", "2", "--max", str(max_size),
             "--interval-ms", str(TIMING[0]), "--timeout-ms", str(TIMING[1])] \
         + store_args
+
+
+def check_status(name, store_args, epoch, expect):
+    # accel-cluster status shows the epoch and its members in rank order,
+    # alive, with heartbeat ages within the timeout (etcd: whole seconds).
+    p = subprocess.run([EXE, "status", "--name", name, "--json"] + store_args,
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, "status: %s" % p.stderr
+    doc = json.loads(p.stdout)
+    got = [m for m in doc["members"] if m["rank"] >= 0]
+    assert doc["epoch"] >= epoch and [m["member"] for m in got] == expect, \
+        "status shows %s, expected epoch %d %s" % (doc, epoch, expect)
+    for m in got:
+        assert m["health"] in ("alive", "late") and \
+            m["heartbeat_age_ms"] is not None and \
+            m["heartbeat_age_ms"] <= TIMING[1], "status member %s" % m
 
 
 def trial(index, rng, store_args):
@@ -67,6 +85,7 @@ def trial(index, rng, store_args):
         for r in survivors:
             assert r.proc.poll() is None and r.last("failed") is None, \
                 "trial %d: a survivor failed: %s" % (index, r.last("failed"))
+        check_status(name, store_args, epoch, expect)
         repl = cp.Rank(rank_argv(name, store_args, n))
         ranks.append(repl)
         joined = cp.wait_until(repl.member, 10)
