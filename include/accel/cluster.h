@@ -116,7 +116,9 @@ typedef uint64_t (*accel_cluster_clock_fn)(void *user);
 // member or was superseded. Must abort and drain the rank's in-flight work
 // (e.g. destroy its streams made with ACCEL_STREAM_FLAG_ABORT_ON_DESTROY)
 // before it returns. Runs on the group's progress thread (or inside
-// accel_cluster_progress); must not destroy |group|.
+// accel_cluster_progress); must not destroy |group|. Heartbeats go on from
+// their own thread meanwhile (not with ACCEL_CLUSTER_FLAG_MANUAL_PROGRESS,
+// where the callback must return within the heartbeat timeout).
 typedef void (*accel_cluster_stop_fn)(accel_cluster_group_t *group,
                                       uint64_t epoch, void *user);
 // Resume: called when the rank is a member of a new epoch whose members have

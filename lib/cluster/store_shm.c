@@ -86,6 +86,19 @@ typedef struct shm_store {
 
 static const accel_cluster_store_ops_t k_shm_ops;
 
+// A fence. GCC's TSan rejects atomic_thread_fence, so that build uses a
+// locked read-modify-write of a private word, a full fence on the hardware
+// as well (as lib/drv/host does).
+static inline void shm_fence(memory_order order) {
+#if defined(__SANITIZE_THREAD__)
+  (void)order;
+  _Atomic int word = 0;
+  (void)atomic_exchange_explicit(&word, 1, memory_order_seq_cst);
+#else
+  atomic_thread_fence(order);
+#endif
+}
+
 static uint64_t beat_gen(uint64_t beat) { return beat >> BEAT_TIME_BITS; }
 static uint64_t beat_us(uint64_t beat) { return beat & BEAT_TIME_MASK; }
 static uint64_t member_id(int slot, uint64_t gen) {
@@ -310,19 +323,26 @@ static accel_status_t shm_leave(accel_cluster_store_t *base) {
   return ACCEL_OK;
 }
 
-// Copies the agreed record; false when none is agreed yet.
-static bool read_record(shm_layout_t *map, accel_cluster_record_t *out) {
+// Copies the agreed record (epoch 0 when none is agreed yet).
+// ACCEL_ERROR_FORMAT when the file's current word names no slot.
+static accel_status_t read_record(shm_layout_t *map,
+                                  accel_cluster_record_t *out) {
   for (;;) {
     // Acquire: pairs with the proposer's release CAS, so the buffer it names
     // is filled.
     uint64_t w1 = atomic_load_explicit(&map->header.current,
                                        memory_order_acquire);
+    memset(out, 0, sizeof(*out));
     if (w1 == 0) {
-      memset(out, 0, sizeof(*out));
-      return false;
+      return ACCEL_OK;
     }
     uint64_t epoch = w1 >> 8;
     int slot = (int)(w1 & 0xff) - 1;
+    if (slot < 0 || slot >= SHM_SLOTS) {
+      return accel_error(ACCEL_ERROR_FORMAT,
+                         "cluster store: the epoch record names slot %d of "
+                         "%d (the file is damaged)", slot, SHM_SLOTS);
+    }
     shm_record_buf_t *buf = &map->slots[slot].proposal[epoch & 1];
     out->epoch = atomic_load_explicit(&buf->epoch, memory_order_relaxed);
     uint32_t count = atomic_load_explicit(&buf->count, memory_order_relaxed);
@@ -336,12 +356,12 @@ static bool read_record(shm_layout_t *map, accel_cluster_record_t *out) {
     }
     // Acquire fence: the copies above happen before the re-read of the word
     // (seqlock reader).
-    atomic_thread_fence(memory_order_acquire);
+    shm_fence(memory_order_acquire);
     uint64_t w2 = atomic_load_explicit(&map->header.current,
                                        memory_order_relaxed);
     if (w1 == w2 && out->epoch == epoch) {
       out->version = w1;
-      return true;
+      return ACCEL_OK;
     }
   }
 }
@@ -354,7 +374,7 @@ static accel_status_t shm_snapshot(accel_cluster_store_t *base,
   // Read the sequence first: a change after this point wakes the next wait.
   store->seen_seq = atomic_load_explicit(&store->map->header.seq,
                                          memory_order_acquire);
-  read_record(store->map, out_record);
+  ACCEL_RETURN_IF_ERROR(read_record(store->map, out_record));
   uint64_t now_us = now_us_of(now_ns);
   out_live->count = 0;
   for (int i = 0; i < SHM_SLOTS; ++i) {
@@ -413,7 +433,7 @@ static accel_status_t shm_publish(accel_cluster_store_t *base, uint64_t epoch,
   // Only this member writes its slot: mark it unpublished, write, then
   // publish the epoch (release: a reader seeing it sees the text).
   atomic_store_explicit(&slot->topo_epoch, 0, memory_order_relaxed);
-  atomic_thread_fence(memory_order_release);
+  shm_fence(memory_order_release);
   memcpy(slot->topo, json, length);
   atomic_store_explicit(&slot->topo_length, (uint32_t)length,
                         memory_order_relaxed);
@@ -450,7 +470,7 @@ static accel_status_t shm_fetch(accel_cluster_store_t *base, uint64_t epoch,
   memcpy(json, slot->topo, length);
   json[length] = '\0';
   // Acquire fence, then re-check: the text was not rewritten while copied.
-  atomic_thread_fence(memory_order_acquire);
+  shm_fence(memory_order_acquire);
   if (atomic_load_explicit(&slot->topo_epoch, memory_order_relaxed) != epoch) {
     free(json);
     return ACCEL_OK;

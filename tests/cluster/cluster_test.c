@@ -399,6 +399,29 @@ static void test_group_random_kills_converge_on_reference(void **state) {
   assert_memory_equal(ids, expect, expected * sizeof(ids[0]));
 }
 
+// A store file whose epoch word names no slot is reported as damaged
+// (ACCEL_ERROR_FORMAT) rather than read out of bounds; the group's rank is
+// out with a message.
+static void test_damaged_store_is_refused(void **state) {
+  fixture_t *f = *state;
+  form(f, 2, 1, 2);
+  char path[128];
+  snprintf(path, sizeof(path), "/dev/shm/accel-cluster-%s", f->name);
+  FILE *file = fopen(path, "r+b");
+  assert_non_null(file);
+  uint64_t word = 5ull << 8 | 200;  // epoch 5 in slot 199 of 64
+  assert_int_equal(fseek(file, 40, SEEK_SET), 0);  // header.current
+  assert_int_equal(fwrite(&word, sizeof(word), 1, file), 1);
+  fclose(file);
+  accel_cluster_options_t o;
+  options(f, &o, 1, 2, NULL);
+  accel_cluster_status_t *st = NULL;
+  assert_accel_status(accel_cluster_status_load(&o, &st), ACCEL_ERROR_FORMAT);
+  assert_non_null(strstr(accel_last_error(), "damaged"));
+  assert_null(st);
+  assert_accel_status(accel_cluster_progress(f->g[0]), ACCEL_ERROR_ABORTED);
+}
+
 // Misuse: bad names, sizes, timings, flags, environment; NULL outputs;
 // progress on a group with its own thread.
 static void test_group_create_rejects_bad_options(void **state) {
@@ -498,6 +521,7 @@ int main(void) {
       T(test_group_topology_of_every_rank_reads_back),
       T(test_status_reports_health_and_ages),
       T(test_group_random_kills_converge_on_reference),
+      T(test_damaged_store_is_refused),
       T(test_group_create_rejects_bad_options),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
