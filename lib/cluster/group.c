@@ -405,28 +405,32 @@ accel_status_t accel_cluster_group_open(const accel_cluster_resolved_t *cfg,
   pthread_cond_init(&g->beat_cond, &attr);
   pthread_condattr_destroy(&attr);
   if (!(cfg->flags & ACCEL_CLUSTER_FLAG_MANUAL_PROGRESS)) {
-    if (pthread_create(&g->thread, NULL, progress_main, g) != 0) {
-      status = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                           "group \"%s\": cannot start the progress thread",
-                           cfg->name);
-      goto err_leave;
-    }
+    // The flags are set before the threads start: the progress thread reads
+    // has_beat_thread.
     g->has_thread = true;
+    g->has_beat_thread = true;
     if (pthread_create(&g->beat_thread, NULL, beat_main, g) != 0) {
       status = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                            "group \"%s\": cannot start the heartbeat thread",
                            cfg->name);
-      goto err_stop_progress;
+      goto err_leave;
     }
-    g->has_beat_thread = true;
+    if (pthread_create(&g->thread, NULL, progress_main, g) != 0) {
+      status = accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                           "group \"%s\": cannot start the progress thread",
+                           cfg->name);
+      goto err_stop_beats;
+    }
   }
   *out_group = g;
   return ACCEL_OK;
 
-err_stop_progress:
+err_stop_beats:
   atomic_store_explicit(&g->quit, true, memory_order_relaxed);
-  g->store->ops->wake(g->store);
-  pthread_join(g->thread, NULL);
+  pthread_mutex_lock(&g->beat_mutex);
+  pthread_cond_signal(&g->beat_cond);
+  pthread_mutex_unlock(&g->beat_mutex);
+  pthread_join(g->beat_thread, NULL);
 err_leave:
   leave_store(g);
   pthread_cond_destroy(&g->beat_cond);
