@@ -260,9 +260,12 @@ static accel_status_t maybe_propose(accel_cluster_group_t *g,
     if (member && plan.failed > 0) {
       call_stop(g, rec->epoch);  // a member is lost: stop now
     }
-    // Survivors propose; joiners only when no survivor is left to.
+    // Survivors propose; joiners only when no survivor is left to. A rank
+    // that stopped this epoch needs the next one even if the member it saw
+    // fail came back (late, not dead) before an epoch could form without it.
     bool may = member || plan.survivors == 0;
-    due = may && (plan.failed > 0 ||
+    bool stopped = member && g->stopped_epoch == rec->epoch;
+    due = may && (plan.failed > 0 || stopped ||
                   (plan.admitted > 0 && rec->count < g->cfg.max_size));
   }
   if (!due || plan.next.count < g->cfg.min_size) {

@@ -298,6 +298,26 @@ static void test_group_below_min_size_stays_stopped(void **state) {
   assert_converged(f, 2, 3);
 }
 
+// A rank late past the timeout stops the others; when it comes back before
+// they could form an epoch without it (min_size forbids), the next epoch
+// holds all of them again instead of leaving the group stopped.
+static void test_group_late_rank_back_before_restructure_rejoins(void **state) {
+  fixture_t *f = *state;
+  form(f, 3, 3, 3);
+  f->alive[2] = false;
+  for (int t = 0; t < 20; ++t) {
+    tick(f, TICK);
+  }
+  assert_int_equal(info_of(f, 0).state, ACCEL_CLUSTER_STATE_STOPPED);
+  f->alive[2] = true;
+  tick(f, TICK);
+  tick(f, TICK);
+  tick(f, TICK);
+  assert_converged(f, 2, 3);
+  assert_int_equal(f->counts[2].stops, 1);
+  assert_int_equal(f->counts[2].resumes, 2);
+}
+
 // A rank whose heartbeats stop for longer than the timeout while it still
 // runs is evicted: when it steps again it learns that it is out.
 static void test_group_late_rank_is_evicted(void **state) {
@@ -517,6 +537,7 @@ int main(void) {
       T(test_group_report_failure_leaves_at_once),
       T(test_group_replacement_joins_next_epoch),
       T(test_group_below_min_size_stays_stopped),
+      T(test_group_late_rank_back_before_restructure_rejoins),
       T(test_group_late_rank_is_evicted),
       T(test_group_topology_of_every_rank_reads_back),
       T(test_status_reports_health_and_ages),
