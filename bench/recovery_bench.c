@@ -3,9 +3,10 @@
 // default timings (include/accel/cluster.h).
 //
 // A trial forks 4 to 8 ranks (a random count) into one group, waits for
-// epoch 1, kills one rank with SIGKILL at a random phase of the heartbeat
-// interval and reads, from every survivor, when its stop callback ran
-// (detection) and when it resumed the next epoch (resume). Per trial the
+// epoch 1, kills one or two ranks (at random) with SIGKILL at one random
+// phase of the heartbeat interval and reads, from every survivor, when its
+// stop callback ran (detection) and when it resumed an epoch without the
+// killed (resume). Per trial the
 // figure is the slowest survivor's; reported are the medians and the maxima
 // over the trials, as ratios of the configured heartbeat timeout (the
 // baseline), and how many trials converged (every survivor on the same
@@ -98,6 +99,8 @@ static void child_main(trial_ctx_t *c, uint32_t max_size) {
   o.etcd_endpoints = c->endpoint;
   o.min_size = 2;
   o.max_size = max_size;
+  // Epoch 1 waits for every rank however slowly the forks start.
+  o.settle_ns = 20ull * 1000000000ull;
   o.topology_json = c->topology;
   o.on_stop = child_stop;
   o.on_resume = child_resume;
@@ -115,12 +118,13 @@ static void child_main(trial_ctx_t *c, uint32_t max_size) {
 // Event lines read from the ranks' shared pipe.
 typedef struct reader {
   int fd;
+  uint32_t expected;  // survivors: the size of the epoch that resumes
   char buf[8192];
   size_t have;
 } reader_t;
 
 static void parse_line(const char *line, rank_state_t *ranks, int n,
-                       uint64_t t_kill) {
+                       uint64_t t_kill, uint32_t expected) {
   int idx = -1;
   unsigned long long epoch = 0, hash = 0, t = 0;
   unsigned size = 0;
@@ -134,7 +138,7 @@ static void parse_line(const char *line, rank_state_t *ranks, int n,
     ranks[idx].epoch = epoch;
     ranks[idx].size = size;
     ranks[idx].members = hash;
-    if (epoch > 1 && ranks[idx].resume_ns == 0) {
+    if (epoch > 1 && size == expected && ranks[idx].resume_ns == 0) {
       ranks[idx].resume_ns = t;
     }
   }
@@ -164,7 +168,7 @@ static bool read_until(reader_t *rd, rank_state_t *ranks, int n,
     while ((nl = memchr(line, '\n', rd->have - (size_t)(line - rd->buf))) !=
            NULL) {
       *nl = '\0';
-      parse_line(line, ranks, n, t_kill);
+      parse_line(line, ranks, n, t_kill, rd->expected);
       line = nl + 1;
     }
     rd->have -= (size_t)(line - rd->buf);
@@ -183,10 +187,14 @@ static bool all_in_epoch1(const rank_state_t *ranks, int n) {
 }
 
 static bool survivors_resumed(const rank_state_t *ranks, int n) {
+  int killed = 0;
+  for (int i = 0; i < n; ++i) {
+    killed += ranks[i].killed;
+  }
   for (int i = 0; i < n; ++i) {
     if (!ranks[i].killed &&
         (ranks[i].resume_ns == 0 || ranks[i].stop_ns == 0 ||
-         ranks[i].size != (uint32_t)n - 1)) {
+         ranks[i].size != (uint32_t)(n - killed))) {
       return false;
     }
   }
@@ -236,10 +244,15 @@ static int run_trial(trial_ctx_t *c, int n, uint64_t interval_ns,
   // A random phase of the heartbeat interval.
   struct timespec pause = {0, (long)(rand_r(seed) % (interval_ns + 1))};
   nanosleep(&pause, NULL);
-  int victim = rand_r(seed) % n;
+  int kills = 1 + rand_r(seed) % 2;
+  int victims[2] = {rand_r(seed) % n, 0};
+  victims[1] = (victims[0] + 1 + rand_r(seed) % (n - 1)) % n;
+  rd->expected = (uint32_t)(n - kills);
   uint64_t t_kill = bench_now_ns();
-  kill(ranks[victim].pid, SIGKILL);
-  ranks[victim].killed = true;
+  for (int k = 0; k < kills; ++k) {
+    kill(ranks[victims[k]].pid, SIGKILL);
+    ranks[victims[k]].killed = true;
+  }
   bool ok = read_until(rd, ranks, n, t_kill, survivors_resumed,
                        10 * timeout_ns + 5000000000ull);
   out->converged = ok;
