@@ -176,7 +176,8 @@ typedef struct accel_cluster_options {
 
 // Health of a member as a status reader sees it.
 typedef enum accel_cluster_health {
-  // Heartbeat within the interval (plus a check period).
+  // Last heartbeat at most twice the interval old (etcd: the lease is
+  // alive).
   ACCEL_CLUSTER_HEALTH_ALIVE = 0,
   // Heartbeat late: older than twice the interval, not yet the timeout.
   ACCEL_CLUSTER_HEALTH_LATE = 1,
