@@ -272,6 +272,21 @@ static int run_trial(trial_ctx_t *c, int n, uint64_t interval_ns,
     out->detect_ms = d > out->detect_ms ? d : out->detect_ms;
     out->resume_ms = r > out->resume_ms ? r : out->resume_ms;
   }
+  if (!out->converged) {
+    // Say where each survivor stood, so that a miss can be told apart from
+    // a rank starved past the timeout (its group then fails it).
+    fprintf(stderr, "accel-bench recovery: %s: a trial of %d ranks (%d "
+            "killed) did not converge:", c->store_name, n, kills);
+    for (int i = 0; i < n; ++i) {
+      if (!ranks[i].killed) {
+        int alive = waitpid(ranks[i].pid, NULL, WNOHANG) == 0;
+        fprintf(stderr, " [epoch %llu size %u%s%s]",
+                (unsigned long long)ranks[i].epoch, ranks[i].size,
+                ranks[i].stop_ns ? " stopped" : "", alive ? "" : " exited");
+      }
+    }
+    fprintf(stderr, "\n");
+  }
 out:
   for (int i = 0; i < n; ++i) {
     kill(ranks[i].pid, SIGKILL);
