@@ -16,6 +16,14 @@ import urllib.request
 SKIP = 77
 
 
+def die_with_parent():
+    """preexec_fn: the child gets SIGKILL when the test dies (a meson
+    timeout), so no etcd or rank outlives it."""
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -62,7 +70,8 @@ class Etcd:
              "--initial-advertise-peer-urls", peer_url,
              "--initial-cluster", "t=" + peer_url,
              "--heartbeat-interval", "10", "--election-timeout", "100"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent)
         return wait_http(self.endpoint + "/v3/maintenance/status", 15)
 
     def stop(self):
@@ -85,7 +94,8 @@ class Rank:
         self.events = []
         self.lock = threading.Lock()
         self.proc = subprocess.Popen(list(prefix) + argv, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=die_with_parent)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 

@@ -82,7 +82,8 @@ def start_etcd(tmp):
              "--initial-advertise-peer-urls", "http://%s:2380" % ip,
              "--initial-cluster", cluster, "--initial-cluster-state", "new",
              "--heartbeat-interval", "20", "--election-timeout", "200"],
-            stdout=log, stderr=subprocess.STDOUT))
+            stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=cp.die_with_parent))
     return procs
 
 
