@@ -150,9 +150,18 @@ bool bench_target_met(const char *target, double x);
 int accel_bench_launch(const bench_args_t *args);
 int accel_bench_alloc(const bench_args_t *args);
 int accel_bench_dma(const bench_args_t *args);
+int accel_bench_kernels(const bench_args_t *args);
 int accel_bench_topo(const bench_args_t *args);
 int accel_bench_load(const bench_args_t *args);
 int accel_bench_trace(const bench_args_t *args);
 int accel_bench_recovery(const bench_args_t *args);
+
+// Families' figures of accel-bench kernels, added to |report| (0, or
+// nonzero after printing why).
+typedef struct accel_runtime accel_runtime_t;
+int bench_kernels_attention(bench_report_t *report, accel_runtime_t *rt,
+                            accel_device_t *dev, bool quick);
+int bench_kernels_decoder(bench_report_t *report, accel_runtime_t *rt,
+                          bool quick);
 
 #endif  // ACCEL_BENCH_BENCH_H_

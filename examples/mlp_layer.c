@@ -3,7 +3,8 @@
 //   y = x + gelu(x W1 + b1) W2 + b2
 //
 // The program plays both sides of the compiler-runtime contract: it packs the
-// layer's kernels (a host code object, libaccel_layer_kernels.so) and its
+// layer's kernels (the reference kernels' host code object,
+// libaccel_kernels.so: matmul with fused bias and GELU, and add) and its
 // weights into an .axe file with the builder API, then loads that file the
 // way a deployed program would, binds the mapped weights, launches the three
 // kernels on a stream, and checks the result against a plain-loop reference.
@@ -17,6 +18,7 @@
 
 #include "accel/accel.h"
 #include "accel/executable.h"
+#include "kernel_params.h"
 
 #define CHECK(expr)                                                    \
   do {                                                                 \
@@ -27,10 +29,6 @@
       exit(1);                                                         \
     }                                                                  \
   } while (0)
-
-typedef struct dense_constants {
-  uint32_t rows, k, n, rows_per_group, activation, reserved;
-} dense_constants_t;
 
 static double now_ms(void) {
   struct timespec ts;
@@ -115,29 +113,31 @@ int main(int argc, char **argv) {
   double t0 = now_ms();
   accel_exe_builder_t *builder = NULL;
   CHECK(accel_exe_builder_create(&builder));
-  static const accel_kernel_binding_decl_t dense_bindings[4] = {
-      {.name = "x", .access = ACCEL_KERNEL_ACCESS_READ, .alignment = 4},
-      {.name = "w", .access = ACCEL_KERNEL_ACCESS_READ, .alignment = 4},
+  // The signatures of kernels/host/kernel_params.h.
+  static const accel_kernel_binding_decl_t matmul_bindings[4] = {
+      {.name = "a", .access = ACCEL_KERNEL_ACCESS_READ, .alignment = 4},
+      {.name = "b", .access = ACCEL_KERNEL_ACCESS_READ, .alignment = 4},
+      {.name = "bias", .access = ACCEL_KERNEL_ACCESS_READ, .alignment = 4},
+      {.name = "c", .access = ACCEL_KERNEL_ACCESS_WRITE, .alignment = 4},
+  };
+  static const accel_kernel_binding_decl_t add_bindings[3] = {
+      {.name = "a", .access = ACCEL_KERNEL_ACCESS_READ, .alignment = 4},
       {.name = "b", .access = ACCEL_KERNEL_ACCESS_READ, .alignment = 4},
       {.name = "y", .access = ACCEL_KERNEL_ACCESS_WRITE, .alignment = 4},
   };
-  static const accel_kernel_binding_decl_t add_bindings[2] = {
-      {.name = "y",
-       .access = ACCEL_KERNEL_ACCESS_READ | ACCEL_KERNEL_ACCESS_WRITE,
-       .alignment = 4},
-      {.name = "r", .access = ACCEL_KERNEL_ACCESS_READ, .alignment = 4},
-  };
-  accel_exe_kernel_desc_t kd = {.struct_size = sizeof(kd),
-                                .name = "dense",
-                                .binding_count = 4,
-                                .constants_size = sizeof(dense_constants_t),
-                                .bindings = dense_bindings};
+  accel_exe_kernel_desc_t kd = {
+      .struct_size = sizeof(kd),
+      .name = "matmul",
+      .binding_count = 4,
+      .constants_size = sizeof(accel_kp_matmul_constants_t),
+      .bindings = matmul_bindings};
   CHECK(accel_exe_builder_add_kernel(builder, &kd));
-  kd = (accel_exe_kernel_desc_t){.struct_size = sizeof(kd),
-                                 .name = "add",
-                                 .binding_count = 2,
-                                 .constants_size = 8,
-                                 .bindings = add_bindings};
+  kd = (accel_exe_kernel_desc_t){
+      .struct_size = sizeof(kd),
+      .name = "add",
+      .binding_count = 3,
+      .constants_size = sizeof(accel_kp_eltwise_constants_t),
+      .bindings = add_bindings};
   CHECK(accel_exe_builder_add_kernel(builder, &kd));
   uint64_t so_size = 0;
   void *so = read_file(so_path, &so_size);
@@ -168,8 +168,8 @@ int main(int argc, char **argv) {
   accel_executable_t *exe = NULL;
   CHECK(accel_executable_load_file(rt, dev, axe_path, 0, &exe));
   double t_load = now_ms() - t0;
-  accel_kernel_t *dense = NULL, *add = NULL;
-  CHECK(accel_executable_kernel(exe, "dense", &dense));
+  accel_kernel_t *matmul = NULL, *add = NULL;
+  CHECK(accel_executable_kernel(exe, "matmul", &matmul));
   CHECK(accel_executable_kernel(exe, "add", &add));
   accel_buffer_t *bw1, *bb1, *bw2, *bb2;
   CHECK(accel_executable_weight_buffer(exe, "mlp.w1", &bw1));
@@ -194,38 +194,46 @@ int main(int argc, char **argv) {
   CHECK(accel_event_create(dev, 0, &ev_start));
   CHECK(accel_event_create(dev, 0, &ev_end));
 
-  const uint32_t rows_per_group = 8;
-  uint32_t groups = (rows + rows_per_group - 1) / rows_per_group;
   float *y = malloc(4ull * rows * d);
   const int iters = 10;
+  // Layer 1 fuses the bias and GELU into the matmul; layer 2 the bias. The
+  // kernels tile the output themselves (fixed tiles, any grid): one
+  // work-group per tile lets the device's threads share them.
+  accel_kp_matmul_constants_t c1 = {
+      .m = rows, .n = f, .k = d, .flags = ACCEL_KP_MM_BIAS,
+      .dtype_a = ACCEL_KP_DTYPE_F32, .dtype_b = ACCEL_KP_DTYPE_F32,
+      .activation = ACCEL_KP_ACT_GELU_TANH};
+  accel_kp_matmul_constants_t c2 = {
+      .m = rows, .n = d, .k = f, .flags = ACCEL_KP_MM_BIAS,
+      .dtype_a = ACCEL_KP_DTYPE_F32, .dtype_b = ACCEL_KP_DTYPE_F32};
+  accel_kp_eltwise_constants_t ca = {.count = rows * d};
   CHECK(accel_stream_copy_from_host(s, bx, 0, x, 4ull * rows * d));
   CHECK(accel_event_record(ev_start, s));
   for (int it = 0; it < iters; ++it) {
-    dense_constants_t c1 = {rows, d, f, rows_per_group, 1, 0};
     accel_launch_binding_t l1[4] = {{bx, 0, 0}, {bw1, 0, 0}, {bb1, 0, 0},
                                     {bh, 0, 0}};
-    accel_launch_desc_t ld = {.struct_size = sizeof(ld),
-                              .workgroup_count = {groups, 1, 1},
-                              .binding_count = 4,
-                              .constants_size = sizeof(c1),
-                              .bindings = l1,
-                              .constants = &c1};
-    CHECK(accel_launch(s, dense, &ld));
-    dense_constants_t c2 = {rows, f, d, rows_per_group, 0, 0};
+    accel_launch_desc_t ld = {
+        .struct_size = sizeof(ld),
+        .workgroup_count = {(uint32_t)accel_kp_matmul_units(&c1), 1, 1},
+        .binding_count = 4,
+        .constants_size = sizeof(c1),
+        .bindings = l1,
+        .constants = &c1};
+    CHECK(accel_launch(s, matmul, &ld));
     accel_launch_binding_t l2[4] = {{bh, 0, 0}, {bw2, 0, 0}, {bb2, 0, 0},
                                     {by, 0, 0}};
+    ld.workgroup_count[0] = (uint32_t)accel_kp_matmul_units(&c2);
     ld.bindings = l2;
     ld.constants = &c2;
-    CHECK(accel_launch(s, dense, &ld));
-    uint32_t ca[2] = {rows * d, 0};
-    accel_launch_binding_t l3[2] = {{by, 0, 0}, {bx, 0, 0}};
-    accel_launch_desc_t la = {.struct_size = sizeof(la),
-                              .workgroup_count = {(rows * d + 4095) / 4096, 1,
-                                                  1},
-                              .binding_count = 2,
-                              .constants_size = sizeof(ca),
-                              .bindings = l3,
-                              .constants = ca};
+    CHECK(accel_launch(s, matmul, &ld));
+    accel_launch_binding_t l3[3] = {{by, 0, 0}, {bx, 0, 0}, {by, 0, 0}};
+    accel_launch_desc_t la = {
+        .struct_size = sizeof(la),
+        .workgroup_count = {(uint32_t)accel_kp_eltwise_units(&ca), 1, 1},
+        .binding_count = 3,
+        .constants_size = sizeof(ca),
+        .bindings = l3,
+        .constants = &ca};
     CHECK(accel_launch(s, add, &la));
   }
   CHECK(accel_event_record(ev_end, s));

@@ -9,21 +9,8 @@
 # longer by hand, e.g. scripts/fuzz-loader.sh --seconds 3600.
 set -eu
 root=${ACCEL_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-seconds=20
-build=${TMPDIR:-/tmp}/accel-fuzz-loader
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --seconds) seconds=$2; shift 2 ;;
-    --build-dir) build=$2; shift 2 ;;
-    --) shift; break ;;
-    *) echo "fuzz-loader: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-if ! command -v clang >/dev/null 2>&1; then
-  echo "fuzz-loader: clang not found; skipping" >&2
-  exit 77
-fi
-mkdir -p "$build/corpus"
+fuzz_name=fuzz-loader
+. "$(dirname "$0")/fuzz-args.sh"
 cp "$root"/tests/data/abi/*.axe "$build/corpus/" 2>/dev/null || true
 # The loader alone, with every optional dependency (tracing included) off.
 cat > "$build/accel_config.h" <<'CONF'

@@ -8,7 +8,7 @@ PKGS="build-essential gcc g++ python3 procps util-linux meson ninja-build pkg-co
   clang libclang-rt-14-dev libcmocka-dev libhwloc-dev hwloc libnuma-dev libibverbs-dev libdrm-dev libjson-c-dev
   libxxhash-dev liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
   libopenblas-dev libjemalloc-dev libcurl4-openssl-dev etcd-server etcd-client iproute2 libmimalloc-dev protobuf-compiler
-  python3-protobuf python3-numpy cmake"
+  python3-protobuf python3-numpy cmake scdoc"
 missing=""
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

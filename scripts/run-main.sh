@@ -24,11 +24,22 @@ if [ -x "$dir/examples/example-mlp-layer" ]; then
   axe="$dir/mlp_layer.axe"
   trace="$dir/mlp_layer.pftrace"
   ACCEL_TRACE="$trace" "$dir/examples/example-mlp-layer" \
-    "$dir/kernels/host/libaccel_layer_kernels.so" "$axe"
+    "$dir/kernels/host/libaccel_kernels.so" "$axe"
   echo
   echo "== accel-inspect $axe"
   "$dir/tools/accel-inspect/accel-inspect" "$axe"
   echo
   echo "== accel-trace summary $trace (open the file in the Perfetto UI)"
   "$dir/tools/accel-trace/accel-trace" summary "$trace"
+fi
+if [ -x "$dir/examples/example-decoder" ]; then
+  echo
+  echo "== example-decoder: a 4-layer int8 transformer on reference.axe: prefill 256 tokens, decode 64"
+  echo "   (paged KV cache; time per kernel and host overhead from the recorder's traces)"
+  "$dir/examples/example-decoder" "$dir/kernels/axe/reference.axe" \
+    --model "$dir/decoder.axe" --trace-dir "$dir" --prompt 256 --steps 64
+  echo
+  echo "== accel-inspect $dir/kernels/axe/reference.axe (every reference kernel)"
+  "$dir/tools/accel-inspect/accel-inspect" "$dir/kernels/axe/reference.axe" |
+    sed -n '/^kernels/,/^weights/p' | grep -v '^    binding'
 fi

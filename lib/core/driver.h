@@ -52,6 +52,10 @@ typedef struct accel_drv_options {
   uint32_t host_device_count;
   // Copy engines per device (ACCEL_COPY_ENGINES); 0: the backend's default.
   uint32_t copy_engine_count;
+  // Threads that run the work-groups of one grid on a host device, the
+  // queue's worker included (ACCEL_HOST_THREADS); 0: one per CPU of the
+  // device.
+  uint32_t host_thread_count;
 } accel_drv_options_t;
 
 struct accel_driver {

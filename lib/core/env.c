@@ -16,6 +16,9 @@ static const accel_env_var_t k_env_vars[] = {
     {"ACCEL_COPY_ENGINES",
      "copy engines (DMA worker threads) per host device, 1 to 64; default: "
      "the cores of the device's NUMA node, at most 4"},
+    {"ACCEL_HOST_THREADS",
+     "threads that run one grid's work-groups on a host device, the stream's "
+     "worker included, 1 to 65; default: one per CPU of the device"},
     {"ACCEL_STREAM_COPY_DMA_MIN_BYTES",
      "stream copies of at least this many bytes run on copy engines, smaller "
      "ones on the stream's queue; 0: every copy; default 1048576"},

@@ -84,6 +84,21 @@ static accel_status_t apply_environment(accel_runtime_options_t *out) {
   return ACCEL_OK;
 }
 
+// Reads the count |name| (1 to |max|) into |*out| when it is set.
+static accel_status_t env_count(const char *name, uint32_t max,
+                                uint32_t *out) {
+  uint64_t v = 0;
+  bool invalid = false;
+  if (accel_env_u64(name, &v, &invalid)) {
+    if (invalid || v == 0 || v > max) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "%s=\"%s\" must be 1 to %u", name, getenv(name), max);
+    }
+    *out = (uint32_t)v;
+  }
+  return ACCEL_OK;
+}
+
 static accel_status_t resolve_options(const accel_runtime_options_t *in,
                                       accel_runtime_options_t *out) {
   accel_runtime_options_init(out);
@@ -271,20 +286,17 @@ accel_status_t accel_runtime_create_with_drivers(
     }
     rt->dma_inline_max_bytes = inline_max;
   }
-  uint64_t engines = 0;
-  bool engines_invalid = false;
-  if (accel_env_u64("ACCEL_COPY_ENGINES", &engines, &engines_invalid)) {
-    if (engines_invalid || engines == 0 || engines > 64) {
-      free(rt);
-      accel_trace_runtime_destroy(NULL);
-      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                         "ACCEL_COPY_ENGINES=\"%s\" must be 1 to 64",
-                         getenv("ACCEL_COPY_ENGINES"));
-    }
-    rt->options.copy_engine_count = (uint32_t)engines;
+  accel_status_t st =
+      env_count("ACCEL_COPY_ENGINES", 64, &rt->options.copy_engine_count);
+  if (st == ACCEL_OK) {
+    st = env_count("ACCEL_HOST_THREADS", 65, &rt->options.host_thread_count);
+  }
+  if (st != ACCEL_OK) {
+    free(rt);
+    accel_trace_runtime_destroy(NULL);
+    return st;
   }
 
-  accel_status_t st = ACCEL_OK;
   for (uint32_t i = 0; i < driver_count; ++i) {
     accel_drv_backend_t *backend = NULL;
     st = drivers[i]->device->backend_open(drivers[i], &rt->options, &backend);

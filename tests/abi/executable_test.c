@@ -14,19 +14,6 @@ static void *g_so;
 static uint64_t g_so_size;
 static char g_target[32];
 
-static void *read_all(const char *path, uint64_t *out_size) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  void *d = malloc((size_t)n);
-  assert_int_equal(fread(d, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *out_size = (uint64_t)n;
-  return d;
-}
-
 static void add_kernels(accel_exe_builder_t *b) {
   accel_kernel_binding_decl_t vb[3] = {
       {.name = "a", .access = ACCEL_KERNEL_ACCESS_READ, .min_size_bytes = 4,
@@ -393,7 +380,7 @@ static void test_executable_load_refuses_missing_symbol_before_running_code(
     void **state) {
   test_env_t *env = *state;
   uint64_t so_size, size;
-  void *so = read_all(getenv("ACCEL_TEST_CODE_OBJECT"), &so_size);
+  void *so = test_read_file(getenv("ACCEL_TEST_CODE_OBJECT"), &so_size);
   unsetenv("ACCEL_TEST_CTOR_MARKER");
   void *image = image_with_code("absent", so, so_size, &size);
   accel_executable_t *exe = NULL;
@@ -442,7 +429,7 @@ static void test_executable_load_refuses_short_library_and_repeated_export(
       {"repeated_export", "export name \"present\" appears more than once"},
   };
   uint64_t so_size, size;
-  void *so = read_all(getenv("ACCEL_TEST_CODE_OBJECT"), &so_size);
+  void *so = test_read_file(getenv("ACCEL_TEST_CODE_OBJECT"), &so_size);
   void *image = image_with_code("present", so, so_size, &size);
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     setenv("ACCEL_TEST_LIBRARY_DEFECT", cases[i].defect, 1);
@@ -663,7 +650,7 @@ static void test_accel_pack_and_inspect_end_to_end(void **state) {
   assert_int_equal(system(cmd), 0);
   snprintf(path, sizeof(path), "%s/inspect.json", dir);
   uint64_t n;
-  char *json = read_all(path, &n);
+  char *json = test_read_file(path, &n);
   json = realloc(json, n + 1);
   json[n] = '\0';
   assert_non_null(strstr(json, "\"valid\": true"));
@@ -702,7 +689,7 @@ static void test_accel_pack_and_inspect_end_to_end(void **state) {
            dir, dir, dir, getenv("ACCEL_INSPECT"), dir, dir);
   assert_int_equal(WEXITSTATUS(system(cmd)), 1);
   snprintf(path, sizeof(path), "%s/err.txt", dir);
-  char *err = read_all(path, &n);
+  char *err = test_read_file(path, &n);
   err = realloc(err, n + 1);
   err[n] = '\0';
   assert_non_null(strstr(err, "not valid"));
@@ -716,7 +703,7 @@ static void test_accel_pack_and_inspect_end_to_end(void **state) {
            getenv("ACCEL_PACK"), path, dir, dir);
   assert_int_equal(WEXITSTATUS(system(cmd)), 1);
   snprintf(path, sizeof(path), "%s/err.txt", dir);
-  err = read_all(path, &n);
+  err = test_read_file(path, &n);
   err = realloc(err, n + 1);
   err[n] = '\0';
   assert_non_null(strstr(err, "bad.manifest:1"));
@@ -726,7 +713,7 @@ static void test_accel_pack_and_inspect_end_to_end(void **state) {
 }
 
 static int group_setup(void **state) {
-  g_so = read_all(getenv("ACCEL_TEST_HOST_KERNELS"), &g_so_size);
+  g_so = test_read_file(getenv("ACCEL_TEST_HOST_KERNELS"), &g_so_size);
   int rc = test_env_setup(state);
   test_env_t *env = *state;
   accel_device_info_t info = {.struct_size = sizeof(info)};

@@ -51,6 +51,11 @@ EXPECTED = {
                   "shm_resume", "shm_resume_max", "shm_trials_converged"],
                  [r"etcd_(detect|detect_max|detect_abs|resume|resume_max|"
                   r"trials_converged)"]),
+    "kernels": (["matmul_f32_1024", "matmul_f32_1x4096x4096",
+                 "mlp_block_64x512x2048", "qgemv_int8_4096",
+                 "qgemv_int4_g128_4096", "softmax_4096", "layernorm_4096",
+                 "rmsnorm_4096", "paged_decode_attention", "decoder_prefill",
+                 "decoder_decode", "decoder_decode_host_overhead"], []),
 }
 
 KEYS = ["name", "value", "unit", "baseline_name", "baseline", "ratio",

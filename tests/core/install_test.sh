@@ -8,9 +8,12 @@
 #   - builds and runs the C program through CMake's find_package(accel)
 #     (imported target accel::accel). scripts/install-deps.sh installs
 #     g++ and cmake, so a missing one is a failure, not a skip.
-# usage: install_test.sh BUILD_DIR
+#   - with man pages built, finds each tool's page (section 1) and the
+#     overviews (section 7) under the prefix's mandir, as man does.
+# usage: install_test.sh BUILD_DIR [man|no-man]
 set -eu
 build="$1"
+man_pages="${2:-no-man}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 meson install -C "$build" --destdir "$tmp/stage" --no-rebuild --quiet >/dev/null
@@ -40,6 +43,31 @@ for f in "$libdir/libaccel-lttng.so.0" "$libdir/accel/kernels/libaccel_host_kern
   esac
   [ -e "$f" ] && pass "installed ${f#$prefix/}" || fail "missing ${f#$prefix/}"
 done
+# reference.axe is installed with the library and the installed
+# accel-inspect validates it and lists its kernels.
+if "$prefix/bin/accel-inspect" "$libdir/accel/reference.axe" 2>&1 |
+    grep -q "attention_paged_decode (symbol"; then
+  pass "accel-inspect lists the installed reference.axe"
+else
+  fail "accel-inspect cannot list $libdir/accel/reference.axe"
+fi
+# The man pages: installed under share/man, and found there by man itself
+# (MANPATH ending in ':' adds the system's path after the prefix's).
+if [ "$man_pages" = man ]; then
+  mandir=$(dirname "$(find "$prefix" -name accel.7 -path '*/man7/*' | head -1)")
+  mandir=${mandir%/man7}
+  for page in accel-info.1 accel-topo.1 accel-pack.1 accel-inspect.1 \
+              accel-trace.1 accel-bench.1 accel.7 accel-kernel-abi.7; do
+    section=${page##*.}
+    name=${page%.*}
+    [ -f "$mandir/man$section/$page" ] || { fail "man page $page not installed"; continue; }
+    found=$(MANPATH="$mandir:" man -w "$section" "$name" 2>/dev/null || true)
+    [ "$found" = "$mandir/man$section/$page" ] &&
+      pass "man $section $name finds ${found#$prefix/}" ||
+      fail "man $section $name with MANPATH=$mandir: found '$found'"
+  done
+fi
+
 # The completion loads and offers accel-bench's subcommands.
 {
   got=$(PATH="$prefix/bin:$PATH" bash -c '

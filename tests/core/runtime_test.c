@@ -144,6 +144,14 @@ static void test_env_numbers_are_validated(void **state) {
                       ACCEL_ERROR_INVALID_ARGUMENT);
   assert_non_null(strstr(accel_last_error(), "ACCEL_STREAM_COPY_DMA_MIN_BYTES"));
   unsetenv("ACCEL_STREAM_COPY_DMA_MIN_BYTES");
+  static const char *const bad_threads[] = {"0", "66", "two"};
+  for (int i = 0; i < 3; ++i) {
+    setenv("ACCEL_HOST_THREADS", bad_threads[i], 1);
+    assert_accel_status(accel_runtime_create(NULL, &rt),
+                        ACCEL_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(accel_last_error(), "ACCEL_HOST_THREADS"));
+  }
+  unsetenv("ACCEL_HOST_THREADS");
   setenv("ACCEL_SPIN_NS", "0", 1);  // 0 = do not spin: valid
   assert_accel_ok(accel_runtime_create(NULL, &rt));
   accel_runtime_destroy(rt);

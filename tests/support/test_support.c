@@ -59,3 +59,19 @@ uint64_t test_now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+void *test_read_file(const char *path, uint64_t *out_size) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    fail_msg("cannot open %s", path);
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  void *d = malloc(n > 0 ? (size_t)n : 1);
+  assert_non_null(d);
+  assert_int_equal(fread(d, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *out_size = (uint64_t)n;
+  return d;
+}

@@ -59,6 +59,10 @@ uint64_t test_rng_next(test_rng_t *rng);
 // Uniform in [lo, hi].
 uint64_t test_rng_range(test_rng_t *rng, uint64_t lo, uint64_t hi);
 
+// Reads the whole file at |path| into a malloc'd buffer (fails the test when
+// it cannot) and stores its size in |*out_size|.
+void *test_read_file(const char *path, uint64_t *out_size);
+
 // Monotonic time in ns.
 uint64_t test_now_ns(void);
 

@@ -24,7 +24,7 @@ def check(cond, what, proc=None):
 
 
 def run(*args):
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=60)
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=20)
 
 
 def pack(d, manifest_text, name="m"):
@@ -157,6 +157,17 @@ def test_inspect_names_the_corrupt_section_and_both_hashes(d):
     mm = jj["hash_mismatches"][0]
     check(mm["section"] == sec["index"] and mm["expected_hash"] == m.group(1)
           and mm["actual_hash"] == m.group(2), "json names both hashes", r)
+
+
+def test_inspect_refuses_a_fifo_without_blocking(d):
+    fifo = os.path.join(d, "pipe.axe")
+    os.mkfifo(fifo)
+    r = run(INSPECT, fifo)  # times out (60 s) if it waits for a writer
+    check(r.returncode == 1 and "not a regular file" in r.stderr,
+          "a FIFO is refused at once", r)
+    r = run(INSPECT, d)
+    check(r.returncode == 1 and "not a regular file" in r.stderr,
+          "a directory is refused", r)
 
 
 def main():

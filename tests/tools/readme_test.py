@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import checklist
+
 ROOT, INFO = sys.argv[1], sys.argv[2]
 with open(os.path.join(ROOT, "README.md")) as f:
     README = f.read()
@@ -35,6 +37,7 @@ def test_readme_shows_the_install_step_and_what_is_missing():
     # list of what is not built yet are there.
     for want in ("meson install", "--prefix=", "PKG_CONFIG_PATH",
                  "pkg-config --cflags --libs accel", "/bin/accel-info",
+                 "share/man", "man accel-info",
                  "## What is not built yet", "CUDA backend", "command buffers",
                  "C shim", "Python", "recovery", "serving"):
         assert want in README, "README lacks %r" % want
@@ -50,18 +53,5 @@ def test_no_cuda_device_ids_shown_without_a_cuda_backend():
     assert "cuda:" not in README, "README shows a cuda device id"
 
 
-def main():
-    failed = 0
-    for name, t in sorted(globals().items()):
-        if name.startswith("test_"):
-            try:
-                t()
-                print("ok   " + name)
-            except AssertionError as e:
-                failed += 1
-                print("FAIL %s: %s" % (name, e))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    checklist.main(globals())

@@ -24,6 +24,10 @@ static const struct {
      "DMA copy bandwidth, 4 KiB latency and staging vs memcpy baselines"},
     {"recovery", accel_bench_recovery,
      "cluster failure detection and resume vs the heartbeat timeout"},
+#ifdef ACCEL_BENCH_HAVE_KERNELS
+    {"kernels", accel_bench_kernels,
+     "reference kernels through accel_launch vs OpenBLAS and memcpy"},
+#endif
 };
 
 static int usage(void) {

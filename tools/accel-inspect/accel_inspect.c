@@ -319,7 +319,8 @@ int main(int argc, char **argv) {
   const char *path = args.positional[0];
   bool json = args.values[OPT_JSON] != NULL;
   bool skip_hashes = args.values[OPT_SKIP_HASHES] != NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     fprintf(stderr, "accel-inspect: cannot open %s: %s\n", path,
             strerror(errno));
@@ -329,6 +330,14 @@ int main(int argc, char **argv) {
   if (fstat(fd, &sb) != 0) {
     fprintf(stderr, "accel-inspect: cannot stat %s: %s\n", path,
             strerror(errno));
+    close(fd);
+    return 1;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    fprintf(stderr,
+            "accel-inspect: %s is not a regular file: an executable is read "
+            "from a file\n",
+            path);
     close(fd);
     return 1;
   }

@@ -148,6 +148,9 @@ static accel_status_t pool_create(accel_drv_device_t *device,
   long cpus = device->has_affinity ? CPU_COUNT(&device->affinity)
                                    : sysconf(_SC_NPROCESSORS_ONLN);
   uint32_t helpers = cpus > 1 ? (uint32_t)cpus - 1 : 1;
+  if (device->host_thread_count > 1) {
+    helpers = device->host_thread_count - 1;  // the worker is the last one
+  }
   if (helpers > MAX_HELPERS) {
     helpers = MAX_HELPERS;
   }
@@ -221,8 +224,8 @@ accel_status_t accel_host_dispatch(accel_drv_device_t *device,
                                                         const uint32_t id[3]),
                                    void *ctx) {
   uint64_t total = (uint64_t)group_count[0] * group_count[1] * group_count[2];
-  if (total <= 1) {
-    return total == 1 ? run_alone(group_count, fn, ctx) : ACCEL_OK;
+  if (total <= 1 || device->host_thread_count == 1) {
+    return total >= 1 ? run_alone(group_count, fn, ctx) : ACCEL_OK;
   }
   accel_host_pool_t *p;
   if (get_pool(device, &p) != ACCEL_OK || pthread_mutex_trylock(&p->lock) != 0) {

@@ -64,6 +64,7 @@ static accel_status_t host_device_open(accel_drv_backend_t *backend,
   d->backend = backend;
   d->ordinal = ordinal;
   d->spin_ns = backend->options.spin_ns;
+  d->host_thread_count = backend->options.host_thread_count;
   // Host devices are spread over the NUMA nodes round-robin.
   d->numa_node = (int32_t)(ordinal % numa_node_count());
   long page = sysconf(_SC_PAGESIZE);

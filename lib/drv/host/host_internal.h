@@ -34,6 +34,8 @@ struct accel_drv_device {
   accel_drv_backend_t *backend;
   uint32_t ordinal;
   uint64_t spin_ns;
+  // Threads per grid, worker included (ACCEL_HOST_THREADS); 0: per CPU.
+  uint32_t host_thread_count;
   int32_t numa_node;
   uint64_t page_size;
   // CPUs the device's worker threads run on (device_set_affinity); set

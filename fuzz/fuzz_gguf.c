@@ -1,0 +1,81 @@
+// libFuzzer target for the GGUF reader: every input must be accepted or
+// refused with FORMAT, VERSION, UNSUPPORTED (or OUT_OF_MEMORY) and a
+// message; anything else (a crash, a sanitizer report, another status) is a
+// bug. An accepted input is walked in full (every key, every string of every
+// array, the first and last byte of every tensor), so that a gap in the
+// checks shows up as an out-of-bounds read. Built by scripts/fuzz-gguf.sh.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accel/gguf.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static volatile uint64_t g_sink;
+
+static void walk(const accel_gguf_t *g) {
+  uint64_t acc = 0;
+  for (uint64_t i = 0; i < accel_gguf_kv_count(g); ++i) {
+    accel_gguf_string_t key;
+    accel_gguf_value_t v;
+    if (accel_gguf_kv(g, i, &key, &v) != ACCEL_OK) {
+      abort();
+    }
+    acc += key.size ? (uint8_t)key.data[key.size - 1] : 0;
+    if (v.type == ACCEL_GGUF_VALUE_STRING && v.scalar.str.size != 0) {
+      acc += (uint8_t)v.scalar.str.data[v.scalar.str.size - 1];
+    }
+    if (v.type == ACCEL_GGUF_VALUE_ARRAY &&
+        v.array_type == ACCEL_GGUF_VALUE_STRING) {
+      for (uint64_t e = 0; e < v.array_count; ++e) {
+        accel_gguf_string_t s;
+        if (accel_gguf_array_string(g, &v, e, &s) != ACCEL_OK) {
+          abort();
+        }
+        acc += s.size ? (uint8_t)s.data[s.size - 1] : 0;
+      }
+    }
+    char name[80];
+    size_t n = key.size < sizeof(name) - 1 ? key.size : sizeof(name) - 1;
+    memcpy(name, key.data, n);
+    name[n] = '\0';
+    if (n == key.size && accel_gguf_find_kv(g, name, &v) != ACCEL_OK) {
+      abort();  // every key is found by its name
+    }
+  }
+  for (uint64_t i = 0; i < accel_gguf_tensor_count(g); ++i) {
+    accel_gguf_tensor_t t;
+    if (accel_gguf_tensor(g, i, &t) != ACCEL_OK) {
+      abort();
+    }
+    if (t.size_bytes != 0) {
+      const uint8_t *p = t.data;
+      acc += p[0] + p[t.size_bytes - 1];
+    }
+  }
+  g_sink = acc;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  // A copy of exactly |size| bytes, so that any read past it is caught.
+  uint8_t *copy = malloc(size != 0 ? size : 1);
+  if (copy == NULL) {
+    return 0;
+  }
+  memcpy(copy, data, size);
+  accel_gguf_t *g = NULL;
+  accel_status_t st = accel_gguf_open_memory(copy, size, &g);
+  if (st == ACCEL_OK) {
+    walk(g);
+    accel_gguf_close(g);
+  } else if (st != ACCEL_ERROR_FORMAT && st != ACCEL_ERROR_VERSION &&
+             st != ACCEL_ERROR_UNSUPPORTED &&
+             st != ACCEL_ERROR_OUT_OF_MEMORY) {
+    abort();
+  } else if (g != NULL || accel_last_error()[0] == '\0') {
+    abort();  // output untouched, and a message
+  }
+  free(copy);
+  return 0;
+}

@@ -1,0 +1,82 @@
+#!/bin/sh
+# Builds the GGUF reader's libFuzzer target with clang (ASan + UBSan) and runs
+# it for a bounded time from a few seed files it writes itself (a llama-like
+# file with every metadata value type, string arrays and tensors of several
+# block types). Crashes are written to the build folder (crash-*): fix them
+# and add the input to the seeds below.
+#
+#   scripts/fuzz-gguf.sh [--seconds N] [--build-dir DIR] [-- LIBFUZZER_ARGS]
+#
+# The meson test 'model/fuzz_gguf' (suite model-fuzz) runs it for 15 s; run it
+# longer by hand, e.g. scripts/fuzz-gguf.sh --seconds 3600.
+set -eu
+root=${ACCEL_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+seconds=15
+build=${TMPDIR:-/tmp}/accel-fuzz-gguf
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=$2; shift 2 ;;
+    --build-dir) build=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "fuzz-gguf: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if ! command -v clang >/dev/null 2>&1; then
+  echo "fuzz-gguf: clang not found; skipping" >&2
+  exit 77
+fi
+mkdir -p "$build/corpus"
+python3 - "$build/corpus" <<'PY'
+import struct, sys, os
+out = sys.argv[1]
+def s(x):
+    b = x.encode()
+    return struct.pack('<Q', len(b)) + b
+def kv(key, t, payload):
+    return s(key) + struct.pack('<I', t) + payload
+def seed(name, kvs, tensors, alignment=32, version=3):
+    head = b'GGUF' + struct.pack('<IQQ', version, len(tensors), len(kvs))
+    body = b''.join(kvs)
+    infos = b''
+    data = b''
+    for tname, dims, ttype, nbytes in tensors:
+        off = len(data)
+        infos += s(tname) + struct.pack('<I', len(dims))
+        infos += b''.join(struct.pack('<Q', d) for d in dims)
+        infos += struct.pack('<IQ', ttype, off)
+        data += bytes((i * 7) & 255 for i in range(nbytes))
+        data += b'\0' * (-len(data) % alignment)
+    blob = head + body + infos
+    blob += b'\0' * (-len(blob) % alignment)
+    with open(os.path.join(out, name), 'wb') as f:
+        f.write(blob + data)
+scalars = [kv('u8', 0, b'\x07'), kv('i8', 1, b'\xf9'), kv('u16', 2, b'\x01\x02'),
+           kv('i16', 3, b'\xff\xff'), kv('u32', 4, struct.pack('<I', 9)),
+           kv('i32', 5, struct.pack('<i', -9)), kv('f32', 6, struct.pack('<f', 1.5)),
+           kv('b', 7, b'\x01'), kv('u64', 10, struct.pack('<Q', 1 << 40)),
+           kv('i64', 11, struct.pack('<q', -5)), kv('f64', 12, struct.pack('<d', 2.5))]
+vocab = kv('tokenizer.ggml.tokens', 9, struct.pack('<IQ', 8, 4) +
+           s('<s>') + s('</s>') + s('\u2581the') + s('a'))
+scores = kv('tokenizer.ggml.scores', 9, struct.pack('<IQ', 6, 4) +
+            struct.pack('<4f', 0, 0, -1, -2))
+arch = kv('general.architecture', 8, s('llama'))
+seed('llama.gguf', [arch, vocab, scores] + scalars,
+     [('token_embd.weight', [64, 4], 0, 1024), ('blk.0.attn_q.weight', [64, 2], 8, 136),
+      ('blk.0.ffn_down.weight', [256, 1], 12, 144), ('output.weight', [256], 14, 210)])
+seed('aligned.gguf', [kv('general.alignment', 4, struct.pack('<I', 64)), arch],
+     [('a', [32], 2, 18), ('b', [8], 30, 16)], alignment=64, version=2)
+seed('empty.gguf', [], [])
+PY
+cat > "$build/accel_config.h" <<'CONF'
+#define ACCEL_HAVE_LTTNG 0
+#define ACCEL_VERSION_STRING "fuzz"
+CONF
+clang -std=gnu17 -O1 -g -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+  -fno-sanitize-recover=undefined \
+  -I"$build" -I"$root/include" -I"$root/lib" \
+  "$root/fuzz/fuzz_gguf.c" "$root/lib/model/gguf.c" \
+  "$root/lib/model/gguf_types.c" "$root/lib/core/error.c" \
+  -o "$build/fuzz_gguf"
+cd "$build"
+exec ./fuzz_gguf -max_total_time="$seconds" -max_len=65536 \
+  -rss_limit_mb=1024 -print_final_stats=1 "$@" corpus
