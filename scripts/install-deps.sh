@@ -10,6 +10,7 @@ PKGS="build-essential gcc g++ python3 procps util-linux meson ninja-build pkg-co
   clang libclang-rt-14-dev libcmocka-dev libhwloc-dev hwloc libnuma-dev libibverbs-dev libdrm-dev libjson-c-dev
   libxxhash-dev liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
   libopenblas-dev libjemalloc-dev libmimalloc-dev protobuf-compiler libicu-dev
+  libcurl4-openssl-dev etcd-server etcd-client iproute2
   python3-protobuf python3-numpy cmake scdoc python3-venv python3-dev"
 missing=""
 for p in $PKGS; do

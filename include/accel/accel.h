@@ -6,6 +6,7 @@
 #include "accel/base.h"
 #include "accel/api_table.h"
 #include "accel/command_buffer.h"
+#include "accel/cluster.h"
 #include "accel/device.h"
 #include "accel/dlpack.h"
 #include "accel/dma.h"

@@ -27,6 +27,7 @@
 #define ACCEL_API_TABLE_H_
 
 #include "accel/base.h"
+#include "accel/cluster.h"
 #include "accel/tokenizer.h"
 #include "accel/command_buffer.h"
 #include "accel/device.h"
@@ -269,6 +270,21 @@ extern "C" {
   X(accel_token_decoder_destroy) \
   X(accel_token_decoder_push) \
   X(accel_token_decoder_flush) \
+  /* cluster.h */ \
+  X(accel_cluster_options_init) \
+  X(accel_cluster_group_create) \
+  X(accel_cluster_group_destroy) \
+  X(accel_cluster_progress) \
+  X(accel_cluster_wait_epoch) \
+  X(accel_cluster_current) \
+  X(accel_cluster_epoch_members) \
+  X(accel_cluster_report_failure) \
+  X(accel_cluster_topology) \
+  X(accel_cluster_status_load) \
+  X(accel_cluster_status_epoch) \
+  X(accel_cluster_status_member) \
+  X(accel_cluster_status_destroy) \
+  X(accel_cluster_remove) \
   /* end of 0.2 */
 
 #define ACCEL_API_TABLE_FIELD_(fn) __typeof__(&fn) fn;

@@ -220,8 +220,22 @@
   PIN(accel_token_decoder_destroy, 194) \
   PIN(accel_token_decoder_push, 195) \
   PIN(accel_token_decoder_flush, 196) \
+  PIN(accel_cluster_options_init, 197) \
+  PIN(accel_cluster_group_create, 198) \
+  PIN(accel_cluster_group_destroy, 199) \
+  PIN(accel_cluster_progress, 200) \
+  PIN(accel_cluster_wait_epoch, 201) \
+  PIN(accel_cluster_current, 202) \
+  PIN(accel_cluster_epoch_members, 203) \
+  PIN(accel_cluster_report_failure, 204) \
+  PIN(accel_cluster_topology, 205) \
+  PIN(accel_cluster_status_load, 206) \
+  PIN(accel_cluster_status_epoch, 207) \
+  PIN(accel_cluster_status_member, 208) \
+  PIN(accel_cluster_status_destroy, 209) \
+  PIN(accel_cluster_remove, 210) \
   /* end of 0.2 */
-#define ACCEL_API_ENTRY_COUNT_0_2 197
+#define ACCEL_API_ENTRY_COUNT_0_2 211
 
 ACCEL_API_PINS_0_2
 

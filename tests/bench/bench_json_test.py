@@ -49,6 +49,11 @@ EXPECTED = {
              "stream_copy_4KiB", "h2d_pageable_staged_64MiB",
              "d2h_pageable_staged_64MiB"],
             [r"copy_\d+_engines_(%s)" % "|".join(SIZES)]),
+    # etcd figures only where an etcd binary is installed.
+    "recovery": (["shm_detect", "shm_detect_max", "shm_detect_abs",
+                  "shm_resume", "shm_resume_max", "shm_trials_converged"],
+                 [r"etcd_(detect|detect_max|detect_abs|resume|resume_max|"
+                  r"trials_converged)"]),
     "kernels": (["matmul_f32_1024", "matmul_f32_1x4096x4096",
                  "mlp_block_64x512x2048", "qgemv_int8_4096",
                  "qgemv_int4_g128_4096", "softmax_4096", "layernorm_4096",

@@ -22,6 +22,8 @@ static const struct {
      "empty-kernel launch round trip: tracing off, counters, LTTng, recorder"},
     {"dma", accel_bench_dma,
      "DMA copy bandwidth, 4 KiB latency and staging vs memcpy baselines"},
+    {"recovery", accel_bench_recovery,
+     "cluster failure detection and resume vs the heartbeat timeout"},
 #ifdef ACCEL_BENCH_HAVE_KERNELS
     {"kernels", accel_bench_kernels,
      "reference kernels through accel_launch vs OpenBLAS and memcpy"},
