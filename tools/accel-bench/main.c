@@ -1,6 +1,8 @@
-// accel-bench NAME [--json] [--quick]: runs one benchmark and prints its
-// figures with their same-run baselines and ratios.
+// accel-bench NAME [--json] [--quick] [--budget S] [--precision X]
+// [--filter GLOB]: runs one benchmark and prints its figures with their
+// same-run baselines, ratios, intervals and verdicts (docs/benchmarks.md).
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -24,8 +26,58 @@ static const struct {
      "DMA copy bandwidth, 4 KiB latency and staging vs memcpy baselines"},
 };
 
+// A positive number from option |name|'s value |text| into |out|.
+static int parse_positive(const char *name, const char *text, double *out) {
+  char *end = NULL;
+  double v = text != NULL ? strtod(text, &end) : 0;
+  if (text == NULL || end == text || *end != '\0' || !(v > 0)) {
+    fprintf(stderr, "accel-bench: %s needs a positive number, not \"%s\"\n",
+            name, text != NULL ? text : "");
+    return 1;
+  }
+  *out = v;
+  return 0;
+}
+
+// The options every benchmark takes; the rest go to args->argv.
+static int parse_args(int argc, char **argv, bench_args_t *args) {
+  for (int i = 2; i < argc && args->argc < 64; ++i) {
+    const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(argv[i], "--json") == 0) {
+      args->json = true;
+    } else if (strcmp(argv[i], "--quick") == 0) {
+      args->quick = true;
+    } else if (strcmp(argv[i], "--budget") == 0) {
+      if (parse_positive("--budget", next, &args->budget_s)) {
+        return 1;
+      }
+      i++;
+    } else if (strcmp(argv[i], "--precision") == 0) {
+      if (parse_positive("--precision", next, &args->precision)) {
+        return 1;
+      }
+      i++;
+    } else if (strcmp(argv[i], "--filter") == 0 && next != NULL) {
+      args->filter = next;
+      i++;
+    } else {
+      args->argv[args->argc++] = argv[i];
+    }
+  }
+  return 0;
+}
+
 static int usage(void) {
-  fprintf(stderr, "usage: accel-bench NAME [--json] [--quick]\n\nbenchmarks:\n");
+  fprintf(stderr,
+          "usage: accel-bench NAME [--json] [--quick] [--budget SECONDS]\n"
+          "                        [--precision X] [--filter GLOB]\n\n"
+          "  --quick      the minimum pairs per group only (for tests)\n"
+          "  --budget S   time a group may spend beyond its minimum pairs\n"
+          "               while an interval is too wide (default 10)\n"
+          "  --precision X  narrow enough: interval width <= X * median\n"
+          "               (default 0.05)\n"
+          "  --filter G   only groups with a figure matching glob G\n"
+          "(docs/benchmarks.md)\n\nbenchmarks:\n");
   for (size_t i = 0; i < sizeof(k_benches) / sizeof(k_benches[0]); ++i) {
     fprintf(stderr, "  %-10s %s\n", k_benches[i].name, k_benches[i].what);
   }
@@ -38,17 +90,13 @@ int main(int argc, char **argv) {
   }
   char *rest[64];
   bench_args_t args = {.argv = rest};
-  for (int i = 2; i < argc && args.argc < 64; ++i) {
-    if (strcmp(argv[i], "--json") == 0) {
-      args.json = true;
-    } else if (strcmp(argv[i], "--quick") == 0) {
-      args.quick = true;
-    } else {
-      rest[args.argc++] = argv[i];
-    }
+  if (parse_args(argc, argv, &args) != 0) {
+    return 2;
   }
   for (size_t i = 0; i < sizeof(k_benches) / sizeof(k_benches[0]); ++i) {
     if (strcmp(argv[1], k_benches[i].name) == 0) {
+      bench_configure(&args);
+      bench_meta_begin();
       return k_benches[i].run(&args);
     }
   }
