@@ -28,6 +28,9 @@ typedef struct bench_args {
   // --filter GLOB: only groups with a figure whose name matches run; NULL:
   // all.
   const char *filter;
+  // --min-pairs N: every group takes at least N runs (pairs); 0: each
+  // group's own minimum.
+  int min_pairs;
 } bench_args_t;
 
 // Applies |args|' run-length settings (budget, precision, filter, quick) to

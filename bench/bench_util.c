@@ -17,6 +17,7 @@ static struct {
   double budget_s;
   double precision;
   const char *filter;
+  int min_pairs;
   bool quick;
 } g_config = {.budget_s = 10.0, .precision = 0.05};
 
@@ -30,6 +31,8 @@ void bench_configure(const bench_args_t *args) {
   g_config.precision = args->precision > 0 ? args->precision : 0.05;
   g_config.filter = args->filter;
   g_config.quick = args->quick;
+  g_config.min_pairs = args->min_pairs < BENCH_MAX_RUNS ? args->min_pairs
+                                                        : BENCH_MAX_RUNS;
 }
 
 uint64_t bench_now_ns(void) {
@@ -404,18 +407,19 @@ static bool group_selected(const bench_group_t *g) {
 // taken, or -1 when a measurement failed.
 static int group_measure(const bench_group_t *g, void *ctx,
                          double samples[][BENCH_MAX_SLOTS]) {
+  int min_runs = g->runs > g_config.min_pairs ? g->runs : g_config.min_pairs;
   int max_runs = g->max_runs > 0 && g->max_runs < BENCH_MAX_RUNS
                      ? g->max_runs
                      : BENCH_MAX_RUNS;
-  if (g_config.quick || max_runs < g->runs) {
-    max_runs = g->runs;
+  if (g_config.quick || max_runs < min_runs) {
+    max_runs = min_runs;
   }
   double scratch[BENCH_MAX_SLOTS] = {0};
   if (g->measure(ctx, -1, scratch) != 0) {
     return -1;
   }
   uint64_t deadline = bench_now_ns() + (uint64_t)(g_config.budget_s * 1e9);
-  int next_check = g->runs;
+  int next_check = min_runs;
   for (int run = 0; run < max_runs; ++run) {
     if (g->measure(ctx, run, samples[run]) != 0) {
       return -1;

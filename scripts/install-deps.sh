@@ -2,13 +2,15 @@
 # Installs what accel needs to build and test on Debian 12 (run as root).
 # Safe to run again: packages already present are skipped quickly.
 set -eu
+# libsqlite3-dev, libjs-dygraphs: accel-bench's history database and report
+# page; chromium: the test that renders that page (skipped without it).
 # util-linux: taskset, which tests/support/one_cpu.sh uses (Essential in
 # Debian, listed so that a trimmed image still gets it).
 PKGS="build-essential gcc g++ python3 procps util-linux meson ninja-build pkg-config
   clang libclang-rt-14-dev libcmocka-dev libhwloc-dev hwloc libnuma-dev libibverbs-dev libdrm-dev libjson-c-dev
   libxxhash-dev liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
   libopenblas-dev libjemalloc-dev libmimalloc-dev protobuf-compiler
-  python3-protobuf python3-numpy cmake"
+  python3-protobuf python3-numpy cmake libsqlite3-dev libjs-dygraphs chromium"
 missing=""
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

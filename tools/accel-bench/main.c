@@ -6,6 +6,11 @@
 #include <string.h>
 
 #include "bench.h"
+#if BENCH_HAVE_HISTORY
+#include "compare.h"
+#include "report.h"
+#include "run.h"
+#endif
 
 static const struct {
   const char *name;
@@ -57,6 +62,13 @@ static int parse_args(int argc, char **argv, bench_args_t *args) {
         return 1;
       }
       i++;
+    } else if (strcmp(argv[i], "--min-pairs") == 0) {
+      double n = 0;
+      if (parse_positive("--min-pairs", next, &n)) {
+        return 1;
+      }
+      args->min_pairs = (int)n;
+      i++;
     } else if (strcmp(argv[i], "--filter") == 0 && next != NULL) {
       args->filter = next;
       i++;
@@ -65,6 +77,41 @@ static int parse_args(int argc, char **argv, bench_args_t *args) {
     }
   }
   return 0;
+}
+
+// The history commands (docs/benchmarks.md): run, save, compare, report.
+// Returns -1 when |argv[1]| names none of them.
+static int history_command(int argc, char **argv) {
+  static const char *const k_history[] = {"run", "save", "compare", "report"};
+  size_t k = 0;
+  while (k < 4 && strcmp(argv[1], k_history[k]) != 0) {
+    k++;
+  }
+  if (k == 4) {
+    return -1;
+  }
+#if BENCH_HAVE_HISTORY
+  const char *names[sizeof(k_benches) / sizeof(k_benches[0])];
+  for (size_t i = 0; i < sizeof(k_benches) / sizeof(k_benches[0]); ++i) {
+    names[i] = k_benches[i].name;
+  }
+  switch (k) {
+    case 0:
+      return accel_bench_run_main(argc - 2, argv + 2, names,
+                                  (int)(sizeof(names) / sizeof(names[0])));
+    case 1:
+      return accel_bench_save_main(argc - 2, argv + 2);
+    case 2:
+      return accel_bench_compare_main(argc - 2, argv + 2);
+    default:
+      return accel_bench_report_main(argc - 2, argv + 2);
+  }
+#else
+  (void)argc;
+  fprintf(stderr, "accel-bench %s: unsupported: accel-bench was built "
+          "without json-c or libsqlite3\n", k_history[k]);
+  return 2;
+#endif
 }
 
 static int usage(void) {
@@ -77,6 +124,14 @@ static int usage(void) {
           "  --precision X  narrow enough: interval width <= X * median\n"
           "               (default 0.05)\n"
           "  --filter G   only groups with a figure matching glob G\n"
+          "  --min-pairs N  at least N pairs per group\n"
+          "\n"
+          "       accel-bench run (--all | NAME...) [--out FILE] [--save DB] "
+          "[options]\n"
+          "       accel-bench save --db DB FILE...\n"
+          "       accel-bench compare [--db DB] [--alpha A] [--threshold T] "
+          "[--all] BASE NEW\n"
+          "       accel-bench report --db DB --out FILE.html [--js PATH]\n"
           "(docs/benchmarks.md)\n\nbenchmarks:\n");
   for (size_t i = 0; i < sizeof(k_benches) / sizeof(k_benches[0]); ++i) {
     fprintf(stderr, "  %-10s %s\n", k_benches[i].name, k_benches[i].what);
@@ -87,6 +142,10 @@ static int usage(void) {
 int main(int argc, char **argv) {
   if (argc < 2) {
     return usage();
+  }
+  int history = history_command(argc, argv);
+  if (history >= 0) {
+    return history;
   }
   char *rest[64];
   bench_args_t args = {.argv = rest};
