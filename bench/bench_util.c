@@ -133,8 +133,10 @@ bench_result_t *bench_add(bench_report_t *report, const char *name,
 // judged samples |x|.
 static void judge(bench_result_t *r, const double *x, int n) {
   r->pairs = r->runs = n;
-  if (n <= 0) {
-    r->verdict = bench_verdict_of(r->target, NAN, NAN);
+  if (n <= 0) {  // nothing measured: no interval, so nothing can be said
+    bench_target_t t;
+    r->verdict = bench_target_parse(r->target, &t) ? BENCH_VERDICT_INCONCLUSIVE
+                                                   : BENCH_VERDICT_NONE;
     r->ci_low = r->ci_high = NAN;
     return;
   }
