@@ -119,6 +119,25 @@ def test_compare_flags_planted_slowdown_only(tmp, rng):
           "distribution not")
 
 
+def test_compare_without_samples_uses_the_interval(tmp, rng):
+    """A file without samples (older accel-bench) against one with them: the
+    sampled side's interval is the noise."""
+    new = results("a" * 40, [figure("r", lognormal(rng, 41, 1.2))])
+    lo, hi = (new["benches"][0]["results"][0][k] for k in ("ci_low", "ci_high"))
+    def old(ratio):
+        f = figure("r", [ratio])
+        f["samples"], f["ci_low"], f["ci_high"] = [], None, None
+        return results("b" * 40, [f])
+    n = write(f"{tmp}/sampled.json", new)
+    inside = write(f"{tmp}/inside.json", old(0.5 * (lo + hi)))
+    below = write(f"{tmp}/below.json", old(lo / 1.3))
+    bench("compare", inside, n, check_rc=0)
+    out = bench("compare", below, n, check_rc=1).stdout
+    assert any("interval" in l and "REGRESSION" in l
+               for l in out.splitlines()), out
+    print("compare: a side without samples judged by the other's interval")
+
+
 def test_compare_commits_in_database(tmp, rng):
     base, same, slow, _, _ = synthetic_runs(rng, tmp)
     db = f"{tmp}/commits.db"
@@ -265,6 +284,7 @@ def main():
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
         for test in (test_compare_flags_planted_slowdown_only,
+                     test_compare_without_samples_uses_the_interval,
                      test_compare_commits_in_database,
                      test_database_stores_figures_as_given,
                      test_database_survives_concurrent_writers,

@@ -45,6 +45,15 @@ static verdict_row_t judge_pair(const bench_fig_t *a, const bench_fig_t *b,
                                             b->samples, b->sample_count, &u,
                                             &v.p) &&
                    v.p < alpha_each;
+  } else if (a->sample_count >= COMPARE_MIN_SAMPLES ||
+             b->sample_count >= COMPARE_MIN_SAMPLES) {
+    // One side without samples (an older file): the other side's interval
+    // is the noise; the number without samples must lie outside it.
+    const bench_fig_t *sampled =
+        a->sample_count >= COMPARE_MIN_SAMPLES ? a : b;
+    double other = sampled == a ? v.next : v.base;
+    beyond_noise = isfinite(sampled->ci_low) && isfinite(sampled->ci_high) &&
+                   (other < sampled->ci_low || other > sampled->ci_high);
   }
   if (beyond_noise && isfinite(v.rel) && fabs(v.rel) >= threshold) {
     bool worse = bench_fig_higher_is_better(b) ? v.rel < 0 : v.rel > 0;
@@ -56,24 +65,35 @@ static verdict_row_t judge_pair(const bench_fig_t *a, const bench_fig_t *b,
 static const char *const k_change_names[] = {"", "REGRESSION", "improvement",
                                              "new", "gone"};
 
+// "median [low, high]", or the median alone without an interval.
+static void format_side(char *buf, size_t size, const bench_fig_t *f,
+                        double median) {
+  if (f == NULL) {
+    snprintf(buf, size, "-");
+  } else if (isfinite(f->ci_low) && isfinite(f->ci_high)) {
+    snprintf(buf, size, "%.4g [%.4g, %.4g]", median, f->ci_low, f->ci_high);
+  } else {
+    snprintf(buf, size, "%.4g", median);
+  }
+}
+
 static void print_row(FILE *out, const bench_fig_t *f, const verdict_row_t *v,
                       const bench_fig_t *a, const bench_fig_t *b) {
   char where[96], base[48] = "-", next[48] = "-", p[16] = "-", rel[16] = "-";
   snprintf(where, sizeof(where), "%s/%s", f->bench, f->name);
-  if (a != NULL) {
-    snprintf(base, sizeof(base), "%.4g [%.4g, %.4g]", v->base, a->ci_low,
-             a->ci_high);
-  }
-  if (b != NULL) {
-    snprintf(next, sizeof(next), "%.4g [%.4g, %.4g]", v->next, b->ci_low,
-             b->ci_high);
-  }
+  format_side(base, sizeof(base), a, v->base);
+  format_side(next, sizeof(next), b, v->next);
   if (a != NULL && b != NULL) {
     snprintf(rel, sizeof(rel), "%+.1f%%", 100.0 * v->rel);
+    // p, or how the change was judged without a test on both sides.
+    snprintf(p, sizeof(p), "%s",
+             isfinite(v->p) ? ""
+             : a->sample_count >= COMPARE_MIN_SAMPLES ||
+                     b->sample_count >= COMPARE_MIN_SAMPLES
+                 ? "interval"
+                 : "exact");
     if (isfinite(v->p)) {
       snprintf(p, sizeof(p), "%.2g", v->p);
-    } else {
-      snprintf(p, sizeof(p), "exact");
     }
   }
   fprintf(out, "%-48s %-28s %-28s %9s %8s %s\n", where, base, next, rel, p,
