@@ -1,5 +1,6 @@
 #include "compare.h"
 
+#include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,50 @@ static void print_row(FILE *out, const bench_fig_t *f, const verdict_row_t *v,
           k_change_names[v->change]);
 }
 
+// The highest one-minute load average of |run| (before and after it) and
+// its core count, from its metadata; false when they are not recorded.
+static bool run_load(const bench_run_t *run, double *out_load,
+                     int *out_cores) {
+  json_object *meta = run->meta_json != NULL
+                          ? json_tokener_parse(run->meta_json)
+                          : NULL;
+  json_object *cores = NULL, *load = NULL;
+  bool found = false;
+  double highest = 0;
+  if (meta != NULL && json_object_object_get_ex(meta, "cores", &cores) &&
+      json_object_is_type(cores, json_type_int)) {
+    const char *keys[] = {"load_before", "load_after"};
+    for (int k = 0; k < 2; ++k) {
+      if (json_object_object_get_ex(meta, keys[k], &load) &&
+          json_object_is_type(load, json_type_array) &&
+          json_object_array_length(load) >= 1) {
+        double one = json_object_get_double(json_object_array_get_idx(load, 0));
+        highest = one > highest ? one : highest;
+        found = true;
+      }
+    }
+    *out_cores = json_object_get_int(cores);
+  }
+  json_object_put(meta);
+  *out_load = highest;
+  return found && *out_cores > 0;
+}
+
+// Warns when a run's machine had more runnable threads than cores: its
+// threads then waited for time slices, the run-to-run state of the machine
+// differs by more than the pairs can cancel, and changes found are as
+// likely the machine's as the code's.
+static void warn_if_loaded(FILE *out, const char *which,
+                           const bench_run_t *run) {
+  double load;
+  int cores;
+  if (run_load(run, &load, &cores) && load > cores) {
+    fprintf(out, "warning: the %s run saw a load average of %.1f on %d "
+            "cores: its figures are as much the machine's as the code's\n",
+            which, load, cores);
+  }
+}
+
 int bench_compare_runs(const bench_run_t *base, const bench_run_t *next,
                        const bench_compare_options_t *options, FILE *out) {
   int tested = 0;
@@ -135,6 +180,8 @@ int bench_compare_runs(const bench_run_t *base, const bench_run_t *next,
       print_row(out, a, &v, a, NULL);
     }
   }
+  warn_if_loaded(out, "base", base);
+  warn_if_loaded(out, "new", next);
   fprintf(out,
           "%d regressions, %d improvements, %d within noise, %d new, %d gone "
           "(Mann-Whitney on the per-pair ratios of %d figures at alpha "
