@@ -91,9 +91,9 @@ static json_object *runs_json(const bench_run_t *runs, int run_count) {
   for (int r = 0; r < run_count; ++r) {
     json_object *run = json_object_new_object();
     char short_commit[16];
-    snprintf(short_commit, sizeof(short_commit), "%.10s", runs[r].commit);
+    snprintf(short_commit, sizeof(short_commit), "%.7s", runs[r].commit);
     if (strstr(runs[r].commit, "-dirty") != NULL) {
-      snprintf(short_commit, sizeof(short_commit), "%.8s+", runs[r].commit);
+      snprintf(short_commit, sizeof(short_commit), "%.7s+", runs[r].commit);
     }
     json_object_object_add(run, "commit", json_object_new_string(short_commit));
     json_object_object_add(run, "time", json_object_new_string(runs[r].time));
