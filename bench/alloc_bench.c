@@ -1,7 +1,8 @@
 // accel-bench alloc: lib/mem's allocators against general-purpose ones, on
 // the same replayed traces.
 //
-// Figures (medians of repeated runs after a warm-up; times are each
+// Figures (medians of per-run ratios against a baseline measured in the same
+// run, after a warm-up; times are each
 // thread's CPU time, so that preemption on a shared machine is not counted;
 // the subjects take turns within each repetition):
 //  - slab_pair_1t / slab_pair_2t: ns per free+alloc pair on a working set of
@@ -378,7 +379,6 @@ static int pairs_run(bench_report_t *report, alloc_bench_t *b, int runs,
                                   .value_slot = i};
   }
   figures[0].target = "<= 1.0";
-  figures[0].pairing = BENCH_MEDIANS;
   figures[0].baseline_lowest = b->count > 1;
   const bench_group_t group = {
       .runs = runs, .slots = b->count, .measure = pairs_measure,
@@ -395,7 +395,7 @@ static int roundtrip_measure(void *arg, int run, double *out) {
 }
 
 static const bench_figure_t k_roundtrip_figures[] = {
-    {"async_roundtrip", "ns", 1, "slab_roundtrip", 0, "<= 2", BENCH_MEDIANS,
+    {"async_roundtrip", "ns", 1, "slab_roundtrip", 0, "<= 2", BENCH_PAIRED,
      false},
 };
 
@@ -478,6 +478,7 @@ static int kv_run(bench_report_t *report, accel_device_t *dev, bool quick) {
   if (kv_blocks < 0 || kv_grow_ratio < 0) {
     return 1;
   }
+  // Exact: a deterministic replay of a seeded trace.
   bench_add(report, "paged_kv_blocks_reserved_per_use", kv_blocks, "x", NULL,
             0, "<= 1.05", 1);
   bench_add(report, "paged_kv_grow_reserved_per_use", kv_grow_ratio, "x",

@@ -1,8 +1,8 @@
 // accel-bench dma: DMA queue bandwidth and latency on the host device.
 //
-// Figures (medians of repeated runs after a warm-up; DMA and baseline samples
-// interleaved so that both see the same machine load, and each ratio the
-// median of the per-run ratios of those pairs, bench_add_paired):
+// Figures (DMA and baseline samples interleaved after a warm-up so that both
+// see the same machine load, and each ratio the median of the per-run ratios
+// of those pairs, with its interval; bench.h):
 //  - copy_1_engine_<size>: device-to-device copy bandwidth of a queue with one
 //    copy engine, against memcpy in one thread over the same buffers (a
 //    helper thread that the caller wakes and waits for, as for the engine;
@@ -385,11 +385,11 @@ static int bandwidth_run(bench_report_t *report, dma_bench_t *b,
   // Enough repetitions for a sample of ~32 MiB of small copies (many
   // submits) or ~128 MiB of large ones (tens of ms, so that neither a
   // scheduler hiccup nor the wake-up of the parked waiter at the end
-  // decides a sample); at least one copy. Up to 64 MiB, 41 paired runs
-  // (the median of their ratios); above, one copy per sample and 21 runs
-  // (time). Pairs of samples taken side by side on these shared machines
-  // differ by 0.6-1.5x from one pair to the next, so the median needs that
-  // many to settle within a few percent.
+  // decides a sample); at least one copy. Pairs of samples taken side by
+  // side on these shared machines differ by 0.6-1.5x from one pair to the
+  // next, so the run extends (bench_group_run) from 15 pairs, or from 9
+  // above 64 MiB (one copy per sample, up to 41 pairs for time), until the
+  // ratio's interval is narrow enough.
   uint64_t sample = size >= MIB ? 128 * MIB : 32 * MIB;
   if (b->quick) {
     sample /= 4;
@@ -414,7 +414,8 @@ static int bandwidth_run(bench_report_t *report, dma_bench_t *b,
        size >= 64 * MIB ? ">= 0.9" : NULL, BENCH_PAIRED, false},
   };
   const bench_group_t group = {
-      .runs = b->quick ? 5 : size <= 64 * MIB ? 41 : 21,
+      .runs = b->quick ? 5 : size <= 64 * MIB ? 15 : 9,
+      .max_runs = size <= 64 * MIB ? 0 : 41,
       .slots = 5,
       .measure = bandwidth_measure,
       .figures = figures,

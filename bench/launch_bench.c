@@ -1,12 +1,15 @@
 // accel-bench launch: the cost of getting work to the host device and back.
 //
-// Figures (medians of repeated runs after a warm-up; ratios are medians of
-// the per-run ratios of samples taken side by side, bench_add_paired):
+// Figures, each the median of per-pair ratios against a baseline measured
+// in the same run, interleaved pair by pair (bench.h, docs/benchmarks.md):
 //  - roundtrip_empty_command: enqueue an empty host call and synchronize,
 //    against bare_spin_handoff (a function pointer handed to a thread that
 //    spins on a shared cache line, and spinning for the answer). Target 1.5x.
 //  - bare_futex_handoff: the same handoff when the worker is parked on a
-//    futex, for reference (what a runtime that does not spin pays).
+//    futex, against the spinning one, for reference (what a runtime that
+//    does not spin pays).
+//  - roundtrip_parked_worker: the round trip when the worker parks at once
+//    (spin 1 ns), against bare_futex_handoff.
 //  - enqueue_ns_per_command: enqueueing 1,000,000 empty commands, amortized.
 //    Target < 100 ns.
 //  - completed_ns_per_command: time per command from the first enqueue to the
@@ -14,13 +17,12 @@
 //    measured the same way. Target 2x.
 //  - bare_spsc_64B_ns_per_command: the bare ring with 64-byte command slots
 //    (accel's command size), against the 8-byte one. Reported, no target.
-//  - idle_cpu_fraction: CPU used by an idle runtime with a stream over 200 ms.
+//  - idle_cpu_fraction: CPU used by an idle runtime with a stream, per
+//    50 ms sample. Target <= 0.01.
 //  - empty_kernel_roundtrip: accel_launch of an empty kernel (one work-group,
 //    registered with accel_kernel_register, so the full launch path: checks,
 //    launch record, ACCEL_CMD_LAUNCH, exec on the worker) and synchronize,
-//    against roundtrip_empty_command measured in the same run, interleaved
-//    run by run with it.
-//    Target 1.2x.
+//    against roundtrip_empty_command. Target 1.2x.
 // Command buffers (accel_stream_execute), one group measured side by side:
 //  - replay_ns_per_command: a 1,000-command buffer of empty host calls
 //    executed back to back (as many commands as a batch), per command, from
@@ -116,23 +118,26 @@ static double handoff_run(handoff_t *h, int iters, uint64_t *seq) {
   return (double)total / iters;
 }
 
-static double measure_futex_handoff(int runs, int iters) {
+static handoff_t *futex_handoff_start(pthread_t *thread) {
   handoff_t *h = aligned_alloc(64, sizeof(*h));
-  *h = (handoff_t){.fn = empty_work};
-  pthread_t t;
-  pthread_create(&t, NULL, handoff_worker, h);
-  uint64_t seq = 0;
-  handoff_run(h, iters / 10 + 1, &seq);  // warm-up
-  double samples[64];
-  for (int r = 0; r < runs; ++r) {
-    samples[r] = handoff_run(h, iters, &seq);
+  if (h == NULL) {
+    return NULL;
   }
+  *h = (handoff_t){.fn = empty_work};
+  if (pthread_create(thread, NULL, handoff_worker, h) != 0) {
+    free(h);
+    return NULL;
+  }
+  return h;
+}
+
+static void futex_handoff_stop(handoff_t *h, pthread_t thread,
+                               uint64_t seq) {
   atomic_store(&h->stop, 1);
   atomic_store(&h->futex_req, (uint32_t)(seq + 1));
   futex_wake(&h->futex_req);
-  pthread_join(t, NULL);
+  pthread_join(thread, NULL);
   free(h);
-  return bench_median(samples, runs);
 }
 
 // ---- bare SPSC ring ---------------------------------------------------------
@@ -284,79 +289,119 @@ static double cpu_seconds(void) {
          (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
 }
 
-// Every sample the launch figures come from. The steps are not a
-// bench_group_t: their warm-ups differ (per sample, per step, none), and
-// figures of one step take their baselines from another (the futex handoff
-// against the spinning one; the parked round trip against the futex
-// handoff).
+// What the launch groups share. Each group's measure takes one run's
+// samples side by side: the baseline first, then the subject.
 typedef struct launch_bench {
   accel_stream_t *s;
   accel_device_t *dev;
   bool quick;
-  int runs, iters, batch_runs;
+  int iters;   // round trips per sample
+  int piters;  // parked round trips per sample (each after an idle pause)
   uint64_t batch;
-  double parked;     // bare futex handoff, ns
-  double parked_rt;  // round trip with a worker that parks at once, ns
-  double rt_samples[64], spin_samples[64];
-  double kr_samples[64], hc_samples[64];
-  double enq[32], done[32], bare[32], bare64[32];
-  double idle;
+  // The parked group's futex handoff and runtime whose worker parks at once.
+  handoff_t *futex;
+  pthread_t futex_thread;
+  uint64_t futex_seq;
+  accel_runtime_t *prt;
+  accel_stream_t *ps;
+  accel_kernel_t *kernel;
 } launch_bench_t;
 
-// Round trip: enqueue + synchronize, one at a time. Each run of it is
-// paired with a run of the bare spinning handoff just before it (a fresh
-// handoff thread each time, so that no third thread spins meanwhile), so
-// that both see the same machine load.
-static int measure_roundtrip(launch_bench_t *b) {
-  for (int r = 0; r < b->runs; ++r) {
-    b->spin_samples[r] = bench_spin_handoff_ns(b->iters);
-    // Warmed up like the handoff sample (bench_spin_handoff_ns): the worker
-    // parked while the handoff ran, and its first command pays the wake-up.
-    if (host_round_trips(b->s, b->iters / 10 + 1)) {
-      return 1;
-    }
-    uint64_t t0 = bench_now_ns();
-    if (host_round_trips(b->s, b->iters)) {
-      return 1;
-    }
-    b->rt_samples[r] = (double)(bench_now_ns() - t0) / b->iters / 1000.0;
-    b->spin_samples[r] /= 1000.0;  // us
+enum { RT_SPIN, RT_ACCEL, RT_SLOTS };
+
+// Round trip: the bare spinning handoff (a fresh handoff thread each time,
+// so that no third thread spins meanwhile), then enqueue + synchronize one
+// at a time, warmed up like the handoff sample: the worker parked while the
+// handoff ran, and its first command pays the wake-up.
+static int roundtrip_measure(void *ctx, int run, double *out) {
+  launch_bench_t *b = ctx;
+  int iters = run < 0 ? b->iters / 10 : b->iters;  // a short warm-up
+  out[RT_SPIN] = bench_spin_handoff_ns(iters) / 1000.0;  // us
+  if (host_round_trips(b->s, iters / 10 + 1)) {
+    return 1;
   }
+  uint64_t t0 = bench_now_ns();
+  if (host_round_trips(b->s, iters)) {
+    return 1;
+  }
+  out[RT_ACCEL] = (double)(bench_now_ns() - t0) / iters / 1000.0;
   return 0;
 }
 
-// The same round trip when the worker parks at once (spin 1 ns): what a
-// runtime that never spins pays, against the bare futex handoff.
-static int measure_parked(launch_bench_t *b) {
+static const bench_figure_t k_roundtrip_figures[] = {
+    {"roundtrip_empty_command", "us", RT_ACCEL, "bare_spin_handoff", RT_SPIN,
+     "<= 1.5", BENCH_PAIRED, false},
+};
+
+enum { PK_SPIN, PK_FUTEX, PK_ACCEL, PK_SLOTS };
+
+// The parked figures: a runtime whose worker parks at once (spin 1 ns), what
+// a runtime that never spins pays, and the bare futex handoff.
+static int parked_setup(void *ctx) {
+  launch_bench_t *b = ctx;
   accel_runtime_options_t opts;
   accel_runtime_options_init(&opts);
   opts.spin_ns = 1;
-  accel_runtime_t *prt = NULL;
   accel_device_t *pdev = NULL;
-  accel_stream_t *ps = NULL;
-  if (check(accel_runtime_create(&opts, &prt), "runtime (parked)") ||
-      check(accel_device_get(prt, 0, &pdev), "device (parked)") ||
-      check(accel_stream_create(pdev, NULL, &ps), "stream (parked)")) {
+  if (check(accel_runtime_create(&opts, &b->prt), "runtime (parked)")) {
     return 1;
   }
-  int piters = b->quick ? 20 : 100;
-  double ps_samples[64];
-  for (int r = 0; r < b->runs; ++r) {
-    uint64_t total = 0;
-    for (int i = 0; i < piters; ++i) {
-      usleep(300);  // the worker is parked by now
-      uint64_t t0 = bench_now_ns();
-      accel_stream_host_call(ps, empty_host_fn, NULL);
-      accel_stream_synchronize(ps, ACCEL_TIMEOUT_INFINITE);
-      total += bench_now_ns() - t0;
-    }
-    ps_samples[r] = (double)total / piters;
+  if (check(accel_device_get(b->prt, 0, &pdev), "device (parked)") ||
+      check(accel_stream_create(pdev, NULL, &b->ps), "stream (parked)")) {
+    goto err_destroy_runtime;
   }
-  b->parked_rt = bench_median(ps_samples, b->runs);
-  accel_stream_destroy(ps);
-  accel_runtime_destroy(prt);
+  b->futex = futex_handoff_start(&b->futex_thread);
+  if (b->futex == NULL) {
+    fprintf(stderr, "accel-bench launch: cannot start the futex handoff\n");
+    goto err_destroy_stream;
+  }
+  b->futex_seq = 0;
+  return 0;
+err_destroy_stream:
+  accel_stream_destroy(b->ps);
+err_destroy_runtime:
+  accel_runtime_destroy(b->prt);
+  return 1;
+}
+
+static void parked_teardown(void *ctx) {
+  launch_bench_t *b = ctx;
+  futex_handoff_stop(b->futex, b->futex_thread, b->futex_seq);
+  accel_stream_destroy(b->ps);
+  accel_runtime_destroy(b->prt);
+}
+
+// Mean ns of |iters| parked round trips, each after an idle pause so that
+// the worker really is parked; only the round trip itself is timed.
+static double parked_round_trips(accel_stream_t *ps, int iters) {
+  uint64_t total = 0;
+  for (int i = 0; i < iters; ++i) {
+    usleep(300);
+    uint64_t t0 = bench_now_ns();
+    accel_stream_host_call(ps, empty_host_fn, NULL);
+    accel_stream_synchronize(ps, ACCEL_TIMEOUT_INFINITE);
+    total += bench_now_ns() - t0;
+  }
+  return (double)total / iters;
+}
+
+static int parked_measure(void *ctx, int run, double *out) {
+  (void)run;
+  launch_bench_t *b = ctx;
+  // The spinning handoff settles in far fewer round trips than the parked
+  // ones take time: a tenth of the round-trip figure's.
+  out[PK_SPIN] = bench_spin_handoff_ns(b->iters / 10) / 1000.0;
+  out[PK_FUTEX] = handoff_run(b->futex, b->piters, &b->futex_seq) / 1000.0;
+  out[PK_ACCEL] = parked_round_trips(b->ps, b->piters) / 1000.0;
   return 0;
 }
+
+static const bench_figure_t k_parked_figures[] = {
+    {"bare_futex_handoff", "us", PK_FUTEX, "bare_spin_handoff", PK_SPIN, NULL,
+     BENCH_PAIRED, false},
+    {"roundtrip_parked_worker", "us", PK_ACCEL, "bare_futex_handoff",
+     PK_FUTEX, NULL, BENCH_PAIRED, false},
+};
 
 // |iters| launches of |kernel|, each synchronized.
 static int kernel_round_trips(accel_stream_t *s, accel_kernel_t *kernel,
@@ -372,93 +417,101 @@ static int kernel_round_trips(accel_stream_t *s, accel_kernel_t *kernel,
   return 0;
 }
 
-// Empty kernel: the host-command loop through accel_launch, interleaved with
-// the host-command loop so that both see the same machine (other processes
-// on a shared host shift absolute times).
-static int measure_kernel(launch_bench_t *b) {
+static int kernel_setup(void *ctx) {
+  launch_bench_t *b = ctx;
   accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
                             .abi_version = ACCEL_KERNEL_ABI_VERSION,
                             .name = "empty", .fn = empty_kernel};
-  accel_kernel_t *kernel = NULL;
-  if (check(accel_kernel_register(b->dev, &kd, &kernel), "kernel")) {
+  return check(accel_kernel_register(b->dev, &kd, &b->kernel), "kernel");
+}
+
+static void kernel_teardown(void *ctx) {
+  launch_bench_t *b = ctx;
+  accel_kernel_release(b->kernel);
+}
+
+enum { KR_HOST, KR_KERNEL, KR_SLOTS };
+
+// Empty kernel: the host-command loop, then the same loop through
+// accel_launch, so that both see the same machine.
+static int kernel_measure(void *ctx, int run, double *out) {
+  launch_bench_t *b = ctx;
+  int iters = run < 0 ? b->iters / 10 : b->iters;
+  uint64_t t0 = bench_now_ns();
+  if (host_round_trips(b->s, iters)) {
     return 1;
   }
-  int failed = kernel_round_trips(b->s, kernel, b->iters / 10);  // warm-up
-  for (int r = 0; r < b->runs && !failed; ++r) {
-    uint64_t t0 = bench_now_ns();
-    failed = host_round_trips(b->s, b->iters);
-    uint64_t t1 = bench_now_ns();
-    failed = failed || kernel_round_trips(b->s, kernel, b->iters);
-    b->hc_samples[r] = (double)(t1 - t0) / b->iters / 1000.0;  // us
-    b->kr_samples[r] = (double)(bench_now_ns() - t1) / b->iters / 1000.0;
+  uint64_t t1 = bench_now_ns();
+  if (kernel_round_trips(b->s, b->kernel, iters)) {
+    return 1;
   }
-  accel_kernel_release(kernel);
-  return failed;
+  out[KR_HOST] = (double)(t1 - t0) / iters / 1000.0;  // us
+  out[KR_KERNEL] = (double)(bench_now_ns() - t1) / iters / 1000.0;
+  return 0;
 }
 
-static void measure_bare_rings(launch_bench_t *b, int r) {
-  b->bare[r] = measure_spsc(b->batch);
-  b->bare64[r] = measure_spsc64(b->batch);
-}
+static const bench_figure_t k_kernel_figures[] = {
+    {"empty_kernel_roundtrip", "us", KR_KERNEL, "roundtrip_empty_command",
+     KR_HOST, "<= 1.2", BENCH_PAIRED, false},
+};
 
-// Batches: enqueue cost and completion rate. Each accel batch is paired
-// with a run of each bare ring, before it in every other pair, so that
-// neither side always comes first after the other's threads.
-static int measure_batches(launch_bench_t *b) {
-  for (int r = 0; r < b->batch_runs; ++r) {
-    if (r % 2 == 1) {
-      measure_bare_rings(b, r);
-    }
-    uint64_t t0 = bench_now_ns();
-    for (uint64_t i = 0; i < b->batch; ++i) {
-      accel_stream_host_call(b->s, empty_host_fn, NULL);
-    }
-    uint64_t t1 = bench_now_ns();
-    if (check(accel_stream_synchronize(b->s, ACCEL_TIMEOUT_INFINITE),
-              "sync")) {
-      return 1;
-    }
-    uint64_t t2 = bench_now_ns();
-    b->enq[r] = (double)(t1 - t0) / (double)b->batch;
-    b->done[r] = (double)(t2 - t0) / (double)b->batch;
-    if (r % 2 == 0) {
-      measure_bare_rings(b, r);
-    }
+enum { BT_ENQ, BT_DONE, BT_BARE, BT_BARE64, BT_SLOTS };
+
+// Batches: enqueue cost and completion rate, with a run of each bare ring,
+// before the accel batch in every other run, so that neither side always
+// comes first after the other's threads.
+static int batch_measure(void *ctx, int run, double *out) {
+  launch_bench_t *b = ctx;
+  uint64_t batch = run < 0 ? b->batch / 10 : b->batch;  // a short warm-up
+  if (run % 2 != 0) {
+    out[BT_BARE] = measure_spsc(batch);
+    out[BT_BARE64] = measure_spsc64(batch);
+  }
+  uint64_t t0 = bench_now_ns();
+  for (uint64_t i = 0; i < batch; ++i) {
+    accel_stream_host_call(b->s, empty_host_fn, NULL);
+  }
+  uint64_t t1 = bench_now_ns();
+  if (check(accel_stream_synchronize(b->s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+    return 1;
+  }
+  uint64_t t2 = bench_now_ns();
+  out[BT_ENQ] = (double)(t1 - t0) / (double)batch;
+  out[BT_DONE] = (double)(t2 - t0) / (double)batch;
+  if (run % 2 == 0) {
+    out[BT_BARE] = measure_spsc(batch);
+    out[BT_BARE64] = measure_spsc64(batch);
   }
   return 0;
 }
 
-// Idle: a runtime with a stream and nothing to do must not burn CPU.
-static void measure_idle(launch_bench_t *b) {
+static const bench_figure_t k_batch_figures[] = {
+    {"enqueue_ns_per_command", "ns", BT_ENQ, NULL, 0, "< 100", BENCH_PAIRED,
+     false},
+    {"completed_ns_per_command", "ns", BT_DONE, "bare_spsc_ns_per_command",
+     BT_BARE, "<= 2", BENCH_PAIRED, false},
+    {"bare_spsc_64B_ns_per_command", "ns", BT_BARE64,
+     "bare_spsc_ns_per_command", BT_BARE, NULL, BENCH_PAIRED, false},
+};
+
+// Idle: a runtime with a stream and nothing to do must not burn CPU. Each
+// sample waits for the worker to park, then measures 50 ms.
+static int idle_measure(void *ctx, int run, double *out) {
+  (void)ctx, (void)run;
   usleep(20000);
   double c0 = cpu_seconds();
   uint64_t w0 = bench_now_ns();
-  usleep(200000);
-  b->idle = (cpu_seconds() - c0) / ((double)(bench_now_ns() - w0) * 1e-9);
+  usleep(50000);
+  out[0] = (cpu_seconds() - c0) / ((double)(bench_now_ns() - w0) * 1e-9);
+  return 0;
 }
 
-static void add_figures(bench_report_t *report, const launch_bench_t *b) {
-  int runs = b->runs, batch_runs = b->batch_runs;
-  double spin = bench_median(b->spin_samples, runs);  // us
-  bench_add_paired(report, "roundtrip_empty_command", b->rt_samples, "us",
-                   "bare_spin_handoff", b->spin_samples, runs, "<= 1.5");
-  bench_add(report, "bare_futex_handoff", b->parked / 1000.0, "us",
-            "bare_spin_handoff", spin, NULL, runs);
-  bench_add(report, "roundtrip_parked_worker", b->parked_rt / 1000.0, "us",
-            "bare_futex_handoff", b->parked / 1000.0, NULL, runs);
-  bench_add(report, "enqueue_ns_per_command", bench_median(b->enq, batch_runs),
-            "ns", NULL, 0, "< 100", batch_runs);
-  bench_add_paired(report, "completed_ns_per_command", b->done, "ns",
-                   "bare_spsc_ns_per_command", b->bare, batch_runs, "<= 2");
-  bench_add_paired(report, "bare_spsc_64B_ns_per_command", b->bare64, "ns",
-                   "bare_spsc_ns_per_command", b->bare, batch_runs, NULL);
-  bench_add(report, "idle_cpu_fraction", b->idle, "cpu/s", NULL, 0, "<= 0.01",
-            1);
-  bench_add_paired(report, "empty_kernel_roundtrip", b->kr_samples, "us",
-                   "roundtrip_empty_command", b->hc_samples, runs, "<= 1.2");
-}
+static const bench_figure_t k_idle_figures[] = {
+    {"idle_cpu_fraction", "cpu/s", 0, NULL, 0, "<= 0.01", BENCH_PAIRED,
+     false},
+};
 
-// ---- command buffers ---------------------------------------------------------
+#define FIGURES(f) .figures = (f), .figure_count = sizeof(f) / sizeof((f)[0])
 
 #define CB_COMMANDS 1000u
 #define DECODER_LAUNCHES 40u
@@ -722,7 +775,7 @@ static const bench_figure_t k_cb_figures[] = {
 static int measure_command_buffers(bench_report_t *report, launch_bench_t *b) {
   cb_bench_t c = {.b = b, .tokens = b->quick ? 100 : 1000};
   const bench_group_t group = {
-      .runs = b->batch_runs,
+      .runs = b->quick ? 5 : 11,
       .slots = CB_SLOTS,
       .setup = cb_setup,
       .measure = cb_measure,
@@ -734,34 +787,44 @@ static int measure_command_buffers(bench_report_t *report, launch_bench_t *b) {
 }
 
 int accel_bench_launch(const bench_args_t *args) {
-  launch_bench_t *b = calloc(1, sizeof(*b));
-  if (b == NULL) {
+  launch_bench_t b = {.quick = args->quick,
+                      .iters = args->quick ? 2000 : 20000,
+                      .piters = args->quick ? 20 : 100,
+                      .batch = args->quick ? 100000 : 1000000};
+  int runs = args->quick ? 5 : 11;
+  const bench_group_t groups[] = {
+      {.runs = runs, .slots = RT_SLOTS, .measure = roundtrip_measure,
+       FIGURES(k_roundtrip_figures)},
+      {.runs = runs, .slots = PK_SLOTS, .setup = parked_setup,
+       .measure = parked_measure, .teardown = parked_teardown,
+       FIGURES(k_parked_figures)},
+      {.runs = runs, .slots = KR_SLOTS, .setup = kernel_setup,
+       .measure = kernel_measure, .teardown = kernel_teardown,
+       FIGURES(k_kernel_figures)},
+      {.runs = runs, .slots = BT_SLOTS, .measure = batch_measure,
+       FIGURES(k_batch_figures)},
+      {.runs = args->quick ? 3 : 5, .slots = 1, .measure = idle_measure,
+       .max_runs = 40, FIGURES(k_idle_figures)},
+  };
+  accel_runtime_t *rt = NULL;
+  if (check(accel_runtime_create(NULL, &rt), "runtime")) {
     return 1;
   }
-  b->quick = args->quick;
-  b->runs = args->quick ? 5 : 21;
-  b->iters = args->quick ? 2000 : 20000;
-  b->batch = args->quick ? 100000 : 1000000;
-  b->batch_runs = args->quick ? 5 : 21;
-  accel_runtime_t *rt = NULL;
-  if (check(accel_runtime_create(NULL, &rt), "runtime") ||
-      check(accel_device_get(rt, 0, &b->dev), "device") ||
-      check(accel_stream_create(b->dev, NULL, &b->s), "stream")) {
-    free(b);
+  if (check(accel_device_get(rt, 0, &b.dev), "device") ||
+      check(accel_stream_create(b.dev, NULL, &b.s), "stream")) {
+    accel_runtime_destroy(rt);
     return 1;
   }
   bench_report_t report;
-  bench_report_init(&report, "launch", b->dev);
-  b->parked = measure_futex_handoff(b->runs, args->quick ? 20 : 100);
-  int failed = measure_roundtrip(b) || measure_parked(b) ||
-               measure_kernel(b) || measure_batches(b);
-  if (!failed) {
-    measure_idle(b);
-    add_figures(&report, b);
-    failed = measure_command_buffers(&report, b);
+  bench_report_init(&report, "launch", b.dev);
+  int failed = 0;
+  for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]) && !failed; ++i) {
+    failed = bench_group_run(&report, &groups[i], &b);
   }
-  accel_stream_destroy(b->s);
+  if (!failed) {
+    failed = measure_command_buffers(&report, &b);
+  }
+  accel_stream_destroy(b.s);
   accel_runtime_destroy(rt);
-  free(b);
   return failed ? 1 : bench_print(&report, args->json);
 }

@@ -3,13 +3,14 @@
 // (64 MiB with --quick), against reading the same file once with read() into
 // a buffer, measured in the same run with the file in the page cache.
 //
-// Figures (medians of repeated runs after a warm-up):
+// Figures (medians of per-run ratios against the read, taken side by side
+// in each run after a warm-up; bench.h):
 //  - load_to_first_launch_skip_hashes: load with
 //    ACCEL_EXECUTABLE_LOAD_SKIP_HASHES (weights mapped, not copied), look up
 //    a kernel, launch it, synchronize. Target <= 0.1x the read.
 //  - load_to_first_launch_hashed: the same with every section hash checked
 //    (XXH3-128 over all bytes). Target <= 1.3x the read.
-//  - weight_bytes: the weights in the file, for reference.
+//  - weight_bytes: the weights in the file, for reference (exact).
 //
 // The host kernels code object comes from ACCEL_HOST_KERNELS (a path) or the
 // build tree (ACCEL_HOST_KERNELS_PATH). The file is written to $TMPDIR (or
@@ -185,9 +186,9 @@ static int load_measure(void *arg, int run, double *out) {
 
 static const bench_figure_t k_load_figures[] = {
     {"load_to_first_launch_skip_hashes", "ms", LOAD_SKIP_HASHES,
-     "read_whole_file", LOAD_READ, "<= 0.1", BENCH_MEDIANS, false},
+     "read_whole_file", LOAD_READ, "<= 0.1", BENCH_PAIRED, false},
     {"load_to_first_launch_hashed", "ms", LOAD_HASHED, "read_whole_file",
-     LOAD_READ, "<= 1.3", BENCH_MEDIANS, false},
+     LOAD_READ, "<= 1.3", BENCH_PAIRED, false},
 };
 
 // Writes the executable for |b|'s device to |b->path|; nonzero on failure.
@@ -243,7 +244,7 @@ int accel_bench_load(const bench_args_t *args) {
   }
   memset(b.buf, 0, b.file_size);  // fault the read buffer in before timing
   const bench_group_t group = {.runs = runs, .slots = 3,
-                               .measure = load_measure,
+                               .measure = load_measure, .max_runs = 31,
                                .figures = k_load_figures, .figure_count = 2};
   if (bench_group_run(&report, &group, &b) == 0) {
     bench_add(&report, "weight_bytes", (double)weight_bytes, "bytes", NULL, 0,

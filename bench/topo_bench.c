@@ -1,6 +1,7 @@
 // accel-bench topo: what topology discovery costs the runtime and its users.
 //
-// Figures (medians of repeated runs after a warm-up):
+// Figures (medians of per-run ratios against a baseline measured in the same
+// run, or of the value's samples; bench.h):
 //  - runtime_create_placed: accel_runtime_create + destroy with device
 //    placement (the host device's workers bound to its NUMA node), against
 //    runtime_create_unplaced (ACCEL_AFFINITY=0) in the same run. Target 1.5x.
@@ -11,6 +12,7 @@
 //    Target 0.1x.
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "accel/accel.h"
 #include "bench.h"
@@ -24,44 +26,56 @@ static int check(accel_status_t st, const char *what) {
   return 0;
 }
 
-// Median time of |iters| runtime create+destroy pairs, per pair, in us.
-static int time_runtime_create(int runs, int iters, double *out_us) {
-  double samples[64];
-  for (int r = -1; r < runs; ++r) {  // r = -1 is the warm-up
-    uint64_t t0 = bench_now_ns();
-    for (int i = 0; i < iters; ++i) {
-      accel_runtime_t *rt = NULL;
-      if (check(accel_runtime_create(NULL, &rt), "runtime")) {
-        return 1;
-      }
-      accel_runtime_destroy(rt);
+// Mean us of |iters| runtime create+destroy pairs into |out_us|.
+static int time_runtime_create(int iters, double *out_us) {
+  uint64_t t0 = bench_now_ns();
+  for (int i = 0; i < iters; ++i) {
+    accel_runtime_t *rt = NULL;
+    if (check(accel_runtime_create(NULL, &rt), "runtime")) {
+      return 1;
     }
-    if (r >= 0) {
-      samples[r] = (double)(bench_now_ns() - t0) / iters / 1000.0;
-    }
+    accel_runtime_destroy(rt);
   }
-  *out_us = bench_median(samples, runs);
+  *out_us = (double)(bench_now_ns() - t0) / iters / 1000.0;
   return 0;
 }
 
-// Both runtime figures: unplaced first, then placed, each its own warm-up
-// and runs (ACCEL_AFFINITY restored after).
-static int runtime_create_run(bench_report_t *report, int runs, int iters) {
+typedef struct create_bench {
+  int iters;
+  char *saved_affinity;  // ACCEL_AFFINITY as it was, restored by teardown
+} create_bench_t;
+
+static int create_setup(void *arg) {
+  create_bench_t *b = arg;
   const char *saved = getenv("ACCEL_AFFINITY");
-  double placed = 0, unplaced = 0;
-  setenv("ACCEL_AFFINITY", "0", 1);
-  int failed = time_runtime_create(runs, iters, &unplaced);
-  unsetenv("ACCEL_AFFINITY");
-  failed = failed || time_runtime_create(runs, iters, &placed);
-  if (saved != NULL) {
-    setenv("ACCEL_AFFINITY", saved, 1);
-  }
-  if (!failed) {
-    bench_add(report, "runtime_create_placed", placed, "us",
-              "runtime_create_unplaced", unplaced, "<= 1.5", runs);
-  }
-  return failed;
+  b->saved_affinity = saved != NULL ? strdup(saved) : NULL;
+  return 0;
 }
+
+static void create_teardown(void *arg) {
+  create_bench_t *b = arg;
+  if (b->saved_affinity != NULL) {
+    setenv("ACCEL_AFFINITY", b->saved_affinity, 1);
+    free(b->saved_affinity);
+  } else {
+    unsetenv("ACCEL_AFFINITY");
+  }
+}
+
+// One pair: unplaced (ACCEL_AFFINITY=0), then placed.
+static int create_measure(void *arg, int run, double *out) {
+  (void)run;
+  create_bench_t *b = arg;
+  setenv("ACCEL_AFFINITY", "0", 1);
+  int failed = time_runtime_create(b->iters, &out[0]);
+  unsetenv("ACCEL_AFFINITY");
+  return failed || time_runtime_create(b->iters, &out[1]);
+}
+
+static const bench_figure_t k_create_figures[] = {
+    {"runtime_create_placed", "us", 1, "runtime_create_unplaced", 0, "<= 1.5",
+     BENCH_PAIRED, false},
+};
 
 // The topology figures: one live load per run, then reading back its JSON
 // (formatted once, from the warm-up's topology).
@@ -137,17 +151,22 @@ static bool topology_keep(void *arg, int index) {
 }
 
 static const bench_figure_t k_topology_figures[] = {
-    {"topology_load_live", "ms", 0, NULL, 0, "<= 100", BENCH_MEDIANS, false},
+    {"topology_load_live", "ms", 0, NULL, 0, "<= 100", BENCH_PAIRED, false},
     {"topology_deserialize", "ms", 1, "topology_load_live", 0, "<= 0.1",
-     BENCH_MEDIANS, false},
+     BENCH_PAIRED, false},
 };
 
 int accel_bench_topo(const bench_args_t *args) {
-  int runs = args->quick ? 5 : 21;
+  int runs = args->quick ? 5 : 11;
   int iters = args->quick ? 20 : 200;
   bench_report_t report = {.bench = "topo"};
   snprintf(report.device, sizeof(report.device), "host:0");
-  if (runtime_create_run(&report, runs, iters)) {
+  create_bench_t create = {.iters = iters};
+  const bench_group_t create_group = {
+      .runs = runs, .slots = 2, .setup = create_setup,
+      .measure = create_measure, .teardown = create_teardown,
+      .figures = k_create_figures, .figure_count = 1};
+  if (bench_group_run(&report, &create_group, &create)) {
     return 1;
   }
   topo_bench_t b = {.have_hwloc = true, .have_json = true};

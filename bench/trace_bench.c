@@ -1,7 +1,8 @@
 // accel-bench trace: what tracing costs on the launch round trip.
 //
-// Figures (medians of repeated runs after a warm-up; the configurations are
-// measured in turn within each run so that drift hits them alike):
+// Figures (medians of per-run ratios against a baseline measured in the same
+// run; the configurations are measured in turn within each run, in an order
+// that rotates, so that drift hits them alike):
 //  - roundtrip_tracing_off: a launch of an empty kernel (a run-time kernel,
 //    one work-group) enqueued and synchronized with
 //    every hook switched off at run time (counters, flight recorder,
@@ -13,13 +14,16 @@
 //  - roundtrip_flight_recorder: the default state plus the flight recorder
 //    (ACCEL_FLIGHT_EVENTS / ACCEL_FLIGHT_DIR).
 //  - roundtrip_lttng_session: an lttng-sessiond started here records
-//    `accel:*` (skipped with a note where LTTng is absent or a session daemon
-//    already runs).
+//    `accel:*`, our hooks off, against the off state without a session
+//    measured in the same runs; roundtrip_lttng_session_and_defaults the same
+//    with the defaults on (skipped with a note where LTTng is absent or a
+//    session daemon already runs).
 //  - roundtrip_recorder: the built-in recorder writing a Perfetto file.
 //    Target <= 1.2x.
 //  - event_record_ns: one event into the recorder (the cost each traced
 //    moment adds while recording). Target < 50 ns.
-//  - event_record_and_flight_ns: the same with the flight ring too.
+//  - event_record_and_flight_ns: the same with the flight ring too, against
+//    event_record_ns.
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -34,8 +38,6 @@
 #include "accel_config.h"
 #include "bench.h"
 #include "trace/trace_impl.h"
-
-#define RUNS_MAX 301
 
 enum { MODE_OFF, MODE_DEFAULT, MODE_FLIGHT, MODE_RECORDER, MODE_LTTNG,
        MODE_COUNT };
@@ -163,131 +165,148 @@ static void lttng_end(lttng_session_t *l) {
   sh("rm -rf %s%.0s%.0s", l->dir);
 }
 
-// Every sample the trace figures come from. The runs are not a
-// bench_group_t: no run is a warm-up (each sample warms up its own round
-// trip), the event figures take their runs one mode after the other, and the
-// LTTng figures, measured last, are judged against the off state of the
-// first runs.
+// What the trace groups share.
 typedef struct trace_bench {
   accel_stream_t *s;
-  int runs;
   int iters;
+  uint64_t n_events;
   char trace_path[32];
-  double samples[MODE_COUNT][RUNS_MAX];
-  double lt_samples[RUNS_MAX], off2[RUNS_MAX];
-  double per_event[2][16];
-  int event_runs;
   lttng_session_t lt;
 } trace_bench_t;
 
-// The round trip in each mode, the modes taking turns within each run.
-static int measure_modes(trace_bench_t *b) {
-  for (int r = 0; r < b->runs; ++r) {
-    // The order rotates from run to run so that no configuration always
-    // follows the recorder's stop (a file write, the worker parking).
-    for (int k = 0; k < MODE_COUNT; ++k) {
-      int mode = (r + k) % MODE_COUNT;
-      if (mode == MODE_LTTNG) {
-        continue;  // measured below with a session listening
-      }
-      set_mode(mode);
-      if (mode == MODE_RECORDER &&
-          accel_trace_start(b->trace_path) != ACCEL_OK) {
-        fprintf(stderr, "accel-bench trace: %s\n", accel_last_error());
-        return 1;
-      }
-      roundtrip(b->s, 20);  // warm-up
-      b->samples[mode][r] = roundtrip(b->s, b->iters);
-      if (mode == MODE_RECORDER) {
-        accel_trace_stop();
-      }
+// The round trip in each mode but LTTng's, the modes taking turns within
+// each run in an order that rotates from run to run, so that no
+// configuration always follows the recorder's stop (a file write, the
+// worker parking).
+static int modes_measure(void *ctx, int run, double *out) {
+  trace_bench_t *b = ctx;
+  int first = run < 0 ? 0 : run;
+  for (int k = 0; k < MODE_LTTNG; ++k) {
+    int mode = (first + k) % MODE_LTTNG;
+    set_mode(mode);
+    if (mode == MODE_RECORDER && accel_trace_start(b->trace_path) != ACCEL_OK) {
+      fprintf(stderr, "accel-bench trace: %s\n", accel_last_error());
+      return 1;
+    }
+    roundtrip(b->s, 20);  // warm-up
+    out[mode] = roundtrip(b->s, b->iters) / 1000.0;  // us
+    if (mode == MODE_RECORDER) {
+      accel_trace_stop();
     }
   }
+  set_mode(MODE_DEFAULT);
   return 0;
 }
 
-// Per-event cost while recording, without and with the flight ring.
-static void measure_events(trace_bench_t *b, uint64_t n_events) {
+static const bench_figure_t k_mode_figures[] = {
+    {"roundtrip_tracing_off", "us", MODE_OFF, NULL, 0, NULL, BENCH_PAIRED,
+     false},
+    {"roundtrip_no_session", "us", MODE_DEFAULT, "roundtrip_tracing_off",
+     MODE_OFF, "<= 1.02", BENCH_PAIRED, false},
+    {"roundtrip_flight_recorder", "us", MODE_FLIGHT, "roundtrip_tracing_off",
+     MODE_OFF, NULL, BENCH_PAIRED, false},
+    {"roundtrip_recorder", "us", MODE_RECORDER, "roundtrip_tracing_off",
+     MODE_OFF, "<= 1.2", BENCH_PAIRED, false},
+    // The recorder against the default state too: the recorder's own
+    // increment, whatever the off state's handoff timing does.
+    {"roundtrip_recorder_vs_no_session", "us", MODE_RECORDER,
+     "roundtrip_no_session", MODE_DEFAULT, NULL, BENCH_PAIRED, false},
+};
+
+// Per-event cost while recording, without and then with the flight ring.
+static int events_measure(void *ctx, int run, double *out) {
+  (void)run;
+  trace_bench_t *b = ctx;
   for (int flight = 0; flight < 2; ++flight) {
     set_mode(flight ? MODE_FLIGHT : MODE_DEFAULT);
-    accel_trace_start(b->trace_path);
-    for (int r = 0; r < b->event_runs; ++r) {
-      uint64_t t0 = bench_now_ns();
-      for (uint64_t i = 0; i < n_events; ++i) {
-        accel_trace_emit(ACCEL_TEV_SEM_SIGNAL, 0, 0, i, i);
-      }
-      b->per_event[flight][r] =
-          (double)(bench_now_ns() - t0) / (double)n_events;
-      accel_trace_flush();
+    if (accel_trace_start(b->trace_path) != ACCEL_OK) {
+      fprintf(stderr, "accel-bench trace: %s\n", accel_last_error());
+      return 1;
     }
+    uint64_t t0 = bench_now_ns();
+    for (uint64_t i = 0; i < b->n_events; ++i) {
+      accel_trace_emit(ACCEL_TEV_SEM_SIGNAL, 0, 0, i, i);
+    }
+    out[flight] = (double)(bench_now_ns() - t0) / (double)b->n_events;
     accel_trace_stop();
   }
   set_mode(MODE_DEFAULT);
+  return 0;
 }
 
-// LTTng: a session of our own, measured against the off state in turn.
-static void measure_lttng(trace_bench_t *b) {
-  lttng_begin(&b->lt);
-  for (int r = 0; r < b->runs && b->lt.on; ++r) {
-    // Our hooks off, LTTng recording; then the defaults and LTTng.
-    set_mode(MODE_OFF);
+static const bench_figure_t k_event_figures[] = {
+    {"event_record_ns", "ns", 0, NULL, 0, "< 50", BENCH_PAIRED, false},
+    {"event_record_and_flight_ns", "ns", 1, "event_record_ns", 0, NULL,
+     BENCH_PAIRED, false},
+};
+
+enum { LT_OFF, LT_SESSION, LT_SESSION_DEFAULTS, LT_SLOTS };
+
+// LTTng: the off state with no session (our hooks off, the session stopped
+// recording), then with the session recording, our hooks off and then on.
+static int lttng_measure(void *ctx, int run, double *out) {
+  (void)run;
+  trace_bench_t *b = ctx;
+  const int modes[LT_SLOTS] = {MODE_OFF, MODE_OFF, MODE_DEFAULT};
+  for (int k = 0; k < LT_SLOTS; ++k) {
+    if (k <= LT_SESSION &&
+        sh(k == LT_OFF ? "cd %s && LTTNG_HOME=$PWD lttng stop >/dev/null%.0s%.0s"
+                       : "cd %s && LTTNG_HOME=$PWD lttng start >/dev/null%.0s%.0s",
+           b->lt.dir) != 0) {
+      fprintf(stderr, "accel-bench trace: lttng start/stop failed\n");
+      return 1;
+    }
+    set_mode(modes[k]);
     roundtrip(b->s, 20);
-    b->lt_samples[r] = roundtrip(b->s, b->iters);
-    set_mode(MODE_DEFAULT);
-    roundtrip(b->s, 20);
-    b->off2[r] = roundtrip(b->s, b->iters);
+    out[k] = roundtrip(b->s, b->iters) / 1000.0;
   }
-  lttng_end(&b->lt);
   set_mode(MODE_DEFAULT);
+  return 0;
 }
 
-// Median of mode |mode|'s round trips, in us.
-static double mode_us(const trace_bench_t *b, int mode) {
-  return bench_median(b->samples[mode], b->runs) / 1000.0;
-}
+static const bench_figure_t k_lttng_figures[] = {
+    {"roundtrip_lttng_session", "us", LT_SESSION, "roundtrip_tracing_off",
+     LT_OFF, NULL, BENCH_PAIRED, false},
+    {"roundtrip_lttng_session_and_defaults", "us", LT_SESSION_DEFAULTS,
+     "roundtrip_tracing_off", LT_OFF, NULL, BENCH_PAIRED, false},
+};
 
-static void add_figures(bench_report_t *report, const trace_bench_t *b) {
-  int runs = b->runs;
-  double off = mode_us(b, MODE_OFF);
-  bench_add(report, "roundtrip_tracing_off", off, "us", NULL, 0, NULL, runs);
-  bench_add(report, "roundtrip_no_session", mode_us(b, MODE_DEFAULT), "us",
-            "roundtrip_tracing_off", off, "<= 1.02", runs);
-  bench_add(report, "roundtrip_flight_recorder", mode_us(b, MODE_FLIGHT),
-            "us", "roundtrip_tracing_off", off, NULL, runs);
-  bench_add(report, "roundtrip_recorder", mode_us(b, MODE_RECORDER), "us",
-            "roundtrip_tracing_off", off, "<= 1.2", runs);
-  // The recorder against the default state too: the off state's handoff
-  // timing differs (its median can exceed the default state's), so this is
-  // the recorder's own increment.
-  bench_add(report, "roundtrip_recorder_vs_no_session",
-            mode_us(b, MODE_RECORDER), "us", "roundtrip_no_session",
-            mode_us(b, MODE_DEFAULT), NULL, runs);
+#define FIGURES(f) .figures = (f), .figure_count = sizeof(f) / sizeof((f)[0])
+
+static int trace_groups_run(bench_report_t *report, trace_bench_t *b,
+                            bool quick) {
+  // Many short runs (milliseconds each), the configurations taking turns
+  // within each, so that the machine's noise (other tenants, a worker
+  // descheduled for 100 us) spreads evenly and hits a minority of pairs,
+  // which the median then ignores.
+  const bench_group_t modes = {.runs = quick ? 11 : 31, .slots = MODE_LTTNG,
+                               .measure = modes_measure,
+                               FIGURES(k_mode_figures)};
+  const bench_group_t events = {.runs = quick ? 3 : 9, .slots = 2,
+                                .measure = events_measure, .max_runs = 200,
+                                FIGURES(k_event_figures)};
+  const bench_group_t lttng = {.runs = quick ? 5 : 15, .slots = LT_SLOTS,
+                               .measure = lttng_measure, .max_runs = 200,
+                               FIGURES(k_lttng_figures)};
+  if (bench_group_run(report, &modes, b) ||
+      bench_group_run(report, &events, b)) {
+    return 1;
+  }
+  unlink(b->trace_path);
+  lttng_begin(&b->lt);
+  int failed = 0;
   if (b->lt.on) {
-    bench_add(report, "roundtrip_lttng_session",
-              bench_median(b->lt_samples, runs) / 1000.0, "us",
-              "roundtrip_tracing_off", off, NULL, runs);
-    bench_add(report, "roundtrip_lttng_session_and_defaults",
-              bench_median(b->off2, runs) / 1000.0, "us",
-              "roundtrip_tracing_off", off, NULL, runs);
+    failed = bench_group_run(report, &lttng, b);
   } else {
     fprintf(stderr, "accel-bench trace: LTTng session figure skipped: %s\n",
             b->lt.why);
   }
-  bench_add(report, "event_record_ns",
-            bench_median(b->per_event[0], b->event_runs), "ns", NULL, 0,
-            "< 50", b->event_runs);
-  bench_add(report, "event_record_and_flight_ns",
-            bench_median(b->per_event[1], b->event_runs), "ns", NULL, 0, NULL,
-            b->event_runs);
+  lttng_end(&b->lt);
+  set_mode(MODE_DEFAULT);
+  return failed;
 }
 
 int accel_bench_trace(const bench_args_t *args) {
-  // Many short runs (tens of microseconds each), the configurations taking
-  // turns within each, so that the machine's noise (other tenants, a worker
-  // descheduled for 100 us) spreads evenly and hits a minority of runs,
-  // which the median then ignores.
-  int runs = args->quick ? 31 : RUNS_MAX;
-  int iters = args->quick ? 200 : 300;
   accel_runtime_t *rt = NULL;
   accel_device_t *dev = NULL;
   accel_stream_t *s = NULL;
@@ -312,31 +331,21 @@ int accel_bench_trace(const bench_args_t *args) {
     return 1;
   }
   accel_trace_clock_init();  // as a recording would, before timing
-  bench_report_t report = {.bench = "trace"};
-  snprintf(report.device, sizeof(report.device), "host:0");
-  trace_bench_t *b = calloc(1, sizeof(*b));  // ~20 KiB of samples
-  if (b == NULL) {
-    return 1;
-  }
-  b->s = s;
-  b->runs = runs;
-  b->iters = iters;
-  b->event_runs = args->quick ? 3 : 9;
-  snprintf(b->trace_path, sizeof(b->trace_path),
+  bench_report_t report;
+  bench_report_init(&report, "trace", dev);
+  trace_bench_t b = {.s = s, .iters = args->quick ? 200 : 300,
+                     .n_events = args->quick ? 100000 : 500000};
+  snprintf(b.trace_path, sizeof(b.trace_path),
            "/tmp/accel-bench-trace-XXXXXX");
-  int fd = mkstemp(b->trace_path);
+  int fd = mkstemp(b.trace_path);
   if (fd >= 0) {
     close(fd);
   }
-  int rc = 1;
-  if (measure_modes(b) == 0) {
-    measure_events(b, args->quick ? 200000 : 1000000);
-    unlink(b->trace_path);
-    measure_lttng(b);
-    add_figures(&report, b);
+  int rc = trace_groups_run(&report, &b, args->quick);
+  unlink(b.trace_path);
+  if (rc == 0) {
     rc = bench_print(&report, args->json);
   }
-  free(b);
   accel_kernel_release(g_kernel);
   accel_stream_destroy(s);
   accel_runtime_destroy(rt);

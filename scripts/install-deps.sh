@@ -2,6 +2,8 @@
 # Installs what accel needs to build and test on Debian 12 (run as root).
 # Safe to run again: packages already present are skipped quickly.
 set -eu
+# libsqlite3-dev, libjs-dygraphs: accel-bench's history database and report
+# page; chromium: the test that renders that page (skipped without it).
 # util-linux: taskset, which tests/support/one_cpu.sh uses (Essential in
 # Debian, listed so that a trimmed image still gets it). python3-venv and
 # python3-dev: scripts/test-python.sh's virtual environment and the
@@ -11,7 +13,8 @@ PKGS="build-essential gcc g++ python3 procps util-linux meson ninja-build pkg-co
   libxxhash-dev liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
   libopenblas-dev libjemalloc-dev libmimalloc-dev protobuf-compiler libicu-dev
   libcurl4-openssl-dev etcd-server etcd-client iproute2
-  python3-protobuf python3-numpy cmake scdoc python3-venv python3-dev"
+  python3-protobuf python3-numpy cmake scdoc python3-venv python3-dev
+  libsqlite3-dev libjs-dygraphs chromium"
 missing=""
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

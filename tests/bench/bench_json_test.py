@@ -2,11 +2,13 @@
 """Runs every accel-bench subcommand with --quick --json and checks the output.
 
 Each subcommand must exit 0 and print one JSON object in the shape of
-DESIGN.md ("Tests and benchmarks"): bench, device, and results whose entries
-carry name, value, unit, baseline_name, baseline, ratio, target, met and the
-run count, with the figure names that docs and dashboards rely on. Figures are
-not judged (the machines are shared and noisy); only their shape and the
-arithmetic that ties them together (ratio, met) are.
+docs/benchmarks.md: bench, device, run (where it ran) and results whose
+entries carry name, value, unit, baseline_name, baseline, ratio, ci_low,
+ci_high, pairs, method, target, verdict, met, runs and samples, with the figure
+names that docs and dashboards rely on. Figures are not judged (the machines
+are shared and noisy); only their shape and the arithmetic that ties them
+together (the ratio is the median of the samples, the verdict follows the
+interval and the target) are.
 
 usage: bench_json_test.py ACCEL_BENCH [SUBCOMMAND...]
 """
@@ -67,7 +69,20 @@ EXPECTED = {
 }
 
 KEYS = ["name", "value", "unit", "baseline_name", "baseline", "ratio",
-        "target", "met", "runs"]
+        "ci_low", "ci_high", "pairs", "method", "target", "verdict", "met",
+        "runs", "samples"]
+RUN_KEYS = ["commit", "build_type", "cpu_model", "cores", "governor",
+            "load_before", "load_after", "env", "host", "time"]
+
+
+def median(xs):
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-4 * abs(b) + 1e-9
 
 
 def met(target, x):
@@ -78,26 +93,54 @@ def met(target, x):
             ">": x > bound}[op]
 
 
+def verdict(target, lo, hi):
+    if target is None:
+        return None
+    a, b = met(target, lo), met(target, hi)
+    return "met" if a and b else "missed" if not a and not b else "inconclusive"
+
+
 def check_result(bench, r):
     where = f"{bench}/{r.get('name')}"
     for k in KEYS:
         assert k in r, f"{where}: no {k!r}"
     assert isinstance(r["value"], (int, float)), f"{where}: value"
     assert isinstance(r["runs"], int) and r["runs"] >= 1, f"{where}: runs"
+    assert r["pairs"] == r["runs"], f"{where}: pairs"
     if r["baseline_name"] is None:
         assert r["baseline"] is None and r["ratio"] is None, where
+        assert r["method"] in ("sampled", "exact"), where
         judged = r["value"]
     else:
-        assert r["ratio_method"] in ("paired", "medians"), where
-        if r["ratio_method"] == "medians" and r["baseline"]:
-            want = r["value"] / r["baseline"]
-            assert abs(r["ratio"] - want) <= 1e-3 * abs(want) + 1e-9, \
-                f"{where}: ratio {r['ratio']} is not value / baseline {want}"
+        assert r["method"] in ("paired", "exact"), where
         judged = r["ratio"]
-    if r["target"] is None:
-        assert r["met"] is None, f"{where}: met without a target"
+    if r["method"] == "exact":
+        assert r["ci_low"] == r["ci_high"] == judged, f"{where}: exact"
+        assert r["samples"] == [], where
     else:
-        assert r["met"] == met(r["target"], judged), f"{where}: met"
+        # The judged number is the median of the samples kept (per-pair
+        # ratios, or values), and the interval is ordered.
+        xs = r["samples"]
+        assert len(xs) == r["pairs"], f"{where}: {len(xs)} samples"
+        assert close(median(xs), judged), \
+            f"{where}: {judged} is not the median of its samples"
+        assert r["ci_low"] <= r["ci_high"], f"{where}: interval"
+        assert min(xs) <= r["ci_low"] and r["ci_high"] <= max(xs), where
+    want = verdict(r["target"], r["ci_low"], r["ci_high"])
+    assert r["verdict"] == want, f"{where}: verdict {r['verdict']} not {want}"
+    assert r["met"] == (None if want is None else want == "met"), where
+
+
+def check_run(bench, run):
+    for k in RUN_KEYS:
+        assert k in run, f"{bench}: run has no {k!r}"
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?|unknown", run["commit"]), \
+        run["commit"]
+    assert isinstance(run["cores"], int) and run["cores"] >= 1
+    assert isinstance(run["env"], dict)
+    assert all(k.startswith(("ACCEL_", "OMP_", "OPENBLAS_", "GOMP_", "MALLOC_",
+                             "GLIBC_TUNABLES", "LD_", "CUDA_", "LTTNG_"))
+               for k in run["env"]), run["env"]
 
 
 def check_bench(exe, bench):
@@ -120,6 +163,7 @@ def check_bench(exe, bench):
     extra = [n for n in names if n not in required and
              not any(re.fullmatch(p, n) for p in optional)]
     assert not extra, f"{bench}: unexpected figures {extra}"
+    check_run(bench, doc["run"])
     for r in doc["results"]:
         check_result(bench, r)
     print(f"{bench}: {len(names)} figures ok")
