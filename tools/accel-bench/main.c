@@ -129,6 +129,8 @@ static int usage(void) {
   fprintf(stderr,
           "usage: accel-bench NAME [--json] [--quick] [--budget SECONDS]\n"
           "                        [--precision X] [--filter GLOB]\n\n"
+          "options:\n"
+          "  --json       print the report as one JSON object\n"
           "  --quick      the minimum pairs per group only (for tests)\n"
           "  --budget S   time a group may spend beyond its minimum pairs\n"
           "               while an interval is too wide (default 10)\n"
