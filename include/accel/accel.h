@@ -16,6 +16,7 @@
 #include "accel/runtime.h"
 #include "accel/sampling.h"
 #include "accel/semaphore.h"
+#include "accel/serve.h"
 #include "accel/stream.h"
 #include "accel/topology.h"
 #include "accel/trace.h"
