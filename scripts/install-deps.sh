@@ -6,7 +6,7 @@ set -eu
 # Debian, listed so that a trimmed image still gets it).
 PKGS="build-essential gcc g++ python3 procps util-linux meson ninja-build pkg-config
   clang libclang-rt-14-dev libcmocka-dev libhwloc-dev hwloc libnuma-dev libibverbs-dev libdrm-dev libjson-c-dev
-  libxxhash-dev liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
+  libxxhash-dev libmicrohttpd-dev liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
   libopenblas-dev libjemalloc-dev libmimalloc-dev protobuf-compiler
   python3-protobuf python3-numpy cmake scdoc"
 missing=""
