@@ -154,6 +154,7 @@ int accel_bench_kernels(const bench_args_t *args);
 int accel_bench_topo(const bench_args_t *args);
 int accel_bench_load(const bench_args_t *args);
 int accel_bench_trace(const bench_args_t *args);
+int accel_bench_serve(const bench_args_t *args);
 
 // Families' figures of accel-bench kernels, added to |report| (0, or
 // nonzero after printing why).

@@ -63,6 +63,11 @@ struct serve_model {
   accel_buffer_t *tokens, *positions, *slots, *rows, *tables, *ctx, *fx, *fh,
       *logits;
   serve_inputs_t in;
+  // Host-visible step buffers (the host device): the inputs are written in
+  // place and the logits read in place, with no copy commands. Otherwise
+  // |in| is host staging uploaded by stream copies.
+  bool direct;
+  float *logits_host;
   // Order of the step's entries: decode-shaped first, then prefill chunks.
   uint32_t *order;
 };
@@ -284,12 +289,26 @@ static accel_status_t alloc_activations(serve_model_t *m) {
     ACCEL_RETURN_IF_ERROR(alloc(m, bufs[i].bytes, (uint32_t)dev, NULL,
                                 "serve-step", bufs[i].b));
   }
-  m->in.tokens = calloc(t, 4);
-  m->in.positions = calloc(t, 4);
-  m->in.slots = calloc(t, 4);
-  m->in.rows = calloc(s, 4);
-  m->in.tables = calloc(s * m->max_blocks, 4);
-  m->in.ctx = calloc(s, 4);
+  void *p[7];
+  accel_buffer_t *b[7] = {m->tokens, m->positions, m->slots, m->rows,
+                          m->tables, m->ctx, m->logits};
+  m->direct = true;
+  for (int i = 0; i < 7 && m->direct; ++i) {
+    m->direct = accel_buffer_host_pointer(b[i], &p[i]) == ACCEL_OK;
+  }
+  if (m->direct) {
+    m->in = (serve_inputs_t){.tokens = p[0], .positions = p[1],
+                             .slots = p[2], .rows = p[3], .tables = p[4],
+                             .ctx = p[5]};
+    m->logits_host = p[6];
+  } else {
+    m->in.tokens = calloc(t, 4);
+    m->in.positions = calloc(t, 4);
+    m->in.slots = calloc(t, 4);
+    m->in.rows = calloc(s, 4);
+    m->in.tables = calloc(s * m->max_blocks, 4);
+    m->in.ctx = calloc(s, 4);
+  }
   m->order = calloc(s, 4);
   if (!m->in.tokens || !m->in.positions || !m->in.slots || !m->in.rows ||
       !m->in.tables || !m->in.ctx || !m->order) {
@@ -419,12 +438,14 @@ void serve_model_destroy(serve_model_t *m) {
   if (m->weights != NULL) accel_executable_release(m->weights);
   if (m->kernels != NULL) accel_executable_release(m->kernels);
   if (m->s != NULL) accel_stream_destroy(m->s);
-  free(m->in.tokens);
-  free(m->in.positions);
-  free(m->in.slots);
-  free(m->in.rows);
-  free(m->in.tables);
-  free(m->in.ctx);
+  if (!m->direct) {
+    free(m->in.tokens);
+    free(m->in.positions);
+    free(m->in.slots);
+    free(m->in.rows);
+    free(m->in.tables);
+    free(m->in.ctx);
+  }
   free(m->order);
   free(m);
 }
@@ -608,6 +629,27 @@ static void stage(serve_model_t *m, const accel_sched_plan_t *plan,
   *out_samples = s;
 }
 
+// Uploads the staged inputs (a device whose step buffers the host cannot
+// write).
+static accel_status_t upload(serve_model_t *m, uint32_t rows, uint32_t samples,
+                             uint32_t nd) {
+  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(m->s, m->tokens, 0,
+                                                    m->in.tokens, 4ull * rows));
+  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(
+      m->s, m->positions, 0, m->in.positions, 4ull * rows));
+  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(m->s, m->slots, 0,
+                                                    m->in.slots, 4ull * rows));
+  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(
+      m->s, m->rows, 0, m->in.rows, 4ull * (samples ? samples : 1)));
+  if (nd > 0) {
+    ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(
+        m->s, m->tables, 0, m->in.tables, 4ull * nd * m->max_blocks));
+    ACCEL_RETURN_IF_ERROR(
+        accel_stream_copy_from_host(m->s, m->ctx, 0, m->in.ctx, 4ull * nd));
+  }
+  return ACCEL_OK;
+}
+
 accel_status_t serve_model_run(serve_model_t *m, const accel_sched_plan_t *plan,
                                float *logits) {
   const serve_model_config_t *c = &m->c;
@@ -623,19 +665,9 @@ accel_status_t serve_model_run(serve_model_t *m, const accel_sched_plan_t *plan,
     return accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE);
   }
   stage(m, plan, &nd, &samples);
-  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(m->s, m->tokens, 0,
-                                                    m->in.tokens, 4ull * rows));
-  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(
-      m->s, m->positions, 0, m->in.positions, 4ull * rows));
-  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(m->s, m->slots, 0,
-                                                    m->in.slots, 4ull * rows));
-  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(
-      m->s, m->rows, 0, m->in.rows, 4ull * (samples ? samples : 1)));
-  if (nd > 0) {
-    ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(
-        m->s, m->tables, 0, m->in.tables, 4ull * nd * m->max_blocks));
-    ACCEL_RETURN_IF_ERROR(
-        accel_stream_copy_from_host(m->s, m->ctx, 0, m->in.ctx, 4ull * nd));
+  // The previous step was waited for, so the inputs are free to rewrite.
+  if (!m->direct) {
+    ACCEL_RETURN_IF_ERROR(upload(m, rows, samples, nd));
   }
   accel_kp_embedding_constants_t ec = {.tokens = rows, .vocab = c->vocab,
                                        .dim = c->dim,
@@ -658,8 +690,14 @@ accel_status_t serve_model_run(serve_model_t *m, const accel_sched_plan_t *plan,
                                   (bind_t){m->fh, 0}, samples));
     ACCEL_RETURN_IF_ERROR(project(m, m->fh, m->lm_head, m->lm_scale,
                                   m->logits, samples, c->vocab, c->dim));
-    ACCEL_RETURN_IF_ERROR(accel_stream_copy_to_host(
-        m->s, logits, m->logits, 0, 4ull * samples * c->vocab));
+    if (!m->direct) {
+      ACCEL_RETURN_IF_ERROR(accel_stream_copy_to_host(
+          m->s, logits, m->logits, 0, 4ull * samples * c->vocab));
+    }
   }
-  return accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE);
+  ACCEL_RETURN_IF_ERROR(accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE));
+  if (m->direct && samples > 0) {
+    memcpy(logits, m->logits_host, 4ull * samples * c->vocab);
+  }
+  return ACCEL_OK;
 }

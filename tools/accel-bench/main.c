@@ -25,6 +25,8 @@ static const struct {
 #ifdef ACCEL_BENCH_HAVE_KERNELS
     {"kernels", accel_bench_kernels,
      "reference kernels through accel_launch vs OpenBLAS and memcpy"},
+    {"serve", accel_bench_serve,
+     "serving engine: continuous vs static batching, KV waste, prefix cache"},
 #endif
 };
 
