@@ -22,6 +22,7 @@ EXCLUSIVE = {
     "accel-pack": [["m.txt", "-o", "o.axe", "--progress", "--quiet"]],
     "accel-inspect": [],
     "accel-trace": [["summary", "t.pftrace", "-o", "x"]],
+    "accel-serve": [],
 }
 
 
@@ -82,7 +83,8 @@ def test_options_that_exclude_each_other_are_refused(name):
 
 def test_missing_option_argument_is_refused(name):
     # An option that needs an argument and has none exits 2 naming it.
-    spec = {"accel-topo": "--xml", "accel-pack": "-o", "accel-trace": "-o"}
+    spec = {"accel-topo": "--xml", "accel-pack": "-o", "accel-trace": "-o",
+            "accel-serve": "--port"}
     if name not in spec:
         return
     p = run(name, "x", spec[name])
