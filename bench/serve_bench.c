@@ -6,7 +6,7 @@
 // arriving as a Poisson process (400 requests/s: the engine is kept busy,
 // so throughput is the engine's, not the arrivals'). The model is
 // examples/decoder.c's, small: 2 layers, dim 512, 8/2 heads of 64, ffn
-// 1536, vocab 4096, KV blocks of 4 tokens; 96 requests (32 with --quick).
+// 1536, vocab 4096, KV blocks of 4 tokens; 96 requests (16 with --quick).
 //
 // Figures, in one run:
 // - serve_throughput_continuous (tok/s of generated tokens) against
@@ -311,7 +311,7 @@ int accel_bench_serve(const bench_args_t *args) {
   static serve_bench_t b;
   const char *ref = getenv("ACCEL_REFERENCE_AXE");
   b.ref = ref != NULL && ref[0] != '\0' ? ref : ACCEL_REFERENCE_AXE_PATH;
-  b.n = args->quick ? 32 : 96;
+  b.n = args->quick ? 16 : 96;
   if (accel_runtime_create(NULL, &b.rt) != ACCEL_OK ||
       accel_device_get(b.rt, 0, &b.dev) != ACCEL_OK) {
     fprintf(stderr, "accel-bench serve: %s\n", accel_last_error());
