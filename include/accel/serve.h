@@ -77,8 +77,8 @@ typedef enum accel_serve_end {
   ACCEL_SERVE_END_NONE = 0,    // not ended
   ACCEL_SERVE_END_LENGTH = 1,  // max_new_tokens generated
   ACCEL_SERVE_END_EOS = 2,     // the EOS token was generated (and delivered)
-  ACCEL_SERVE_END_CANCELLED = 3,  // released before it finished
-  ACCEL_SERVE_END_ERROR = 4,   // a step failed (the engine's error)
+  ACCEL_SERVE_END_ERROR = 3,   // a step failed (the engine's error), or
+                               // the scheduler refused the request
 } accel_serve_end_t;
 
 // One generated token, as a callback sees it.

@@ -515,8 +515,15 @@ static accel_status_t admit_locked(accel_serve_engine_t *e) {
                                 .max_new_tokens = r->d.max_new_tokens,
                                 .eos_token = r->d.eos_token};
     st = accel_sched_add(e->sched, &sr);
+    if (st == ACCEL_ERROR_OUT_OF_MEMORY) {
+      break;  // the rest stay pending
+    }
     if (st != ACCEL_OK) {
-      break;  // out of memory: the rest stay pending
+      // The scheduler refused this request (submit checks what it can, so
+      // this is a limit only the scheduler knows): end it, keep serving.
+      r->end = ACCEL_SERVE_END_ERROR;
+      pthread_cond_broadcast(&e->tokens_cv);
+      st = ACCEL_OK;
     }
   }
   memmove(e->pending.ids, e->pending.ids + i,

@@ -160,7 +160,6 @@ static const char *finish_reason(uint32_t end) {
   switch (end) {
     case ACCEL_SERVE_END_EOS: return "stop";
     case ACCEL_SERVE_END_LENGTH: return "length";
-    case ACCEL_SERVE_END_CANCELLED: return "cancelled";
     default: return "error";
   }
 }
