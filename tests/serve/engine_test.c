@@ -16,6 +16,7 @@
 #include "test_support.h"
 
 #include "decoder_run.h"
+#include "fault_driver.h"
 
 static const char *g_ref;         // reference.axe
 static char g_model[256];         // the packed test model
@@ -98,6 +99,9 @@ static int group_setup(void **state) {
 }
 
 static int group_teardown(void **state) {
+  if (*state == NULL) {
+    return 0;  // setup failed before the environment existed
+  }
   char path[512];
   const char *files[] = {"model.axe", "decoder-prefill.pftrace",
                          "decoder-decode.pftrace"};
@@ -447,6 +451,51 @@ static void test_create_rejects_bad_descriptions(void **state) {
   accel_serve_engine_destroy(e);
 }
 
+// A device failure in a step fails the step and every unfinished request
+// (the iterator ends with ACCEL_SERVE_END_ERROR), and the engine stays
+// failed: later steps and submits return the stored error.
+static void test_device_failure_ends_every_request(void **state) {
+  (void)state;
+  fault_driver_reset();
+  fault_driver_offer_direct_submit_ops(false);  // launches via queue_submit
+  accel_runtime_t *rt = NULL;
+  accel_device_t *dev = NULL;
+  assert_accel_ok(fault_runtime_create(NULL, &rt));
+  assert_accel_ok(accel_device_get(rt, 0, &dev));
+  accel_serve_engine_t *e = engine_new(dev, 0, 32, 64);
+  int32_t prompt[5] = {1, 2, 3, 4, 5};
+  accel_serve_request_desc_t d = request(prompt, 5, 8, NULL);
+  d.on_token = NULL;
+  uint64_t a, b;
+  assert_accel_ok(accel_serve_submit(e, &d, &a));
+  uint32_t pending = 0;
+  assert_accel_ok(accel_serve_step(e, &pending));
+  assert_accel_ok(accel_serve_submit(e, &d, &b));
+  fault_driver_arm(FAULT_OP_QUEUE_SUBMIT, 3, ACCEL_ERROR_DEVICE_LOST);
+  assert_true(accel_serve_step(e, &pending) != ACCEL_OK);
+  int32_t token = 0;
+  uint32_t end = 0;
+  assert_accel_ok(accel_serve_next(e, a, 0, &token, &end));  // its 1st token
+  assert_true(token >= 0);
+  assert_accel_ok(accel_serve_next(e, a, 0, &token, &end));
+  assert_int_equal(token, -1);
+  assert_int_equal(end, ACCEL_SERVE_END_ERROR);
+  assert_accel_ok(accel_serve_next(e, b, 0, &token, &end));
+  assert_int_equal(token, -1);
+  assert_int_equal(end, ACCEL_SERVE_END_ERROR);
+  assert_true(accel_serve_step(e, &pending) != ACCEL_OK);
+  assert_non_null(strstr(accel_last_error(), "engine failed"));
+  uint64_t c = 99;
+  assert_true(accel_serve_submit(e, &d, &c) != ACCEL_OK);
+  assert_int_equal(c, 99);
+  assert_accel_ok(accel_serve_release(e, a));
+  assert_accel_ok(accel_serve_release(e, b));
+  fault_driver_reset();
+  accel_serve_engine_destroy(e);
+  accel_runtime_destroy(rt);
+  fault_driver_offer_direct_submit_ops(true);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_engine_matches_decoder_example_bit_for_bit),
@@ -457,6 +506,7 @@ int main(void) {
       cmocka_unit_test(test_iterator_streams_the_callback_tokens),
       cmocka_unit_test(test_submit_rejects_bad_requests),
       cmocka_unit_test(test_create_rejects_bad_descriptions),
+      cmocka_unit_test(test_device_failure_ends_every_request),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
