@@ -21,6 +21,21 @@
 //    against roundtrip_empty_command measured in the same run, interleaved
 //    run by run with it.
 //    Target 1.2x.
+// Command buffers (accel_stream_execute), one group measured side by side:
+//  - replay_ns_per_command: a 1,000-command buffer of empty host calls
+//    executed back to back (as many commands as a batch), per command, from
+//    the first execute to the last completion, against the bare 8-byte ring
+//    measured the same way. Target 1.5x.
+//  - replay_vs_submitted_ns_per_command: the same, against the same 1,000
+//    host calls submitted one by one (accel_stream_host_call). Target: at
+//    least 4x faster (ratio <= 0.25).
+//  - decoder_step_replay_host_us: host time per token of a decoder step of
+//    40 launches (each binding an activation slot of the table, a weight
+//    buffer and an output slot, with the token's constants) executed from a
+//    buffer, against the same 40 accel_launch calls. Target 3x lower
+//    (ratio <= 0.333).
+//  - roundtrip_one_command_buffer: execute of a one-host-call buffer and
+//    synchronize, against the bare spinning handoff. Target 1.5x.
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -443,6 +458,281 @@ static void add_figures(bench_report_t *report, const launch_bench_t *b) {
                    "roundtrip_empty_command", b->hc_samples, runs, "<= 1.2");
 }
 
+// ---- command buffers ---------------------------------------------------------
+
+#define CB_COMMANDS 1000u
+#define DECODER_LAUNCHES 40u
+
+enum {
+  CB_SLOT_BARE,        // bare 8-byte ring, ns per command
+  CB_SLOT_REPLAY,      // replays of the 1,000-command buffer, ns per command
+  CB_SLOT_SUBMITTED,   // the same host calls one by one, ns per command
+  CB_SLOT_SPIN,        // bare spinning handoff, us
+  CB_SLOT_ROUNDTRIP,   // one-command buffer round trip, us
+  CB_SLOT_STEP_DIRECT, // decoder step by accel_launch, host us per token
+  CB_SLOT_STEP_REPLAY, // decoder step by accel_stream_execute, host us
+  CB_SLOTS,
+};
+
+typedef struct cb_bench {
+  launch_bench_t *b;
+  accel_command_buffer_t *calls;  // CB_COMMANDS empty host calls
+  accel_command_buffer_t *one;    // one empty host call
+  accel_command_buffer_t *step;   // the decoder step
+  accel_kernel_t *kernel;
+  accel_buffer_t *weights[DECODER_LAUNCHES];
+  accel_buffer_t *act[2];  // activations, swapped every token
+  int tokens;
+} cb_bench_t;
+
+// A decoder layer's kernel shape: reads an activation and a weight, writes
+// the next activation; the body is empty (host time is what is measured).
+static int32_t step_kernel(const accel_kernel_dispatch_t *dispatch,
+                           const accel_kernel_workgroup_t *workgroup) {
+  return 0;
+}
+
+static const accel_kernel_binding_decl_t k_step_bindings[3] = {
+    {.name = "x", .access = ACCEL_KERNEL_ACCESS_READ, .alignment = 64,
+     .min_size_bytes = 4096},
+    {.name = "w", .access = ACCEL_KERNEL_ACCESS_READ, .alignment = 64,
+     .min_size_bytes = 4096},
+    {.name = "y", .access = ACCEL_KERNEL_ACCESS_WRITE, .alignment = 64,
+     .min_size_bytes = 4096},
+};
+
+static accel_buffer_t *cb_bench_buffer(accel_device_t *dev) {
+  accel_buffer_desc_t d = {.struct_size = sizeof(d), .size_bytes = 4096};
+  accel_buffer_t *b = NULL;
+  return check(accel_buffer_alloc(dev, &d, &b), "buffer") ? NULL : b;
+}
+
+static int cb_record_step(cb_bench_t *c) {
+  accel_command_buffer_desc_t d = {.struct_size = sizeof(d), .name = "step"};
+  if (check(accel_command_buffer_create(c->b->dev, &d, &c->step), "step")) {
+    return 1;
+  }
+  for (uint32_t i = 0; i < DECODER_LAUNCHES; ++i) {
+    // Layer i reads slot i % 2 and writes the other: the table names the
+    // token's two activation buffers.
+    accel_command_buffer_ref_t binds[3] = {
+        {.slot = i % 2},
+        {.buffer = c->weights[i]},
+        {.slot = (i + 1) % 2}};
+    accel_command_buffer_launch_desc_t ld = {
+        .struct_size = sizeof(ld),
+        .workgroup_count = {1, 1, 1},
+        .binding_count = 3,
+        .constants_size = 8,
+        .bindings = binds,
+        .flags = ACCEL_COMMAND_BUFFER_LAUNCH_CONSTANTS_FROM_EXECUTE};
+    if (check(accel_command_buffer_launch(c->step, c->kernel, &ld),
+              "record launch")) {
+      return 1;
+    }
+  }
+  return check(accel_command_buffer_finalize(c->step), "finalize step");
+}
+
+static void cb_teardown(void *arg);
+
+static int cb_setup_all(cb_bench_t *c) {
+  accel_device_t *dev = c->b->dev;
+  accel_command_buffer_desc_t d = {.struct_size = sizeof(d), .name = "calls"};
+  if (check(accel_command_buffer_create(dev, &d, &c->calls), "calls") ||
+      check(accel_command_buffer_create(dev, NULL, &c->one), "one")) {
+    return 1;
+  }
+  for (uint32_t i = 0; i < CB_COMMANDS; ++i) {
+    if (check(accel_command_buffer_host_call(c->calls, empty_host_fn, NULL),
+              "record")) {
+      return 1;
+    }
+  }
+  if (check(accel_command_buffer_host_call(c->one, empty_host_fn, NULL),
+            "record") ||
+      check(accel_command_buffer_finalize(c->calls), "finalize") ||
+      check(accel_command_buffer_finalize(c->one), "finalize")) {
+    return 1;
+  }
+  accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
+                            .abi_version = ACCEL_KERNEL_ABI_VERSION,
+                            .name = "layer",
+                            .fn = step_kernel,
+                            .binding_count = 3,
+                            .constants_size = 8,
+                            .bindings = k_step_bindings};
+  if (check(accel_kernel_register(dev, &kd, &c->kernel), "kernel")) {
+    return 1;
+  }
+  for (uint32_t i = 0; i < DECODER_LAUNCHES; ++i) {
+    if ((c->weights[i] = cb_bench_buffer(dev)) == NULL) {
+      return 1;
+    }
+  }
+  if ((c->act[0] = cb_bench_buffer(dev)) == NULL ||
+      (c->act[1] = cb_bench_buffer(dev)) == NULL) {
+    return 1;
+  }
+  return cb_record_step(c);
+}
+
+static int cb_setup(void *arg) {
+  if (cb_setup_all(arg)) {
+    cb_teardown(arg);  // releases what was made (NULLs are ignored)
+    return 1;
+  }
+  return 0;
+}
+
+static void cb_teardown(void *arg) {
+  cb_bench_t *c = arg;
+  accel_stream_synchronize(c->b->s, ACCEL_TIMEOUT_INFINITE);
+  accel_command_buffer_release(c->calls);
+  accel_command_buffer_release(c->one);
+  accel_command_buffer_release(c->step);
+  for (uint32_t i = 0; i < DECODER_LAUNCHES; ++i) {
+    accel_buffer_release(c->weights[i]);
+  }
+  accel_buffer_release(c->act[0]);
+  accel_buffer_release(c->act[1]);
+  accel_kernel_release(c->kernel);
+}
+
+// Host time (ns) to submit the decoder step of |token|: 40 launches, or one
+// execute; then waits for it, untimed.
+static int cb_step(cb_bench_t *c, int token, bool replay, uint64_t *ns) {
+  accel_stream_t *s = c->b->s;
+  accel_buffer_t *x = c->act[token % 2], *y = c->act[(token + 1) % 2];
+  uint32_t constants[2] = {(uint32_t)token, 0};
+  uint64_t t0 = bench_now_ns();
+  if (replay) {
+    accel_command_buffer_binding_t table[2] = {{.buffer = x}, {.buffer = y}};
+    accel_command_buffer_execute_desc_t ed = {.struct_size = sizeof(ed),
+                                              .binding_count = 2,
+                                              .bindings = table,
+                                              .constants = constants,
+                                              .constants_size = 8};
+    if (check(accel_stream_execute(s, c->step, &ed), "execute step")) {
+      return 1;
+    }
+  } else {
+    for (uint32_t i = 0; i < DECODER_LAUNCHES; ++i) {
+      accel_launch_binding_t binds[3] = {
+          {.buffer = i % 2 ? y : x},
+          {.buffer = c->weights[i]},
+          {.buffer = i % 2 ? x : y}};
+      accel_launch_desc_t ld = {.struct_size = sizeof(ld),
+                                .workgroup_count = {1, 1, 1},
+                                .binding_count = 3,
+                                .constants_size = 8,
+                                .bindings = binds,
+                                .constants = constants};
+      if (check(accel_launch(s, c->kernel, &ld), "launch")) {
+        return 1;
+      }
+    }
+  }
+  *ns += bench_now_ns() - t0;
+  return check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync");
+}
+
+// ns per command of |reps| back-to-back replays of the 1,000-command buffer
+// (|replay|) or of the same host calls submitted one by one, to the last
+// completion.
+static int cb_throughput(cb_bench_t *c, uint64_t reps, bool replay,
+                         double *out) {
+  accel_stream_t *s = c->b->s;
+  uint64_t t0 = bench_now_ns();
+  for (uint64_t r = 0; r < reps; ++r) {
+    if (replay) {
+      if (check(accel_stream_execute(s, c->calls, NULL), "execute")) {
+        return 1;
+      }
+      continue;
+    }
+    for (uint32_t i = 0; i < CB_COMMANDS; ++i) {
+      accel_stream_host_call(s, empty_host_fn, NULL);
+    }
+  }
+  if (check(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+    return 1;
+  }
+  *out = (double)(bench_now_ns() - t0) / (double)(reps * CB_COMMANDS);
+  return 0;
+}
+
+static int cb_measure(void *arg, int run, double *out) {
+  cb_bench_t *c = arg;
+  launch_bench_t *b = c->b;
+  uint64_t reps = b->batch / CB_COMMANDS;
+  // Alternate which side comes first, as measure_batches does.
+  bool replay_first = run % 2 == 0;
+  out[CB_SLOT_BARE] = measure_spsc(b->batch);
+  if (cb_throughput(c, reps, replay_first,
+                    &out[replay_first ? CB_SLOT_REPLAY : CB_SLOT_SUBMITTED]) ||
+      cb_throughput(c, reps, !replay_first,
+                    &out[replay_first ? CB_SLOT_SUBMITTED : CB_SLOT_REPLAY])) {
+    return 1;
+  }
+  out[CB_SLOT_SPIN] = bench_spin_handoff_ns(b->iters) / 1000.0;
+  int iters = b->iters;
+  for (int i = 0; i < iters / 10 + 1; ++i) {  // the worker parked meanwhile
+    if (check(accel_stream_execute(b->s, c->one, NULL), "execute") ||
+        check(accel_stream_synchronize(b->s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+      return 1;
+    }
+  }
+  uint64_t t0 = bench_now_ns();
+  for (int i = 0; i < iters; ++i) {
+    if (check(accel_stream_execute(b->s, c->one, NULL), "execute") ||
+        check(accel_stream_synchronize(b->s, ACCEL_TIMEOUT_INFINITE), "sync")) {
+      return 1;
+    }
+  }
+  out[CB_SLOT_ROUNDTRIP] = (double)(bench_now_ns() - t0) / iters / 1000.0;
+  uint64_t direct = 0, replay = 0;
+  for (int t = 0; t < c->tokens; ++t) {
+    if (cb_step(c, t, t % 2 == 0, t % 2 == 0 ? &replay : &direct)) {
+      return 1;
+    }
+  }
+  out[CB_SLOT_STEP_DIRECT] = (double)direct / (c->tokens / 2) / 1000.0;
+  out[CB_SLOT_STEP_REPLAY] = (double)replay / (c->tokens / 2) / 1000.0;
+  return 0;
+}
+
+static const bench_figure_t k_cb_figures[] = {
+    {.name = "replay_ns_per_command", .unit = "ns",
+     .value_slot = CB_SLOT_REPLAY, .baseline_name = "bare_spsc_ns_per_command",
+     .baseline_slot = CB_SLOT_BARE, .target = "<= 1.5"},
+    {.name = "replay_vs_submitted_ns_per_command", .unit = "ns",
+     .value_slot = CB_SLOT_REPLAY,
+     .baseline_name = "submitted_ns_per_command",
+     .baseline_slot = CB_SLOT_SUBMITTED, .target = "<= 0.25"},
+    {.name = "decoder_step_replay_host_us", .unit = "us",
+     .value_slot = CB_SLOT_STEP_REPLAY,
+     .baseline_name = "decoder_step_launches_host_us",
+     .baseline_slot = CB_SLOT_STEP_DIRECT, .target = "<= 0.333"},
+    {.name = "roundtrip_one_command_buffer", .unit = "us",
+     .value_slot = CB_SLOT_ROUNDTRIP, .baseline_name = "bare_spin_handoff",
+     .baseline_slot = CB_SLOT_SPIN, .target = "<= 1.5"},
+};
+
+static int measure_command_buffers(bench_report_t *report, launch_bench_t *b) {
+  cb_bench_t c = {.b = b, .tokens = b->quick ? 100 : 1000};
+  const bench_group_t group = {
+      .runs = b->batch_runs,
+      .slots = CB_SLOTS,
+      .setup = cb_setup,
+      .measure = cb_measure,
+      .teardown = cb_teardown,
+      .figures = k_cb_figures,
+      .figure_count = sizeof(k_cb_figures) / sizeof(k_cb_figures[0]),
+  };
+  return bench_group_run(report, &group, &c);
+}
+
 int accel_bench_launch(const bench_args_t *args) {
   launch_bench_t *b = calloc(1, sizeof(*b));
   if (b == NULL) {
@@ -468,6 +758,7 @@ int accel_bench_launch(const bench_args_t *args) {
   if (!failed) {
     measure_idle(b);
     add_figures(&report, b);
+    failed = measure_command_buffers(&report, b);
   }
   accel_stream_destroy(b->s);
   accel_runtime_destroy(rt);

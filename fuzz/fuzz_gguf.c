@@ -3,12 +3,16 @@
 // message; anything else (a crash, a sanitizer report, another status) is a
 // bug. An accepted input is walked in full (every key, every string of every
 // array, the first and last byte of every tensor), so that a gap in the
-// checks shows up as an out-of-bounds read. Built by scripts/fuzz-gguf.sh.
+// checks shows up as an out-of-bounds read. A tokenizer is built from every
+// accepted file: it must build or be refused with FORMAT, UNSUPPORTED,
+// NOT_FOUND (or OUT_OF_MEMORY) and a message, and one that builds encodes
+// the input itself and decodes the ids. Built by scripts/fuzz-gguf.sh.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "accel/gguf.h"
+#include "accel/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -57,6 +61,46 @@ static void walk(const accel_gguf_t *g) {
   g_sink = acc;
 }
 
+static void try_tokenizer(const accel_gguf_t *g, const uint8_t *data,
+                          size_t size) {
+  accel_tokenizer_t *t = NULL;
+  accel_status_t st = accel_tokenizer_create_from_gguf(g, &t);
+  if (st != ACCEL_OK) {
+    if ((st != ACCEL_ERROR_FORMAT && st != ACCEL_ERROR_UNSUPPORTED &&
+         st != ACCEL_ERROR_NOT_FOUND && st != ACCEL_ERROR_OUT_OF_MEMORY) ||
+        t != NULL || accel_last_error()[0] == '\0') {
+      abort();
+    }
+    return;
+  }
+  size_t len = size < 256 ? size : 256;
+  size_t count = 0;
+  int32_t ids[2048];
+  st = accel_tokenizer_encode(t, (const char *)data, len,
+                              ACCEL_TOKENIZER_ENCODE_ADD_SPECIAL, ids, 2048,
+                              &count);
+  // UNSUPPORTED: a BOS/EOS or byte token the vocabulary lacks.
+  if (st != ACCEL_OK && st != ACCEL_ERROR_UNSUPPORTED) {
+    abort();
+  }
+  accel_token_decoder_t *d;
+  if (accel_token_decoder_create(t, ACCEL_TOKENIZER_PIECE_SPECIAL, &d) !=
+      ACCEL_OK) {
+    abort();
+  }
+  for (size_t i = 0; st == ACCEL_OK && i < count; ++i) {
+    const char *text;
+    size_t n;
+    if (ids[i] < 0 || (uint32_t)ids[i] >= accel_tokenizer_vocab_size(t) ||
+        accel_token_decoder_push(d, ids[i], &text, &n) != ACCEL_OK) {
+      abort();
+    }
+    g_sink += n;
+  }
+  accel_token_decoder_destroy(d);
+  accel_tokenizer_destroy(t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // A copy of exactly |size| bytes, so that any read past it is caught.
   uint8_t *copy = malloc(size != 0 ? size : 1);
@@ -68,6 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   accel_status_t st = accel_gguf_open_memory(copy, size, &g);
   if (st == ACCEL_OK) {
     walk(g);
+    try_tokenizer(g, data, size);
     accel_gguf_close(g);
   } else if (st != ACCEL_ERROR_FORMAT && st != ACCEL_ERROR_VERSION &&
              st != ACCEL_ERROR_UNSUPPORTED &&

@@ -2,8 +2,9 @@
 # Builds the GGUF reader's libFuzzer target with clang (ASan + UBSan) and runs
 # it for a bounded time from a few seed files it writes itself (a llama-like
 # file with every metadata value type, string arrays and tensors of several
-# block types). Crashes are written to the build folder (crash-*): fix them
-# and add the input to the seeds below.
+# block types, and small SentencePiece and BPE vocabularies, from which the
+# target also builds tokenizers). Crashes are written to the build folder
+# (crash-*): fix them and add the input to the seeds below.
 #
 #   scripts/fuzz-gguf.sh [--seconds N] [--build-dir DIR] [-- LIBFUZZER_ARGS]
 #
@@ -66,17 +67,23 @@ seed('llama.gguf', [arch, vocab, scores] + scalars,
 seed('aligned.gguf', [kv('general.alignment', 4, struct.pack('<I', 64)), arch],
      [('a', [32], 2, 18), ('b', [8], 30, 16)], alignment=64, version=2)
 seed('empty.gguf', [], [])
+def strings(key, xs):
+    return kv(key, 9, struct.pack('<IQ', 8, len(xs)) + b''.join(s(x) for x in xs))
+def numbers(key, t, fmt, xs):
+    return kv(key, 9, struct.pack('<IQ', t, len(xs)) + struct.pack('<%d%s' % (len(xs), fmt), *xs))
+spm_tokens = ['<unk>', '<s>', '</s>'] + ['<0x%02X>' % b for b in range(256)] + \
+    ['\u2581', 'a', 'b', '\u2581a', 'ab', '\u2581ab']
+seed('spm.gguf', [kv('tokenizer.ggml.model', 8, s('llama')), strings('tokenizer.ggml.tokens', spm_tokens),
+                  numbers('tokenizer.ggml.scores', 6, 'f', [float(-i) for i in range(len(spm_tokens))]),
+                  numbers('tokenizer.ggml.token_type', 5, 'i', [2, 3, 3] + [6] * 256 + [1] * 6),
+                  kv('tokenizer.ggml.add_eos_token', 7, b'\x01')], [])
+bpe_tokens = [chr(c) for c in range(33, 127)] + ['\u0120', '\u0120a', 'ab', '<|x|>']
+seed('bpe.gguf', [kv('tokenizer.ggml.model', 8, s('gpt2')), kv('tokenizer.ggml.pre', 8, s('qwen2')),
+                  strings('tokenizer.ggml.tokens', bpe_tokens),
+                  numbers('tokenizer.ggml.token_type', 5, 'i', [1] * (len(bpe_tokens) - 1) + [4]),
+                  strings('tokenizer.ggml.merges', ['\u0120 a', 'a b'])], [])
 PY
-cat > "$build/accel_config.h" <<'CONF'
-#define ACCEL_HAVE_LTTNG 0
-#define ACCEL_VERSION_STRING "fuzz"
-CONF
-clang -std=gnu17 -O1 -g -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-  -fno-sanitize-recover=undefined \
-  -I"$build" -I"$root/include" -I"$root/lib" \
-  "$root/fuzz/fuzz_gguf.c" "$root/lib/model/gguf.c" \
-  "$root/lib/model/gguf_types.c" "$root/lib/core/error.c" \
-  -o "$build/fuzz_gguf"
+"$root/fuzz/build-model-fuzzer.sh" "$root" "$build" fuzz_gguf
 cd "$build"
 exec ./fuzz_gguf -max_total_time="$seconds" -max_len=65536 \
   -rss_limit_mb=1024 -print_final_stats=1 "$@" corpus

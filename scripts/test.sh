@@ -31,6 +31,23 @@ for flavour in release asan tsan; do
     break
   fi
 done
+# The Python module (python/): pytest in a virtual environment the script
+# keeps in build/py-venv, against the normal build of the module and an
+# ASan/UBSan one (scripts/test-python.sh).
+rm -f build/py-test-summary.txt build/py-asan-test-summary.txt
+if [ $status -eq 0 ]; then
+  for mode in "" --asan; do
+    echo "== python${mode:+ ($mode)}"
+    # shellcheck disable=SC2086
+    if ! scripts/test-python.sh $mode > build/py-test-log.txt 2>&1; then
+      status=1
+      echo "== python tests failed${mode:+ ($mode)}:"
+      tail -60 build/py-test-log.txt
+      break
+    fi
+    tail -1 "build/py${mode:+-asan}-test-summary.txt"
+  done
+fi
 # One closing line in the plain form CI reads.
 passed=0; failed=0; skipped=0
 for f in build/test-summary.txt build-asan/test-summary.txt build-tsan/test-summary.txt; do
@@ -38,6 +55,18 @@ for f in build/test-summary.txt build-asan/test-summary.txt build-tsan/test-summ
   p=$(awk '/^Ok:/ {print $2}' "$f"); x=$(awk '/^Fail:/ {print $2}' "$f")
   t=$(awk '/^Timeout:/ {print $2}' "$f"); s=$(awk '/^Skipped:/ {print $2}' "$f")
   passed=$((passed + ${p:-0})); failed=$((failed + ${x:-0} + ${t:-0})); skipped=$((skipped + ${s:-0}))
+done
+for f in build/py-test-summary.txt build/py-asan-test-summary.txt; do
+  [ -f "$f" ] || continue
+  line=$(tail -1 "$f")
+  p=$(echo "$line" | grep -o '[0-9]* passed' | cut -d' ' -f1)
+  x=$(echo "$line" | grep -o '[0-9]* failed' | cut -d' ' -f1)
+  e=$(echo "$line" | grep -o '[0-9]* error' | cut -d' ' -f1)
+  s=$(echo "$line" | grep -o '[0-9]* skipped' | cut -d' ' -f1)
+  # A run that died before pytest's closing line (a sanitizer abort) counts
+  # as one failure.
+  case "$line" in *passed*|*failed*|*error*) ;; *) x=$((${x:-0} + 1)) ;; esac
+  passed=$((passed + ${p:-0})); failed=$((failed + ${x:-0} + ${e:-0})); skipped=$((skipped + ${s:-0}))
 done
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 exit $status

@@ -4,7 +4,11 @@
 #define ACCEL_ACCEL_H_
 
 #include "accel/base.h"
+#include "accel/api_table.h"
+#include "accel/command_buffer.h"
+#include "accel/cluster.h"
 #include "accel/device.h"
+#include "accel/dlpack.h"
 #include "accel/dma.h"
 #include "accel/event.h"
 #include "accel/executable.h"
@@ -18,6 +22,7 @@
 #include "accel/semaphore.h"
 #include "accel/serve.h"
 #include "accel/stream.h"
+#include "accel/tokenizer.h"
 #include "accel/topology.h"
 #include "accel/trace.h"
 

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define ACCEL_API_VERSION_MAJOR 0
-#define ACCEL_API_VERSION_MINOR 1
+#define ACCEL_API_VERSION_MINOR 2
 
 // Status codes. ACCEL_OK is 0; every other value is a failure, and the calling
 // thread's message (accel_last_error()) says what was wrong.

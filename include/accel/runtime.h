@@ -63,6 +63,17 @@ ACCEL_API accel_status_t accel_runtime_create(
 // Not thread-safe: no other call on |runtime| or its objects may run.
 ACCEL_API void accel_runtime_destroy(accel_runtime_t *runtime);
 
+// Says why the backend named |backend| ("host", "cuda") has no devices in
+// |runtime|: |*out_reason| is the reason its probe gave when it was skipped
+// ("no CUDA devices: no NVIDIA driver (...)"), or "" when it opened. The
+// string is owned by |runtime| and lives as long as it.
+// ACCEL_ERROR_INVALID_ARGUMENT: a NULL argument.
+// ACCEL_ERROR_NOT_FOUND: no backend of that name is built into this library.
+// Thread-safe.
+ACCEL_API accel_status_t accel_runtime_backend_status(
+    const accel_runtime_t *runtime, const char *backend,
+    const char **out_reason);
+
 // One configuration variable read from the environment.
 typedef struct accel_env_var {
   const char *name;         // "ACCEL_SPIN_NS"

@@ -18,10 +18,7 @@
 // block id and slot against the cache) before it reads, and refuses a launch
 // that does not fit with an assertion message naming what was wrong.
 #include <math.h>
-#include <stdarg.h>
-#include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "accel/kernel_abi.h"
@@ -31,7 +28,8 @@
 
 ACCEL_KP_ATTENTION_KERNELS(ACCEL_KP_DECLARE)
 
-// Bytes of a*b*c floats, in 128 bits (u32 factors cannot overflow it).
+// Bytes of a*b*c floats, in 128 bits: three u32 factors cannot overflow it,
+// nor a fourth factor of head_dim (at most 512, checked first).
 #define F32_BYTES(a, b, c) \
   ((unsigned __int128)(a) * (uint64_t)(b) * (uint64_t)(c) * 4u)
 
@@ -101,30 +99,47 @@ static inline uint64_t kv_row(const kv_source_t *s, uint32_t j) {
   return slot * s->stride;
 }
 
+typedef float v16f __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v2f __attribute__((vector_size(8)));
+
+static inline v16f load16(const float *p) {
+  v16f v;
+  memcpy(&v, p, sizeof(v));
+  return v;
+}
+
 // dot(a, b) in the fixed order of every reference kernel: lane i % 16
 // accumulates a[i] * b[i] in increasing i, then the lanes fold as kp_fold
 // does (l += l + 8, l += l + 4, l += l + 2, l += l + 1).
+// The lanes live in one 16-float vector (GCC vector extensions): each lane
+// rounds as scalar code would (no contraction), and the fold adds the halves
+// in kp_fold's order without a trip through memory, which kp_fold's loop
+// over an array costs (store-forwarding stalls, most of the kernel's time
+// at head_dim 64).
 static inline float dot_fixed(const float *restrict a,
                               const float *restrict b, uint32_t n) {
-  float lane[KP_LANES] = {0};
+  v16f lane = {0};
   uint32_t i = 0;
   for (; i + KP_LANES <= n; i += KP_LANES) {
-    for (uint32_t l = 0; l < KP_LANES; ++l) {
-      lane[l] += a[i + l] * b[i + l];
-    }
+    lane += load16(a + i) * load16(b + i);
   }
   if (i < n) {
-    // The tail as one more full step over zero-padded copies, so that the
-    // lanes stay in registers (a variable lane index would put them in
-    // memory): lanes past the tail add 0 * 0, which changes no value.
+    // The tail as one more full step over zero-padded copies: lanes past
+    // the tail add 0 * 0, which changes no value.
     float ta[KP_LANES] = {0}, tb[KP_LANES] = {0};
     memcpy(ta, a + i, (n - i) * sizeof(float));
     memcpy(tb, b + i, (n - i) * sizeof(float));
-    for (uint32_t l = 0; l < KP_LANES; ++l) {
-      lane[l] += ta[l] * tb[l];
-    }
+    lane += load16(ta) * load16(tb);
   }
-  return kp_fold(lane);
+  v8f s8 = __builtin_shufflevector(lane, lane, 0, 1, 2, 3, 4, 5, 6, 7) +
+           __builtin_shufflevector(lane, lane, 8, 9, 10, 11, 12, 13, 14, 15);
+  v4f s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) +
+           __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+  v2f s2 = __builtin_shufflevector(s4, s4, 0, 1) +
+           __builtin_shufflevector(s4, s4, 2, 3);
+  return s2[0] + s2[1];
 }
 
 // y[i] += a * x[i] (restrict parameters: the accumulators never alias the

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "abi/executable_impl.h"
+#include "abi/launch_impl.h"
 #include "core/driver_dispatch.h"
 #include "core/error.h"
 #include "mem/buffer_impl.h"
@@ -19,16 +20,16 @@
 #define MAX_GROUPS (1ull << 48)
 
 
-// The worker reads |fn|, |driver| and the dispatch's work-group count first:
-// they share the record's first cache line, so that a one-group launch of a
-// kernel that touches nothing else costs the worker one line beyond the
-// command itself.
+// The worker reads |kernel|, |driver| and the dispatch's work-group count
+// first: they share the record's first cache line (the kernel's function
+// and name are on the kernel's read-mostly line), so that a one-group
+// launch of a kernel that touches nothing else costs the worker one line
+// beyond the command and the kernel.
 typedef struct launch {
-  accel_kernel_fn_t fn;
+  const accel_kernel_t *kernel;  // its owner is held by the command's refs[1]
   const accel_driver_t *driver;
   accel_object_t object;
   accel_kernel_dispatch_t dispatch;
-  const accel_kernel_t *kernel;  // its owner is held by the command's refs[1]
   uint32_t buffer_count;
   uint32_t capacity;  // bytes allocated for the record (for the cache)
   accel_buffer_t **buffers;  // one reference each
@@ -118,13 +119,20 @@ static accel_status_t finish_group(const group_call_t *call, int32_t r) {
   return ACCEL_OK;
 }
 
+// What a grid's work-groups share (run_group's context).
+typedef struct grid {
+  accel_kernel_fn_t fn;
+  const char *kernel;
+  const accel_kernel_dispatch_t *dispatch;
+} grid_t;
+
 static accel_status_t run_group(void *ctx, const uint32_t id[3]) {
-  const launch_t *l = ctx;
+  const grid_t *g = ctx;
   group_call_t call;
   call.wg = (accel_kernel_workgroup_t){.id = {id[0], id[1], id[2]}};
-  call.kernel = l->kernel->name;
+  call.kernel = g->kernel;
   call.asserted = false;
-  int32_t r = l->fn(&l->dispatch, &call.wg);
+  int32_t r = g->fn(g->dispatch, &call.wg);
   if (__builtin_expect(r != 0 || call.asserted, 0)) {
     return finish_group(&call, r);
   }
@@ -161,17 +169,20 @@ static accel_status_t launch_exec_single(void *payload,
   return ACCEL_OK;
 }
 
-static accel_status_t launch_exec(void *payload, accel_drv_device_t *device) {
-  launch_t *l = payload;
-  const uint32_t *n = l->dispatch.workgroup_count;
-  accel_trace_launch_begin(l->kernel->name, n[0], n[1], n[2]);
+accel_status_t accel_launch_run(const accel_kernel_t *k,
+                                const accel_driver_t *driver,
+                                const accel_kernel_dispatch_t *dispatch,
+                                accel_drv_device_t *device) {
+  const uint32_t *n = dispatch->workgroup_count;
+  accel_trace_launch_begin(k->name, n[0], n[1], n[2]);
+  grid_t g = {.fn = k->fn, .kernel = k->name, .dispatch = dispatch};
   if (n[0] == 1 && n[1] == 1 && n[2] == 1) {
     // One work-group: run it here, no handoff (the empty-launch round trip).
     static const uint32_t zero[3] = {0, 0, 0};
-    return run_group(l, zero);
+    return run_group(&g, zero);
   }
-  if (l->driver->dispatch != NULL && l->driver->dispatch->host_grid != NULL) {
-    return l->driver->dispatch->host_grid(device, n, run_group, l);
+  if (driver->dispatch != NULL && driver->dispatch->host_grid != NULL) {
+    return driver->dispatch->host_grid(device, n, run_group, &g);
   }
   // A host-visible backend without a thread pool runs the grid on the queue
   // worker, in order.
@@ -179,48 +190,78 @@ static accel_status_t launch_exec(void *payload, accel_drv_device_t *device) {
   for (id[2] = 0; id[2] < n[2]; ++id[2]) {
     for (id[1] = 0; id[1] < n[1]; ++id[1]) {
       for (id[0] = 0; id[0] < n[0]; ++id[0]) {
-        ACCEL_RETURN_IF_ERROR(run_group(l, id));
+        ACCEL_RETURN_IF_ERROR(run_group(&g, id));
       }
     }
   }
   return ACCEL_OK;
 }
 
-static accel_status_t check_binding(const accel_stream_t *stream,
-                                    const accel_kernel_t *k, uint32_t i,
-                                    const accel_launch_binding_t *b,
-                                    uint64_t *out_length) {
+static accel_status_t launch_exec(void *payload, accel_drv_device_t *device) {
+  const launch_t *l = payload;
+  return accel_launch_run(l->kernel, l->driver, &l->dispatch, device);
+}
+
+void accel_launch_dispatch_init(const accel_kernel_t *k, const uint32_t n[3],
+                                uint32_t binding_count,
+                                const accel_kernel_binding_t *bindings,
+                                uint32_t constants_size, const void *constants,
+                                accel_kernel_dispatch_t *out) {
+  *out = (accel_kernel_dispatch_t){
+      .struct_size = sizeof(accel_kernel_dispatch_t),
+      .abi_version = ACCEL_KERNEL_ABI_VERSION,
+      .workgroup_count = {n[0], n[1], n[2]},
+      .workgroup_size = {k->workgroup_size[0], k->workgroup_size[1],
+                         k->workgroup_size[2]},
+      .binding_count = binding_count,
+      .constants_size = constants_size,
+      .bindings = binding_count ? bindings : NULL,
+      .constants = constants_size ? constants : NULL,
+      .workspace = k->workspace,
+      .workspace_size = k->workspace_size,
+      .message = kernel_message,
+  };
+}
+
+accel_status_t accel_launch_check_binding(const accel_device_t *device,
+                                          const accel_kernel_t *k, uint32_t i,
+                                          const accel_buffer_t *buffer,
+                                          uint64_t offset, uint64_t length,
+                                          const char *prefix,
+                                          uint64_t *out_length) {
   const accel_kernel_binding_decl_t *d = &k->bindings[i];
   const char *bn = d->name ? d->name : "";
-  if (b->buffer == NULL) {
+  if (buffer == NULL) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "launch of \"%s\": binding %u (%s) has no buffer",
-                       k->name, i, bn);
+                       "%slaunch of \"%s\": binding %u (%s) has no buffer",
+                       prefix, k->name, i, bn);
   }
-  if (b->buffer->device != stream->device) {
+  if (buffer->device != device) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "launch of \"%s\": binding %u (%s) is a buffer on %s, "
-                       "the stream is on %s",
-                       k->name, i, bn, b->buffer->device->info.id,
-                       stream->device->info.id);
+                       "%slaunch of \"%s\": binding %u (%s) is a buffer on "
+                       "%s, the stream is on %s",
+                       prefix, k->name, i, bn, buffer->device->info.id,
+                       device->info.id);
   }
-  uint64_t size = b->buffer->size_bytes;
-  if (b->offset > size) {
+  uint64_t size = buffer->size_bytes;
+  if (offset > size) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "launch of \"%s\": binding %u (%s) offset %llu is "
+                       "%slaunch of \"%s\": binding %u (%s) offset %llu is "
                        "beyond the buffer's %llu bytes",
-                       k->name, i, bn, (unsigned long long)b->offset,
+                       prefix, k->name, i, bn, (unsigned long long)offset,
                        (unsigned long long)size);
   }
-  uint64_t length = b->length ? b->length : size - b->offset;
+  if (length == 0) {
+    length = size - offset;
+  }
   char what[320];
-  snprintf(what, sizeof(what), "launch of \"%s\": binding %u (%s)", k->name,
-           i, bn);
+  snprintf(what, sizeof(what), "%slaunch of \"%s\": binding %u (%s)", prefix,
+           k->name, i, bn);
   uint32_t use = (d->access & ACCEL_KERNEL_ACCESS_WRITE) != 0
                      ? ACCEL_BUFFER_USE_WRITE
                      : ACCEL_BUFFER_USE_READ;
   ACCEL_RETURN_IF_ERROR(
-      accel_buffer_check_use(b->buffer, b->offset, length, use, what));
+      accel_buffer_check_use(buffer, offset, length, use, what));
   if (length < d->min_size_bytes) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "%s: %llu bytes bound, the kernel declares at least "
@@ -228,13 +269,70 @@ static accel_status_t check_binding(const accel_stream_t *stream,
                        what, (unsigned long long)length,
                        (unsigned long long)d->min_size_bytes);
   }
-  uint64_t address = b->buffer->address + b->offset;
+  uint64_t address = buffer->address + offset;
   if (d->alignment > 1 && address % d->alignment != 0) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "%s: address 0x%llx is not %u-byte aligned", what,
                        (unsigned long long)address, d->alignment);
   }
   *out_length = length;
+  return ACCEL_OK;
+}
+
+accel_status_t accel_launch_check_shape(const accel_kernel_t *k,
+                                        const uint32_t n[3],
+                                        uint32_t binding_count,
+                                        uint32_t constants_size,
+                                        bool bindings_given,
+                                        bool constants_given,
+                                        const char *prefix) {
+  if (n[0] == 0 || n[1] == 0 || n[2] == 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%slaunch of \"%s\": work-group count %ux%ux%u has a "
+                       "zero dim",
+                       prefix, k->name, n[0], n[1], n[2]);
+  }
+  if ((uint64_t)n[0] * n[1] > MAX_GROUPS ||
+      (uint64_t)n[0] * n[1] * n[2] > MAX_GROUPS) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%slaunch of \"%s\": %ux%ux%u work-groups exceed 2^48",
+                       prefix, k->name, n[0], n[1], n[2]);
+  }
+  if (binding_count != k->binding_count) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%slaunch of \"%s\": %u bindings given, the kernel "
+                       "declares %u",
+                       prefix, k->name, binding_count, k->binding_count);
+  }
+  if (constants_size != k->constants_size) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%slaunch of \"%s\": %u constant bytes given, the "
+                       "kernel declares %u",
+                       prefix, k->name, constants_size, k->constants_size);
+  }
+  if ((binding_count > 0 && !bindings_given) ||
+      (constants_size > 0 && !constants_given)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%slaunch of \"%s\": bindings or constants pointer "
+                       "is NULL",
+                       prefix, k->name);
+  }
+  return ACCEL_OK;
+}
+
+accel_status_t accel_launch_check_target(const accel_device_t *device,
+                                         const accel_kernel_t *k) {
+  if (k->device != device) {
+    return accel_error(ACCEL_ERROR_UNSUPPORTED,
+                       "launch of \"%s\": the kernel was loaded for %s, the "
+                       "stream is on %s",
+                       k->name, k->device->info.id, device->info.id);
+  }
+  if ((device->info.caps & ACCEL_DEVICE_CAP_HOST_KERNELS) == 0) {
+    return accel_error(ACCEL_ERROR_UNSUPPORTED,
+                       "launch of \"%s\": %s does not run host kernels",
+                       k->name, device->info.id);
+  }
   return ACCEL_OK;
 }
 
@@ -253,16 +351,11 @@ accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
                        desc->struct_size);
   }
   const accel_kernel_t *k = kernel;
-  if (k->device != stream->device) {
-    return accel_error(ACCEL_ERROR_UNSUPPORTED,
-                       "launch of \"%s\": the kernel was loaded for %s, the "
-                       "stream is on %s",
-                       k->name, k->device->info.id, stream->device->info.id);
-  }
-  if ((stream->device->info.caps & ACCEL_DEVICE_CAP_HOST_KERNELS) == 0) {
-    return accel_error(ACCEL_ERROR_UNSUPPORTED,
-                       "launch of \"%s\": %s does not run host kernels",
-                       k->name, stream->device->info.id);
+  if (__builtin_expect(k->device != stream->device ||
+                           (stream->device->info.caps &
+                            ACCEL_DEVICE_CAP_HOST_KERNELS) == 0,
+                       0)) {
+    return accel_launch_check_target(stream->device, k);
   }
   const uint32_t *n = desc->workgroup_count;
   // The commonest shape first: one work-group and no arguments, as the
@@ -283,41 +376,15 @@ static __attribute__((noinline)) accel_status_t launch_checked(
     const accel_launch_desc_t *desc) {
   const accel_kernel_t *k = kernel;
   const uint32_t *n = desc->workgroup_count;
-  if (n[0] == 0 || n[1] == 0 || n[2] == 0) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "launch of \"%s\": work-group count %ux%ux%u has a "
-                       "zero dim",
-                       k->name, n[0], n[1], n[2]);
-  }
-  if ((uint64_t)n[0] * n[1] > MAX_GROUPS ||
-      (uint64_t)n[0] * n[1] * n[2] > MAX_GROUPS) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "launch of \"%s\": %ux%ux%u work-groups exceed 2^48",
-                       k->name, n[0], n[1], n[2]);
-  }
-  if (desc->binding_count != k->binding_count) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "launch of \"%s\": %u bindings given, the kernel "
-                       "declares %u",
-                       k->name, desc->binding_count, k->binding_count);
-  }
-  if (desc->constants_size != k->constants_size) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "launch of \"%s\": %u constant bytes given, the kernel "
-                       "declares %u",
-                       k->name, desc->constants_size, k->constants_size);
-  }
-  if ((desc->binding_count > 0 && desc->bindings == NULL) ||
-      (desc->constants_size > 0 && desc->constants == NULL)) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "launch of \"%s\": bindings or constants pointer is "
-                       "NULL",
-                       k->name);
-  }
+  ACCEL_RETURN_IF_ERROR(accel_launch_check_shape(
+      k, n, desc->binding_count, desc->constants_size, desc->bindings != NULL,
+      desc->constants != NULL, ""));
   uint64_t lengths[AXE_MAX_BINDINGS];
   for (uint32_t i = 0; i < desc->binding_count; ++i) {
-    ACCEL_RETURN_IF_ERROR(
-        check_binding(stream, k, i, &desc->bindings[i], &lengths[i]));
+    const accel_launch_binding_t *b = &desc->bindings[i];
+    ACCEL_RETURN_IF_ERROR(accel_launch_check_binding(
+        stream->device, k, i, b->buffer, b->offset, b->length, "",
+        &lengths[i]));
   }
 
   if (desc->binding_count == 0 && desc->constants_size == 0 && n[0] == 1 &&
@@ -355,7 +422,6 @@ static __attribute__((noinline)) accel_status_t launch_checked(
   accel_kernel_binding_t *table = (accel_kernel_binding_t *)(mem + bindings_at);
   accel_object_init(&l->object, launch_destroy);
   l->kernel = k;
-  l->fn = k->fn;
   l->capacity = capacity;
   l->driver = stream->device->driver;
   l->buffers = (accel_buffer_t **)(mem + buffers_at);
@@ -372,20 +438,8 @@ static __attribute__((noinline)) accel_status_t launch_checked(
   if (desc->constants_size > 0) {
     memcpy(mem + constants_at, desc->constants, desc->constants_size);
   }
-  l->dispatch = (accel_kernel_dispatch_t){
-      .struct_size = sizeof(accel_kernel_dispatch_t),
-      .abi_version = ACCEL_KERNEL_ABI_VERSION,
-      .workgroup_count = {n[0], n[1], n[2]},
-      .workgroup_size = {k->workgroup_size[0], k->workgroup_size[1],
-                         k->workgroup_size[2]},
-      .binding_count = nb,
-      .constants_size = desc->constants_size,
-      .bindings = nb ? table : NULL,
-      .constants = desc->constants_size ? mem + constants_at : NULL,
-      .workspace = k->workspace,
-      .workspace_size = k->workspace_size,
-      .message = kernel_message,
-  };
+  accel_launch_dispatch_init(k, n, nb, table, desc->constants_size,
+                             mem + constants_at, &l->dispatch);
   return accel_stream_submit_launch(stream, launch_exec, l, &l->object,
                                     accel_launch_owner_take(k->owner));
 }

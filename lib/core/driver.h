@@ -71,5 +71,8 @@ struct accel_driver {
 
 // The built-in backends, in probe order.
 extern const accel_driver_t accel_host_driver;
+// Built where cuda.h is found (ACCEL_HAVE_CUDA); libcuda is loaded at run
+// time (lib/drv/cuda).
+extern const accel_driver_t accel_cuda_driver;
 
 #endif  // ACCEL_CORE_DRIVER_H_

@@ -53,6 +53,11 @@ struct accel_drv_memory_ops {
                                   uint64_t size_bytes, uint64_t *out_address);
   void (*host_unregister)(accel_drv_device_t *device, void *host_ptr,
                           uint64_t size_bytes);
+  // Optional (NULL: the generic layer zeroes through host_pointer, and a
+  // device that is not host-visible cannot zero). Sets |size_bytes| of
+  // mapped memory at |address| to zero and returns when it is done.
+  accel_status_t (*zero)(accel_drv_device_t *device, uint64_t address,
+                         uint64_t size_bytes);
 };
 
 #endif  // ACCEL_CORE_DRIVER_MEMORY_H_

@@ -21,7 +21,10 @@ typedef enum accel_cmd_kind {
   ACCEL_CMD_SIGNAL = 3,
   ACCEL_CMD_WAIT = 4,
   ACCEL_CMD_LAUNCH = 5,
-  ACCEL_CMD_KIND_COUNT = 6,
+  // Replays commands of a recording (queues of backends with
+  // recording_create only).
+  ACCEL_CMD_EXECUTE = 6,
+  ACCEL_CMD_KIND_COUNT = 7,
 } accel_cmd_kind_t;
 
 // Names a command kind for messages ("host_call", "copy", ...).
@@ -38,6 +41,10 @@ enum {
 // backend with the payload; returns a status (and message) on failure.
 typedef accel_status_t (*accel_launch_exec_fn_t)(void *payload,
                                                  accel_drv_device_t *device);
+
+// A recorded sequence of commands that a backend keeps in its own form for
+// replays (recording_create); ACCEL_CMD_EXECUTE replays a range of it.
+typedef struct accel_drv_recording accel_drv_recording_t;
 
 typedef struct accel_cmd {
   uint8_t kind;   // accel_cmd_kind_t
@@ -74,6 +81,14 @@ typedef struct accel_cmd {
       accel_launch_exec_fn_t exec;
       void *payload;  // owned by refs[0]'s object
     } launch;
+    struct {
+      accel_drv_recording_t *recording;
+      // The execute's base values (accel_drv_patch_t.base indexes them),
+      // owned by refs[0]'s object.
+      const uint64_t *bases;
+      uint32_t first;  // first command of the recording replayed
+      uint32_t count;  // commands replayed, from |first|
+    } execute;
   };
   // References dropped once the command has completed or been aborted.
   accel_object_t *refs[2];
@@ -100,6 +115,33 @@ static inline uint64_t accel_cmd_event_id(const accel_cmd_t *cmd) {
              ? (uint64_t)(uintptr_t)cmd->refs[0]
              : 0;
 }
+
+// A field of a recorded command that each execute fills: the 8-byte word
+// |word| of command |command|'s accel_cmd_t (2-5: the union's words) becomes
+// bases[base] + offset, where |bases| is the EXECUTE command's. Binding
+// tables (a buffer's address per slot), per-execute constants and launch
+// records, and event records (a semaphore and a value per execute) all
+// reach recorded commands this way.
+typedef struct accel_drv_patch {
+  uint32_t command;
+  uint16_t word;
+  uint16_t base;
+  uint64_t offset;
+} accel_drv_patch_t;
+
+// What recording_create keeps. Recorded commands hold no references (the
+// recording's owner holds what they name for the recording's lifetime) and
+// have seq 0.
+typedef struct accel_drv_recording_params {
+  const accel_cmd_t *commands;  // LAUNCH, HOST_CALL, FILL, COPY, SIGNAL, WAIT
+  uint32_t command_count;
+  uint32_t patch_count;
+  const accel_drv_patch_t *patches;  // sorted by command, then word
+  uint32_t base_count;  // entries of each execute's bases
+  // Names the recording in failure messages ("command buffer "NAME" command
+  // #I (KIND) failed: WHY"); copied.
+  const char *name;
+} accel_drv_recording_params_t;
 
 // Queue creation parameters.
 typedef struct accel_drv_queue_params {
@@ -145,6 +187,16 @@ struct accel_drv_queue_ops {
                            accel_launch_exec_fn_t exec, void *payload,
                            accel_object_t *ref0, accel_object_t *ref1,
                            uint64_t *out_last_seq);
+  // Optional (NULL: the generic layer replays recorded commands through
+  // submit). Keeps |params|' commands in the backend's own form, so that an
+  // ACCEL_CMD_EXECUTE command replays them without the generic layer
+  // building or the queue re-encoding each one. A recording is immutable and
+  // may be replayed by several queues of its device at once.
+  accel_status_t (*recording_create)(accel_drv_device_t *device,
+                                     const accel_drv_recording_params_t *params,
+                                     accel_drv_recording_t **out_recording);
+  // Required with recording_create: frees a recording no queue replays.
+  void (*recording_destroy)(accel_drv_recording_t *recording);
 };
 
 #endif  // ACCEL_CORE_DRIVER_QUEUE_H_

@@ -48,9 +48,24 @@ static const accel_env_var_t k_env_vars[] = {
      "1 loads the LTTng-UST provider libaccel-lttng.so.0 (or give its path) "
      "so that an lttng session records the accel:* tracepoints; unset: no "
      "LTTng library or thread in the process"},
+    {"ACCEL_CUDA_LIBRARY",
+     "path of the CUDA driver library the cuda backend loads (the tests' "
+     "double: tests/cuda/double); default: libcuda.so.1 from the loader's "
+     "search path"},
     {"ACCEL_AFFINITY",
      "0 leaves device worker threads unbound; default: bound to the cores of "
      "their device's NUMA node"},
+    {"ACCEL_CLUSTER_STORE",
+     "membership store of cluster groups: shm (one host) or etcd; default: "
+     "what the application chose (shm)"},
+    {"ACCEL_CLUSTER_ETCD_ENDPOINTS",
+     "comma-separated etcd client URLs for cluster groups; default "
+     "http://127.0.0.1:2379"},
+    {"ACCEL_CLUSTER_HEARTBEAT_INTERVAL_MS",
+     "cluster heartbeat period in ms; default 40 (shm), 250 (etcd)"},
+    {"ACCEL_CLUSTER_HEARTBEAT_TIMEOUT_MS",
+     "ms without a heartbeat after which a rank is failed; default 160 "
+     "(shm), 1000 (etcd)"},
 };
 
 const accel_env_var_t *accel_env_vars(size_t *out_count) {

@@ -118,6 +118,7 @@ const char *accel_cmd_kind_name(uint32_t kind) {
       [ACCEL_CMD_HOST_CALL] = "host_call", [ACCEL_CMD_FILL] = "fill",
       [ACCEL_CMD_COPY] = "copy",           [ACCEL_CMD_SIGNAL] = "signal",
       [ACCEL_CMD_WAIT] = "wait",           [ACCEL_CMD_LAUNCH] = "launch",
+      [ACCEL_CMD_EXECUTE] = "execute",
   };
   return kind < ACCEL_CMD_KIND_COUNT ? k_names[kind] : "unknown";
 }

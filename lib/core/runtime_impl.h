@@ -17,6 +17,7 @@ struct accel_device {
   accel_device_info_t info;      // filled at open; index set when visible
   uint32_t ordinal;              // within its backend
   _Atomic uint32_t stream_counter;  // numbers default stream names
+  _Atomic uint32_t command_buffer_counter;  // and command buffer names
   // lib/mem's per-device state (allocators, statistics), created on first
   // use; |mem_fini| tears it down before the device closes. Core does not
   // look inside.
@@ -38,6 +39,13 @@ struct accel_runtime {
     const accel_driver_t *driver;
     accel_drv_backend_t *backend;
   } backends[ACCEL_MAX_BACKENDS];
+  // Backends whose probe answered ACCEL_ERROR_UNAVAILABLE, with the reason
+  // (accel_runtime_backend_status, accel-info).
+  uint32_t skipped_count;
+  struct {
+    const char *name;  // the driver's static name
+    char reason[256];
+  } skipped[ACCEL_MAX_BACKENDS];
   // Every opened device, in backend order (owned).
   uint32_t all_device_count;
   accel_device_t **all_devices;

@@ -56,6 +56,9 @@ typedef struct accel_dma_staging {
   uint8_t *base;  // NULL until the first pageable copy
   uint64_t size_bytes;
   bool locked;  // mlock succeeded
+  // Pinned for a device that does not read host memory by itself
+  // (host_register: cuMemHostRegister on CUDA); unregistered at free.
+  accel_device_t *registered_on;
 } accel_dma_staging_t;
 
 // An object (buffer, semaphore) a submit uses, held until the home ring's

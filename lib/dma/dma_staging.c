@@ -5,8 +5,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/driver_memory.h"
 #include "core/lock.h"
 #include "core/error.h"
+#include "core/runtime_impl.h"
 #include "dma/dma_impl.h"
 
 accel_status_t accel_dma_staging_ensure_locked(accel_dma_queue_t *q) {
@@ -16,12 +18,16 @@ accel_status_t accel_dma_staging_ensure_locked(accel_dma_queue_t *q) {
     return ACCEL_OK;
   }
   // The engines address bounce memory with host addresses: that needs a
-  // device that reads host memory (the host device). A discrete device
-  // would map pinned host buffers from lib/mem here.
-  if ((q->device->info.caps & ACCEL_DEVICE_CAP_HOST_VISIBLE) == 0) {
+  // device that reads host memory (the host device), or one that can pin it
+  // at the same address (a discrete device with unified addressing).
+  const accel_drv_memory_ops_t *mops = q->device->driver->memory;
+  bool host_visible =
+      (q->device->info.caps & ACCEL_DEVICE_CAP_HOST_VISIBLE) != 0;
+  if (!host_visible && mops->host_register == NULL) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "dma queue \"%s\": staging of pageable memory needs a "
-                       "host-visible device; %s is not",
+                       "host-visible device or one that pins host memory; "
+                       "%s is neither",
                        q->name, q->device->info.id);
   }
   uint64_t size = (uint64_t)ACCEL_DMA_STAGING_SLOT_BYTES *
@@ -34,9 +40,28 @@ accel_status_t accel_dma_staging_ensure_locked(accel_dma_queue_t *q) {
                        "buffers: %s",
                        q->name, (unsigned long long)size, strerror(errno));
   }
-  // Locking may exceed RLIMIT_MEMLOCK; populated memory still works, it can
-  // only be paged out under pressure.
-  s->locked = mlock(p, size) == 0;
+  if (!host_visible) {
+    uint64_t address = 0;
+    accel_status_t st =
+        mops->host_register(q->device->drv, p, size, &address);
+    if (st == ACCEL_OK && address != (uint64_t)(uintptr_t)p) {
+      mops->host_unregister(q->device->drv, p, size);
+      st = accel_error(ACCEL_ERROR_UNSUPPORTED,
+                       "dma queue \"%s\": %s maps pinned host memory at "
+                       "another address (no unified addressing)",
+                       q->name, q->device->info.id);
+    }
+    if (st != ACCEL_OK) {
+      munmap(p, size);
+      return accel_error_context(st, "dma queue \"%s\": bounce buffers",
+                                 q->name);
+    }
+    s->registered_on = q->device;
+  } else {
+    // Locking may exceed RLIMIT_MEMLOCK; populated memory still works, it
+    // can only be paged out under pressure.
+    s->locked = mlock(p, size) == 0;
+  }
   s->base = p;
   s->size_bytes = size;
   return ACCEL_OK;
@@ -45,6 +70,11 @@ accel_status_t accel_dma_staging_ensure_locked(accel_dma_queue_t *q) {
 void accel_dma_staging_free(accel_dma_staging_t *s) {
   if (s->base == NULL) {
     return;
+  }
+  if (s->registered_on != NULL) {
+    s->registered_on->driver->memory->host_unregister(
+        s->registered_on->drv, s->base, s->size_bytes);
+    s->registered_on = NULL;
   }
   if (s->locked) {
     munlock(s->base, s->size_bytes);

@@ -406,8 +406,13 @@ static accel_status_t refuse_use(const accel_buffer_t *buffer,
 accel_status_t accel_buffer_check_use(const accel_buffer_t *buffer,
                                       uint64_t offset, uint64_t size_bytes,
                                       uint32_t use, const char *what) {
-  // Relaxed: a handle used after its owner's free is a race the caller
-  // lost; what matters is that a sequential use after free is refused.
+  if (__builtin_expect(accel_buffer_use_allowed(buffer, offset, size_bytes, use),
+                       1)) {
+    return ACCEL_OK;
+  }
+  // Which rule refused it. Relaxed: a handle used after its owner's free is
+  // a race the caller lost; what matters is that a sequential use after
+  // free is refused.
   uint32_t state = atomic_load_explicit(&buffer->state, memory_order_relaxed);
   if (state == ACCEL_BUFFER_STATE_FREE ||
       state == ACCEL_BUFFER_STATE_OWNER_FREED) {
@@ -416,14 +421,11 @@ accel_status_t accel_buffer_check_use(const accel_buffer_t *buffer,
   if ((use & ACCEL_BUFFER_USE_WRITE) != 0 && buffer->read_only) {
     return refuse_use(buffer, what, "is read-only");
   }
-  if (offset > buffer->size_bytes ||
-      size_bytes > buffer->size_bytes - offset) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "%s range [%llu, +%llu) is outside the buffer of %llu "
-                       "bytes",
-                       what, (unsigned long long)offset,
-                       (unsigned long long)size_bytes,
-                       (unsigned long long)buffer->size_bytes);
-  }
-  return ACCEL_OK;
+  // The only rule left: the range.
+  return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                     "%s range [%llu, +%llu) is outside the buffer of %llu "
+                     "bytes",
+                     what, (unsigned long long)offset,
+                     (unsigned long long)size_bytes,
+                     (unsigned long long)buffer->size_bytes);
 }

@@ -94,6 +94,20 @@ enum {
   ACCEL_BUFFER_USE_WRITE = 1u << 1,
 };
 
+// True when accel_buffer_check_use accepts the use, without a message: for
+// callers that check often and format their |what| only for a refusal.
+static inline bool accel_buffer_use_allowed(const accel_buffer_t *buffer,
+                                            uint64_t offset,
+                                            uint64_t size_bytes, uint32_t use) {
+  // Relaxed: as accel_buffer_check_use.
+  uint32_t state = atomic_load_explicit(&buffer->state, memory_order_relaxed);
+  return state != ACCEL_BUFFER_STATE_FREE &&
+         state != ACCEL_BUFFER_STATE_OWNER_FREED &&
+         ((use & ACCEL_BUFFER_USE_WRITE) == 0 || !buffer->read_only) &&
+         offset <= buffer->size_bytes &&
+         size_bytes <= buffer->size_bytes - offset;
+}
+
 // The one check of a buffer named by a command (stream fills and copies,
 // DMA descriptors, launch bindings), owned by lib/mem: the handle is still
 // its owner's (not freed: a freed record stays readable until its device

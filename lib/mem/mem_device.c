@@ -319,6 +319,9 @@ accel_status_t accel_mem_owner_free_misuse(accel_buffer_t *buf,
 accel_status_t accel_mem_zero(accel_device_t *device, uint64_t address,
                               uint64_t size) {
   void *p = device->driver->memory->host_pointer(device->drv, address);
+  if (p == NULL && device->driver->memory->zero != NULL) {
+    return device->driver->memory->zero(device->drv, address, size);
+  }
   if (p == NULL) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "zeroing memory on %s needs a host-visible device",

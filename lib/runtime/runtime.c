@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "accel/runtime.h"
+#include "accel_config.h"
 #include "core/error.h"
 #include "core/runtime_impl.h"
 #include "core/driver_device.h"
@@ -301,7 +302,15 @@ accel_status_t accel_runtime_create_with_drivers(
     accel_drv_backend_t *backend = NULL;
     st = drivers[i]->device->backend_open(drivers[i], &rt->options, &backend);
     if (st == ACCEL_ERROR_UNAVAILABLE) {
-      continue;  // absent backend: skipped by design, not an error
+      // Absent backend: skipped by design, not an error; the reason is kept
+      // for accel-info.
+      rt->skipped[rt->skipped_count].name = drivers[i]->name;
+      snprintf(rt->skipped[rt->skipped_count].reason,
+               sizeof(rt->skipped[0].reason), "%s", accel_last_error());
+      rt->skipped_count++;
+      accel_error_clear();
+      st = ACCEL_OK;
+      continue;
     }
     if (st != ACCEL_OK) {
       accel_error_context(st, "opening backend %s", drivers[i]->name);
@@ -336,9 +345,36 @@ accel_status_t accel_runtime_create(const accel_runtime_options_t *opts,
                                     accel_runtime_t **out_runtime) {
   static const accel_driver_t *const k_drivers[] = {
       &accel_host_driver,
+#if ACCEL_HAVE_CUDA
+      &accel_cuda_driver,
+#endif
   };
   return accel_runtime_create_with_drivers(
       opts, k_drivers, sizeof(k_drivers) / sizeof(k_drivers[0]), out_runtime);
+}
+
+accel_status_t accel_runtime_backend_status(const accel_runtime_t *runtime,
+                                            const char *backend,
+                                            const char **out_reason) {
+  ACCEL_CHECK_ARG(runtime != NULL, "runtime (NULL)");
+  ACCEL_CHECK_ARG(backend != NULL, "backend (NULL)");
+  ACCEL_CHECK_ARG(out_reason != NULL, "out_reason (NULL)");
+  for (uint32_t i = 0; i < runtime->backend_count; ++i) {
+    if (strcmp(runtime->backends[i].driver->name, backend) == 0) {
+      *out_reason = "";
+      return ACCEL_OK;
+    }
+  }
+  for (uint32_t i = 0; i < runtime->skipped_count; ++i) {
+    if (strcmp(runtime->skipped[i].name, backend) == 0) {
+      *out_reason = runtime->skipped[i].reason;
+      return ACCEL_OK;
+    }
+  }
+  return accel_error(ACCEL_ERROR_NOT_FOUND,
+                     "backend status: no backend \"%s\" is built into this "
+                     "accel (built in: host%s)",
+                     backend, ACCEL_HAVE_CUDA ? ", cuda" : "");
 }
 
 void accel_runtime_destroy(accel_runtime_t *runtime) {

@@ -400,7 +400,9 @@ static int compare_running(const void *a, const void *b) {
 // Schedules the running sequences; sets |*preempted| when blocks ran out.
 static accel_status_t schedule_running(accel_sched_t *s, uint32_t *budget,
                                        uint32_t *seqs, bool *preempted) {
-  qsort(s->running.v, s->running.n, sizeof(req_t *), compare_running);
+  if (s->running.n > 1) {  // (qsort may not be given a NULL array)
+    qsort(s->running.v, s->running.n, sizeof(req_t *), compare_running);
+  }
   for (uint32_t i = 0; i < s->running.n && *budget != 0 && *seqs != 0;) {
     req_t *r = s->running.v[i];
     accel_status_t st = append_pending(s, r);

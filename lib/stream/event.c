@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/lock.h"
+#include "stream/event_impl.h"
 #include "stream/stream_impl.h"
 #include "trace/trace_hooks.h"
 
@@ -71,6 +73,47 @@ void accel_event_release(accel_event_t *event) {
   }
 }
 
+// The semaphore of the next record: the event's, or a fresh one when the
+// last record's failed (with a stream failure), so that an event can be
+// reused after the failure is handled.
+static accel_status_t fresh_semaphore_locked(accel_event_t *event) {
+  ACCEL_ASSERT_HELD(&event->lock);
+  const accel_driver_t *driver = event->device->driver;
+  uint64_t value = 0;
+  if (driver->sync->query(event->semaphore->drv, &value) == ACCEL_OK) {
+    return ACCEL_OK;
+  }
+  accel_semaphore_t *fresh = NULL;
+  ACCEL_RETURN_IF_ERROR(
+      accel_semaphore_create_internal(event->device, 0, &fresh));
+  accel_semaphore_release(event->semaphore);
+  event->semaphore = fresh;
+  event->target = 0;
+  return ACCEL_OK;
+}
+
+accel_status_t accel_event_record_take(accel_event_t *event,
+                                       accel_semaphore_t **out_semaphore,
+                                       uint64_t *out_value,
+                                       _Atomic uint64_t **out_timestamp) {
+  pthread_mutex_lock(&event->lock);
+  accel_status_t st = fresh_semaphore_locked(event);
+  if (st == ACCEL_OK) {
+    accel_semaphore_retain(event->semaphore);
+    *out_semaphore = event->semaphore;
+    *out_value = ++event->target;
+    *out_timestamp = (event->flags & ACCEL_EVENT_FLAG_DISABLE_TIMING) == 0
+                         ? &event->timestamp_ns
+                         : NULL;
+  }
+  pthread_mutex_unlock(&event->lock);
+  return st;
+}
+
+accel_device_t *accel_event_device_of(const accel_event_t *event) {
+  return event->device;
+}
+
 accel_status_t accel_event_record(accel_event_t *event,
                                   accel_stream_t *stream) {
   ACCEL_CHECK_ARG(event != NULL, "event (NULL)");
@@ -80,20 +123,11 @@ accel_status_t accel_event_record(accel_event_t *event,
                        "event record: event is on %s but the stream is on %s",
                        event->device->info.id, stream->device->info.id);
   }
-  const accel_driver_t *driver = event->device->driver;
   pthread_mutex_lock(&event->lock);
-  uint64_t value = 0;
-  if (driver->sync->query(event->semaphore->drv, &value) != ACCEL_OK) {
-    accel_semaphore_t *fresh = NULL;
-    accel_status_t st =
-        accel_semaphore_create_internal(event->device, 0, &fresh);
-    if (st != ACCEL_OK) {
-      pthread_mutex_unlock(&event->lock);
-      return st;
-    }
-    accel_semaphore_release(event->semaphore);
-    event->semaphore = fresh;
-    event->target = 0;
+  accel_status_t fresh = fresh_semaphore_locked(event);
+  if (fresh != ACCEL_OK) {
+    pthread_mutex_unlock(&event->lock);
+    return fresh;
   }
   accel_cmd_t cmd = {.kind = ACCEL_CMD_SIGNAL};
   cmd.signal.semaphore = event->semaphore->drv;
@@ -117,8 +151,8 @@ accel_status_t accel_event_record(accel_event_t *event,
 }
 
 // Snapshots the last record: a retained semaphore and its target value.
-static void snapshot(accel_event_t *event, accel_semaphore_t **out_sem,
-                     uint64_t *out_target) {
+void accel_event_wait_target(accel_event_t *event, accel_semaphore_t **out_sem,
+                             uint64_t *out_target) {
   pthread_mutex_lock(&event->lock);
   accel_semaphore_retain(event->semaphore);
   *out_sem = event->semaphore;
@@ -130,7 +164,7 @@ accel_status_t accel_event_query(accel_event_t *event) {
   ACCEL_CHECK_ARG(event != NULL, "event (NULL)");
   accel_semaphore_t *sem;
   uint64_t target;
-  snapshot(event, &sem, &target);
+  accel_event_wait_target(event, &sem, &target);
   uint64_t value = 0;
   accel_status_t st =
       event->device->driver->sync->query(sem->drv, &value);
@@ -150,7 +184,7 @@ accel_status_t accel_event_synchronize(accel_event_t *event,
   ACCEL_CHECK_ARG(event != NULL, "event (NULL)");
   accel_semaphore_t *sem;
   uint64_t target;
-  snapshot(event, &sem, &target);
+  accel_event_wait_target(event, &sem, &target);
   accel_status_t st = event->device->driver->sync->wait(
       1, &sem->drv, &target, ACCEL_WAIT_ALL, timeout_ns, NULL);
   accel_semaphore_release(sem);
@@ -169,7 +203,7 @@ accel_status_t accel_stream_wait_event(accel_stream_t *stream,
   }
   accel_semaphore_t *sem;
   uint64_t target;
-  snapshot(event, &sem, &target);
+  accel_event_wait_target(event, &sem, &target);
   if (target == 0) {
     accel_semaphore_release(sem);
     return ACCEL_OK;  // never recorded: nothing to wait for
@@ -203,7 +237,7 @@ accel_status_t accel_event_elapsed_ns(accel_event_t *start, accel_event_t *end,
     }
     accel_semaphore_t *sem;
     uint64_t target;
-    snapshot(events[i], &sem, &target);
+    accel_event_wait_target(events[i], &sem, &target);
     uint64_t value = 0;
     accel_status_t st =
         events[i]->device->driver->sync->query(sem->drv, &value);

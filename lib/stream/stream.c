@@ -93,7 +93,8 @@ accel_device_t *accel_stream_device(const accel_stream_t *stream) {
 
 // The trace hooks number command kinds and copy directions as the driver
 // interface does; they take plain numbers, so the two are tied here.
-_Static_assert((int)ACCEL_TRACE_CMD_LAUNCH == (int)ACCEL_CMD_LAUNCH &&
+_Static_assert((int)ACCEL_TRACE_CMD_EXECUTE == (int)ACCEL_CMD_EXECUTE &&
+                   (int)ACCEL_TRACE_CMD_LAUNCH == (int)ACCEL_CMD_LAUNCH &&
                    (int)ACCEL_TRACE_CMD_WAIT == (int)ACCEL_CMD_WAIT &&
                    (int)ACCEL_TRACE_CMD_SIGNAL == (int)ACCEL_CMD_SIGNAL &&
                    (int)ACCEL_TRACE_CMD_COPY == (int)ACCEL_CMD_COPY &&
@@ -192,6 +193,30 @@ static accel_status_t check_buffer(const accel_stream_t *stream,
   return accel_buffer_check_use(buffer, offset, size_bytes, use, what);
 }
 
+accel_status_t accel_stream_check_fill(uint64_t offset, uint64_t size_bytes,
+                                       uint64_t pattern, uint32_t pattern_size,
+                                       const char *prefix) {
+  if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 &&
+      pattern_size != 8) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%sfill: pattern_size %u must be 1, 2, 4 or 8", prefix,
+                       pattern_size);
+  }
+  if (offset % pattern_size != 0 || size_bytes % pattern_size != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%sfill: offset %llu and size %llu must be multiples "
+                       "of the pattern size %u",
+                       prefix, (unsigned long long)offset,
+                       (unsigned long long)size_bytes, pattern_size);
+  }
+  if (pattern_size < 8 && (pattern >> (8 * pattern_size)) != 0) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%sfill: pattern 0x%llx does not fit in %u byte(s)",
+                       prefix, (unsigned long long)pattern, pattern_size);
+  }
+  return ACCEL_OK;
+}
+
 static accel_cmd_t host_call_cmd(accel_host_fn_t fn, void *user_data) {
   accel_cmd_t cmd = {.kind = ACCEL_CMD_HOST_CALL};
   cmd.host_call.fn = fn;
@@ -237,24 +262,8 @@ accel_status_t accel_stream_fill(accel_stream_t *stream,
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
   ACCEL_RETURN_IF_ERROR(check_buffer(stream, buffer, offset, size_bytes,
                                      ACCEL_BUFFER_USE_WRITE, "fill"));
-  if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 &&
-      pattern_size != 8) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "fill: pattern_size %u must be 1, 2, 4 or 8",
-                       pattern_size);
-  }
-  if (offset % pattern_size != 0 || size_bytes % pattern_size != 0) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "fill: offset %llu and size %llu must be multiples of "
-                       "the pattern size %u",
-                       (unsigned long long)offset,
-                       (unsigned long long)size_bytes, pattern_size);
-  }
-  if (pattern_size < 8 && (pattern >> (8 * pattern_size)) != 0) {
-    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "fill: pattern 0x%llx does not fit in %u byte(s)",
-                       (unsigned long long)pattern, pattern_size);
-  }
+  ACCEL_RETURN_IF_ERROR(
+      accel_stream_check_fill(offset, size_bytes, pattern, pattern_size, ""));
   accel_cmd_t cmd = {.kind = ACCEL_CMD_FILL};
   cmd.fill.dst = buffer->address + offset;
   cmd.fill.size_bytes = size_bytes;

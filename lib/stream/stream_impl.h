@@ -41,4 +41,11 @@ accel_status_t accel_stream_submit_launch(accel_stream_t *stream,
                                           void *payload, accel_object_t *ref0,
                                           accel_object_t *ref1);
 
+// The stream's rules for a fill's pattern (size 1, 2, 4 or 8; |offset| and
+// |size_bytes| multiples of it; no bits above it), the buffer aside.
+// Messages start with |prefix| ("" or "command #3 (fill): ").
+accel_status_t accel_stream_check_fill(uint64_t offset, uint64_t size_bytes,
+                                       uint64_t pattern, uint32_t pattern_size,
+                                       const char *prefix);
+
 #endif  // ACCEL_STREAM_STREAM_IMPL_H_

@@ -199,9 +199,11 @@ static void trace_launch_close(const accel_trace_track_t *t,
   }
 }
 
-void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
-                              const accel_trace_cmd_t *cmd,
-                              accel_status_t status) {
+// The end of |cmd| on |queue|: a queue command's, or (|nested|) that of a
+// command an execute replays, which counts as replayed, not as completed.
+static void trace_cmd_end(uint32_t mask, const void *queue,
+                          const accel_trace_cmd_t *cmd, accel_status_t status,
+                          bool nested) {
   accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t == NULL) {
     return;
@@ -213,8 +215,11 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
                      ? accel_trace_now_ns()
                      : 0;
   uint64_t ticks = events ? accel_trace_ticks() : 0;
-  if (counters) {
+  if (counters && !nested) {
     accel_trace_count_end(t, cmd, status, now);
+  } else if (counters && status == ACCEL_OK) {
+    accel_trace_ctr_add_single(t, ACCEL_CTR_REPLAYED_COMMANDS, 1);
+    accel_trace_count_kind(t, cmd, now);
   }
   if (cmd->kind == ACCEL_TRACE_CMD_SIGNAL && cmd->timestamp != NULL &&
       status == ACCEL_OK && (events || ACCEL_TP_ON(event_complete))) {
@@ -230,6 +235,18 @@ void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
   if (cmd->kind == ACCEL_TRACE_CMD_COPY) {
     ACCEL_TP(copy_end, t->id, cmd->direction, cmd->bytes, cmd->seq);
   }
+}
+
+void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
+                              const accel_trace_cmd_t *cmd,
+                              accel_status_t status) {
+  trace_cmd_end(mask, queue, cmd, status, false);
+}
+
+void accel_trace_nested_end_slow(uint32_t mask, const void *queue,
+                                 const accel_trace_cmd_t *cmd,
+                                 accel_status_t status) {
+  trace_cmd_end(mask, queue, cmd, status, true);
 }
 
 void accel_trace_stream_fail_slow(const void *queue, uint64_t seq,

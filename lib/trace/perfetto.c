@@ -467,6 +467,8 @@ const char *accel_pf_cmd_name(uint32_t kind, uint32_t dir) {
       return "wait";
     case ACCEL_TRACE_CMD_LAUNCH:
       return "launch";
+    case ACCEL_TRACE_CMD_EXECUTE:
+      return "execute";
     default:
       return "command";
   }
@@ -587,8 +589,10 @@ static void on_cmd_start(pf_event_ctx_t *c) {
 
 static void on_cmd_end(pf_event_ctx_t *c) {
   const accel_trace_rec_t *ev = c->ev;
-  // A launch inside the command ends with it.
-  if (ev->track < ACCEL_PF_MAX_TRACKS && c->w->depth[ev->track] >= 2) {
+  // A launch inside the command ends with it (a launch command's slice holds
+  // the kernel's; other commands nest only inside an execute's).
+  if ((ev->aux & 0xff) == ACCEL_TRACE_CMD_LAUNCH &&
+      ev->track < ACCEL_PF_MAX_TRACKS && c->w->depth[ev->track] >= 2) {
     slice_end(c->w, ev->ts, c->seq_id, ev->track, ev->aux >> 8);
   }
   slice_end(c->w, ev->ts, c->seq_id, ev->track, ev->aux >> 8);

@@ -68,6 +68,8 @@ static const struct {
     [ACCEL_CTR_WAITS] = {"waits", "count"},
     [ACCEL_CTR_WAIT_NS] = {"wait_ns", "ns"},
     [ACCEL_CTR_FAILURES] = {"failures", "count"},
+    [ACCEL_CTR_REPLAYS] = {"replays", "count"},
+    [ACCEL_CTR_REPLAYED_COMMANDS] = {"replayed_commands", "count"},
     [ACCEL_CTR_BYTES_IN_USE] = {"bytes_in_use", "bytes"},
     [ACCEL_CTR_BYTES_RESERVED] = {"bytes_reserved", "bytes"},
     [ACCEL_CTR_BYTES_PEAK] = {"bytes_peak", "bytes"},

@@ -23,7 +23,8 @@ LTTNG_UST_TRACEPOINT_ENUM(accel, cmd_kind,
     lttng_ust_field_enum_value("copy", 2)
     lttng_ust_field_enum_value("signal", 3)
     lttng_ust_field_enum_value("wait", 4)
-    lttng_ust_field_enum_value("launch", 5)))
+    lttng_ust_field_enum_value("launch", 5)
+    lttng_ust_field_enum_value("execute", 6)))
 
 LTTNG_UST_TRACEPOINT_ENUM(accel, copy_direction,
   LTTNG_UST_TP_ENUM_VALUES(

@@ -44,6 +44,9 @@ void accel_trace_cmd_start_slow(uint32_t mask, const void *queue,
                                 const accel_trace_cmd_t *cmd);
 void accel_trace_cmd_end_slow(uint32_t mask, const void *queue,
                               const accel_trace_cmd_t *cmd, accel_status_t status);
+void accel_trace_nested_end_slow(uint32_t mask, const void *queue,
+                                 const accel_trace_cmd_t *cmd,
+                                 accel_status_t status);
 void accel_trace_stream_fail_slow(const void *queue, uint64_t seq,
                                   accel_status_t status, const char *message);
 void accel_trace_launch_begin_slow(const char *kernel, uint32_t grid_x,
@@ -81,21 +84,16 @@ static inline void accel_trace_ctr_add_single(accel_trace_track_t *t,
       memory_order_relaxed);
 }
 
-// Counts a command that ended on |t|'s queue (worker only). |now_ns| is the
-// end time for WAIT commands (their time goes to wait_ns), else unused.
-static inline void accel_trace_count_end(accel_trace_track_t *t,
-                                         const accel_trace_cmd_t *cmd,
-                                         accel_status_t status,
-                                         uint64_t now_ns) {
-  atomic_store_explicit(
-      &t->processed,
-      atomic_load_explicit(&t->processed, memory_order_relaxed) + 1,
-      memory_order_relaxed);
-  if (status != ACCEL_OK) {
-    return;  // failures are counted once per stream, at the failure
-  }
-  accel_trace_ctr_add_single(t, ACCEL_CTR_COMMANDS_COMPLETED, 1);
+// Counts a command of kind |cmd->kind| that completed on |t|'s queue in the
+// counter of its kind (worker only). |now_ns| is the end time for WAIT
+// commands (their time goes to wait_ns), else unused.
+static inline void accel_trace_count_kind(accel_trace_track_t *t,
+                                          const accel_trace_cmd_t *cmd,
+                                          uint64_t now_ns) {
   switch (cmd->kind) {
+    case ACCEL_TRACE_CMD_EXECUTE:
+      accel_trace_ctr_add_single(t, ACCEL_CTR_REPLAYS, 1);
+      break;
     case ACCEL_TRACE_CMD_LAUNCH:
       accel_trace_ctr_add_single(t, ACCEL_CTR_LAUNCHES, 1);
       break;
@@ -130,6 +128,23 @@ static inline void accel_trace_count_end(accel_trace_track_t *t,
     default:
       break;
   }
+}
+
+// Counts a command that ended on |t|'s queue (worker only); |now_ns| as
+// accel_trace_count_kind.
+static inline void accel_trace_count_end(accel_trace_track_t *t,
+                                         const accel_trace_cmd_t *cmd,
+                                         accel_status_t status,
+                                         uint64_t now_ns) {
+  atomic_store_explicit(
+      &t->processed,
+      atomic_load_explicit(&t->processed, memory_order_relaxed) + 1,
+      memory_order_relaxed);
+  if (status != ACCEL_OK) {
+    return;  // failures are counted once per stream, at the failure
+  }
+  accel_trace_ctr_add_single(t, ACCEL_CTR_COMMANDS_COMPLETED, 1);
+  accel_trace_count_kind(t, cmd, now_ns);
 }
 
 // --- lifecycle (rare: always out of line) -----------------------------------
@@ -268,24 +283,72 @@ static inline bool accel_trace_cmd_hooks_quiet(void) {
          !ACCEL_TP_ON(launch_begin) && !ACCEL_TP_ON(launch_end);
 }
 
-// |host_calls| host calls and |launches| launches completed (with ACCEL_OK)
-// on |queue| while the hooks were quiet: counted as accel_trace_cmd_end
-// would have counted them. Called by the worker before it posts their
-// completion.
+// |host_calls| host calls, |launches| launches and |executes| executes
+// completed (with ACCEL_OK) on |queue| while the hooks were quiet: counted
+// as accel_trace_cmd_end would have counted them. Called by the worker
+// before it posts their completion.
 static inline void accel_trace_count_quiet(const void *queue,
                                            uint64_t host_calls,
-                                           uint64_t launches) {
+                                           uint64_t launches,
+                                           uint64_t executes) {
   if ((accel_trace_mask() & ACCEL_TRACE_M_COUNTERS) == 0) {
     return;
   }
   accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
   if (t != NULL) {
-    uint64_t n = host_calls + launches;
+    uint64_t n = host_calls + launches + executes;
     atomic_store_explicit(
         &t->processed,
         atomic_load_explicit(&t->processed, memory_order_relaxed) + n,
         memory_order_relaxed);
     accel_trace_ctr_add_single(t, ACCEL_CTR_COMMANDS_COMPLETED, n);
+    accel_trace_ctr_add_single(t, ACCEL_CTR_HOST_CALLS, host_calls);
+    accel_trace_ctr_add_single(t, ACCEL_CTR_LAUNCHES, launches);
+    accel_trace_ctr_add_single(t, ACCEL_CTR_REPLAYS, executes);
+  }
+}
+
+// --- commands replayed by an execute ----------------------------------------
+
+// The worker of |queue| starts |cmd|, a command of the recording that the
+// execute numbered |cmd->seq| replays: recorded as a queue command's start
+// (same seq), which the recorders nest in the execute's slice, open on the
+// same track. Not a queue command of its own: the execute is the one the
+// queue numbers and completes (see accel_trace_nested_end).
+static inline void accel_trace_nested_start(const void *queue,
+                                            const accel_trace_cmd_t *cmd) {
+  accel_trace_cmd_start(queue, cmd);
+}
+
+// |cmd| of accel_trace_nested_start ended with |status|: counted in its
+// kind's counter and in replayed_commands (not in commands_completed).
+static inline void accel_trace_nested_end(const void *queue,
+                                          const accel_trace_cmd_t *cmd,
+                                          accel_status_t status) {
+  uint32_t m = accel_trace_mask();
+  if (ACCEL_TRACE_UNLIKELY(m != 0 || ACCEL_TP_ON(cmd_end) ||
+                           ACCEL_TP_ON(copy_end) ||
+                           ACCEL_TP_ON(event_complete) ||
+                           ACCEL_TP_ON(launch_end))) {
+    accel_trace_nested_end_slow(m, queue, cmd, status);
+  }
+}
+
+// |host_calls| host calls and |launches| launches that replays ran on
+// |queue| without the nested hooks (while accel_trace_cmd_hooks_quiet()),
+// all with ACCEL_OK: counted as accel_trace_nested_end would have. Called
+// by the worker before it posts their completion.
+static inline void accel_trace_count_replayed(const void *queue,
+                                              uint64_t host_calls,
+                                              uint64_t launches) {
+  if ((accel_trace_mask() & ACCEL_TRACE_M_COUNTERS) == 0 ||
+      host_calls + launches == 0) {
+    return;
+  }
+  accel_trace_track_t *t = accel_trace_track_lookup((uintptr_t)queue);
+  if (t != NULL) {
+    accel_trace_ctr_add_single(t, ACCEL_CTR_REPLAYED_COMMANDS,
+                               host_calls + launches);
     accel_trace_ctr_add_single(t, ACCEL_CTR_HOST_CALLS, host_calls);
     accel_trace_ctr_add_single(t, ACCEL_CTR_LAUNCHES, launches);
   }

@@ -23,6 +23,9 @@ enum {
   ACCEL_TRACE_CMD_SIGNAL = 3,
   ACCEL_TRACE_CMD_WAIT = 4,
   ACCEL_TRACE_CMD_LAUNCH = 5,
+  // A replay of a command buffer; the commands it runs are traced nested
+  // under it (accel_trace_nested_start/end) with its seq.
+  ACCEL_TRACE_CMD_EXECUTE = 6,
 };
 // Copy directions (accel_trace_cmd_t.direction).
 enum {
@@ -164,6 +167,8 @@ typedef enum accel_counter_kind {
   ACCEL_CTR_WAITS,
   ACCEL_CTR_WAIT_NS,
   ACCEL_CTR_FAILURES,  // times the stream failed (0 or 1 per stream)
+  ACCEL_CTR_REPLAYS,   // command-buffer executes completed
+  ACCEL_CTR_REPLAYED_COMMANDS,  // commands those executes ran
   ACCEL_CTR_STREAM_COUNT,  // number of stream counters
   // Device counters (atomic read-modify-write: any thread).
   ACCEL_CTR_BYTES_IN_USE = ACCEL_CTR_STREAM_COUNT,

@@ -77,6 +77,64 @@ static accel_status_t bump(void *user_data) {
   return ACCEL_OK;
 }
 
+// A command buffer of copies (through a binding-table slot), a fill, a host
+// call and a semaphore signal replays like the same commands submitted, with
+// a new table each execute.
+static void test_command_buffer_replays_with_binding_tables(void **state) {
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  FOR_EACH_DEVICE(dev) {
+    uint64_t size = test_rng_range(&rng, 1, 3 << 20);
+    accel_buffer_desc_t desc = {.struct_size = sizeof(desc),
+                                .size_bytes = size};
+    accel_buffer_t *src = NULL, *dst[2] = {NULL, NULL};
+    assert_accel_ok(accel_buffer_alloc(dev, &desc, &src));
+    assert_accel_ok(accel_buffer_alloc(dev, &desc, &dst[0]));
+    assert_accel_ok(accel_buffer_alloc(dev, &desc, &dst[1]));
+    uint8_t *in = malloc(size), *out = malloc(size);
+    for (uint64_t j = 0; j < size; ++j) {
+      in[j] = (uint8_t)test_rng_next(&rng);
+    }
+    accel_semaphore_t *sem = NULL;
+    assert_accel_ok(accel_semaphore_create(dev, 0, &sem));
+    uint32_t calls = 0;
+    accel_command_buffer_t *cb = NULL;
+    assert_accel_ok(accel_command_buffer_create(dev, NULL, &cb));
+    accel_command_buffer_ref_t rsrc = {.buffer = src}, rdst = {.slot = 0};
+    assert_accel_ok(accel_command_buffer_fill(cb, &rdst, size, 0xab, 1));
+    assert_accel_ok(accel_command_buffer_copy_from_host(cb, &rsrc, in, size));
+    assert_accel_ok(accel_command_buffer_copy(cb, &rdst, &rsrc, size));
+    assert_accel_ok(accel_command_buffer_host_call(cb, bump, &calls));
+    assert_accel_ok(accel_command_buffer_signal(cb, sem, 1));
+    assert_accel_ok(accel_command_buffer_finalize(cb));
+    accel_stream_t *s = NULL;
+    assert_accel_ok(accel_stream_create(dev, NULL, &s));
+    for (int e = 0; e < 2; ++e) {
+      accel_command_buffer_binding_t table = {.buffer = dst[e]};
+      accel_command_buffer_execute_desc_t ed = {.struct_size = sizeof(ed),
+                                                .binding_count = 1,
+                                                .bindings = &table};
+      assert_accel_ok(accel_stream_execute(s, cb, &ed));
+    }
+    accel_command_buffer_release(cb);  // the executes hold it
+    assert_accel_ok(accel_semaphore_wait(sem, 1, ACCEL_TIMEOUT_INFINITE));
+    assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+    assert_int_equal(calls, 2);
+    for (int e = 0; e < 2; ++e) {
+      assert_accel_ok(accel_stream_copy_to_host(s, out, dst[e], 0, size));
+      assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+      assert_memory_equal(in, out, size);
+    }
+    accel_stream_destroy(s);
+    accel_semaphore_release(sem);
+    accel_buffer_release(src);
+    accel_buffer_release(dst[0]);
+    accel_buffer_release(dst[1]);
+    free(in);
+    free(out);
+  }
+}
+
 // Two streams ordered by a semaphore: the consumer sees the producer's work.
 static void test_semaphore_orders_two_streams(void **state) {
   FOR_EACH_DEVICE(dev) {
@@ -196,6 +254,7 @@ int main(void) {
       cmocka_unit_test(test_semaphore_orders_two_streams),
       cmocka_unit_test(test_events_time_work),
       cmocka_unit_test(test_failure_propagates),
+      cmocka_unit_test(test_command_buffer_replays_with_binding_tables),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   accel_runtime_destroy(g_runtime);

@@ -194,26 +194,22 @@ static uint32_t argmax_f32(const float *x, uint32_t n) {
   return best;
 }
 
-// The decoder's logits at every step (prefill and each greedy decode step)
-// match the float64 model run on the same tokens, and each token is the
-// argmax of its step's logits.
-static void test_decoder_logits_match_f64_model_at_every_step(void **state) {
-  test_env_t *env = *state;
-  test_rng_t rng;
-  test_rng_init(&rng, __func__);
+// Runs example-decoder with |prompt| tokens, |steps| generated, KV blocks of
+// |block| positions and weights from |seed|, and checks its logits at every
+// step (prefill and each greedy decode step) against the float64 model run
+// on the same tokens, and each token against the argmax of its step.
+static void check_decoder_run(test_env_t *env, uint32_t prompt, uint32_t steps,
+                              uint32_t block, uint32_t seed) {
   char dir[] = "/tmp/accel-decoder-test-XXXXXX";
   assert_non_null(mkdtemp(dir));
-  uint32_t seed = (uint32_t)test_rng_range(&rng, 1, 1000000);
-  uint32_t prompt = (uint32_t)test_rng_range(&rng, 20, 70);
-  uint32_t block = (uint32_t)test_rng_range(&rng, 3, 16);
   char cmd[8192];
   snprintf(cmd, sizeof(cmd),
            "'%s' '%s' --model %s/model.axe --logits %s/logits.bin "
            "--trace-dir %s --layers 2 --dim 96 --heads 6 --kv-heads 2 "
-           "--head-dim 16 --ffn 256 --vocab 300 --prompt %u --steps 10 "
+           "--head-dim 16 --ffn 256 --vocab 300 --prompt %u --steps %u "
            "--block-size %u --seed %u",
            getenv("ACCEL_TEST_DECODER"), getenv("ACCEL_TEST_REFERENCE_AXE"),
-           dir, dir, dir, prompt, block, seed);
+           dir, dir, dir, prompt, steps, block, seed);
   fprintf(stderr, "running: %s\n", cmd);
   int rc = system(cmd);
   assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
@@ -233,6 +229,7 @@ static void test_decoder_logits_match_f64_model_at_every_step(void **state) {
   assert_int_equal(h.magic, DECODER_LOGITS_MAGIC);
   assert_int_equal(h.vocab, m.c.vocab);
   assert_int_equal(h.prompt, prompt);
+  assert_int_equal(h.steps, steps);
   assert_int_equal(size, sizeof(h) + 4ull * (h.prompt + h.steps) +
                              4ull * h.steps * h.vocab);
   const int32_t *tokens = (const int32_t *)(file + sizeof(h));
@@ -286,9 +283,32 @@ static void test_decoder_logits_match_f64_model_at_every_step(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+// A random prompt of a few dozen tokens, ten steps, random block size: the
+// decoder matches the float64 model at every step.
+static void test_decoder_logits_match_f64_model_at_every_step(void **state) {
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  uint32_t seed = (uint32_t)test_rng_range(&rng, 1, 1000000);
+  uint32_t prompt = (uint32_t)test_rng_range(&rng, 20, 70);
+  uint32_t block = (uint32_t)test_rng_range(&rng, 3, 16);
+  check_decoder_run(*state, prompt, 10, block, seed);
+}
+
+// Edge shapes: a one-token prompt with blocks of one position (every step
+// opens a block and grows the cache), and a prompt that fills its blocks
+// exactly, with one token generated (no decode step).
+static void test_decoder_edge_shapes_match_f64_model(void **state) {
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  uint32_t seed = (uint32_t)test_rng_range(&rng, 1, 1000000);
+  check_decoder_run(*state, 1, 6, 1, seed);
+  check_decoder_run(*state, 32, 1, 16, seed + 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decoder_logits_match_f64_model_at_every_step),
+      cmocka_unit_test(test_decoder_edge_shapes_match_f64_model),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
 }

@@ -13,36 +13,7 @@
 #include "test_support.h"
 
 #include "accel/gguf.h"
-
-// A growing byte buffer: the file being written.
-typedef struct out {
-  uint8_t *p;
-  size_t n, cap;
-} out_t;
-
-static void put(out_t *o, const void *data, size_t n) {
-  if (o->n + n > o->cap) {
-    o->cap = (o->n + n) * 2 + 64;
-    o->p = realloc(o->p, o->cap);
-    assert_non_null(o->p);
-  }
-  memcpy(o->p + o->n, data, n);
-  o->n += n;
-}
-static void put_u32(out_t *o, uint32_t v) { put(o, &v, 4); }
-static void put_u64(out_t *o, uint64_t v) { put(o, &v, 8); }
-static void put_str(out_t *o, const char *s, size_t n) {
-  put_u64(o, n);
-  put(o, s, n);
-}
-static void put_cstr(out_t *o, const char *s) { put_str(o, s, strlen(s)); }
-static void pad_to(out_t *o, size_t alignment) {
-  static const uint8_t zero[64] = {0};
-  while (o->n % alignment != 0) {
-    size_t k = alignment - o->n % alignment;
-    put(o, zero, k < sizeof(zero) ? k : sizeof(zero));
-  }
-}
+#include "gguf_out.h"
 
 // What a random file holds, to compare with what the reader returns.
 enum { MAX_KV = 24, MAX_TENSORS = 12, MAX_ARRAY = 40 };

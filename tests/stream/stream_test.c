@@ -231,7 +231,9 @@ static void test_stream_rejects_objects_of_other_devices(void **state) {
   assert_accel_ok(accel_event_create(d1, 0, &ev));
   assert_accel_status(accel_stream_fill(s, buf, 0, 64, 0, 1),
                       ACCEL_ERROR_INVALID_ARGUMENT);
-  assert_non_null(strstr(accel_last_error(), "host:1"));
+  accel_device_info_t info1 = {.struct_size = sizeof(info1)};
+  assert_accel_ok(accel_device_info(d1, &info1));
+  assert_non_null(strstr(accel_last_error(), info1.id));
   assert_accel_status(accel_stream_signal(s, sem, 1),
                       ACCEL_ERROR_INVALID_ARGUMENT);
   assert_accel_status(accel_stream_wait(s, sem, 1),
@@ -425,7 +427,9 @@ static void test_stream_signals_racing_a_failure_fail_before_synchronize(
       }
       accepted++;
       atomic_fetch_add(&g_signals_submitted, 1);
-      if (accepted >= 64) {
+      if (accepted >= 256) {
+        usleep(100);  // a starved worker (one CPU, a loaded machine) fails
+      } else if (accepted >= 64) {
         sched_yield();  // one CPU (stream_one_cpu): let the worker fail
       }
     }
@@ -780,6 +784,16 @@ static void test_stream_mixed_records_keep_order_and_arguments(void **state) {
                             .abi_version = ACCEL_KERNEL_ABI_VERSION,
                             .name = "mixed_single",
                             .fn = mixed_single_kernel};
+  accel_device_info_t info = {.struct_size = sizeof(info)};
+  assert_accel_ok(accel_device_info(env->device, &info));
+  if ((info.caps & ACCEL_DEVICE_CAP_HOST_KERNELS) == 0) {
+    // A device without host kernels (CUDA) refuses them; the mix of
+    // launches this test is about does not apply there.
+    assert_accel_status(accel_kernel_register(env->device, &kd, &single),
+                        ACCEL_ERROR_UNSUPPORTED);
+    accel_stream_destroy(s);
+    return;
+  }
   assert_accel_ok(accel_kernel_register(env->device, &kd, &single));
   kd.name = "mixed_constants";
   kd.fn = mixed_constants_kernel;

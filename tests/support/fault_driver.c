@@ -20,6 +20,7 @@ static const char *const k_op_names[FAULT_OP_COUNT] = {
     "open",       "device_open",      "va_reserve",   "phys_create",
     "phys_map",   "semaphore_create", "queue_create", "queue_submit",
     "dma_ring_create",
+    "recording_create",
 };
 
 const char *fault_op_name(fault_op_t op) {
@@ -106,6 +107,11 @@ static accel_status_t f_queue_submit(accel_drv_queue_t *q,
 }
 
 static bool g_offer_direct = true;
+static bool g_offer_recordings = true;
+
+void fault_driver_offer_recordings(bool offer) {
+  g_offer_recordings = offer;
+}
 
 void fault_driver_offer_direct_submit_ops(bool offer) {
   g_offer_direct = offer;
@@ -133,6 +139,13 @@ static accel_status_t f_queue_launch(accel_drv_queue_t *q,
   }
   return accel_host_driver.queue->launch(q, exec, payload, ref0, ref1,
                                         out_last_seq);
+}
+
+static accel_status_t f_recording_create(
+    accel_drv_device_t *d, const accel_drv_recording_params_t *params,
+    accel_drv_recording_t **out) {
+  ACCEL_RETURN_IF_ERROR(hit(FAULT_OP_RECORDING_CREATE));
+  return accel_host_driver.queue->recording_create(d, params, out);
 }
 
 static accel_status_t f_dma_ring_create(
@@ -168,6 +181,11 @@ accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,
   g_fault_queue_ops.submit = f_queue_submit;
   g_fault_queue_ops.host_call = g_offer_direct ? f_queue_host_call : NULL;
   g_fault_queue_ops.launch = g_offer_direct ? f_queue_launch : NULL;
+  g_fault_queue_ops.recording_create = f_recording_create;
+  if (!g_offer_recordings) {
+    g_fault_queue_ops.recording_create = NULL;
+    g_fault_queue_ops.recording_destroy = NULL;
+  }
   g_fault_copy_ops = *accel_host_driver.copy;
   g_fault_copy_ops.ring_create = f_dma_ring_create;
   g_fault_driver = accel_host_driver;

@@ -19,6 +19,7 @@ typedef enum fault_op {
   FAULT_OP_QUEUE_CREATE,
   FAULT_OP_QUEUE_SUBMIT,
   FAULT_OP_DMA_RING_CREATE,
+  FAULT_OP_RECORDING_CREATE,
   FAULT_OP_COUNT,
 } fault_op_t;
 
@@ -40,6 +41,11 @@ uint32_t fault_driver_calls(fault_op_t op);
 // take the stream layer's generic path: a command built and handed to
 // queue_submit.
 void fault_driver_offer_direct_submit_ops(bool offer);
+
+// Whether runtimes created from now on get the optional recording_create
+// and recording_destroy ops (default: yes). Without them, command buffers
+// replay through ordinary submits (the generic fallback).
+void fault_driver_offer_recordings(bool offer);
 
 // Creates a runtime whose only backend is the fault wrapper ("fault:0").
 accel_status_t fault_runtime_create(const accel_runtime_options_t *opts,

@@ -21,8 +21,10 @@ EXCLUSIVE = {
     "accel-topo": [["--tree", "--json"], ["--xml", "a.xml", "--synthetic", "pu:2"]],
     "accel-pack": [["m.txt", "-o", "o.axe", "--progress", "--quiet"]],
     "accel-inspect": [],
+    "accel-run": [],
     "accel-trace": [["summary", "t.pftrace", "-o", "x"]],
     "accel-serve": [],
+    "accel-cluster": [],
 }
 
 
@@ -84,7 +86,8 @@ def test_options_that_exclude_each_other_are_refused(name):
 def test_missing_option_argument_is_refused(name):
     # An option that needs an argument and has none exits 2 naming it.
     spec = {"accel-topo": "--xml", "accel-pack": "-o", "accel-trace": "-o",
-            "accel-serve": "--port"}
+            "accel-serve": "--port",
+            "accel-cluster": "--name"}
     if name not in spec:
         return
     p = run(name, "x", spec[name])
@@ -98,6 +101,23 @@ def test_trace_unknown_command_is_named(name):
         return
     p = run(name, "frobnicate", "x")
     check(p.returncode == 2 and "frobnicate" in p.stderr, "unknown command", p)
+
+
+def test_cluster_unknown_command_and_missing_name_are_refused(name):
+    # accel-cluster names an unknown command, wants --name, and says when a
+    # shared-memory group does not exist.
+    if name != "accel-cluster":
+        return
+    p = run(name, "frobnicate", "--name", "g")
+    check(p.returncode == 2 and "frobnicate" in p.stderr, "unknown command", p)
+    p = run(name, "status")
+    check(p.returncode == 2 and "--name" in p.stderr, "status without --name", p)
+    p = run(name, "status", "--name", "no-such-group-%d" % os.getpid())
+    check(p.returncode == 1 and "ACCEL_ERROR_NOT_FOUND" in p.stderr,
+          "status of a missing group", p)
+    p = run(name, "join", "--name", "bad/name")
+    check(p.returncode == 1 and "ACCEL_ERROR_INVALID_ARGUMENT" in p.stderr,
+          "join with a bad name", p)
 
 
 def test_topo_without_accelerator_says_so_and_explains_notes(name):

@@ -3,7 +3,7 @@
 // two streams, with known counts, for the trace tests.
 //
 //   trace-workload COUNTERS_OUT [--record PATH] [--fail] [--iterations N]
-//                  [--flight-dump PATH] [--abort]
+//                  [--flight-dump PATH] [--abort] [--execute N]
 //
 // Writes the accel_counters_snapshot() taken after synchronizing, one
 // "scope_name<TAB>name<TAB>value" line per counter, to COUNTERS_OUT. With
@@ -11,7 +11,9 @@
 // until after the snapshot. With --fail a third stream runs a host call that
 // fails (a poisoned stream and an error). With --flight-dump it calls
 // accel_trace_flight_dump(PATH) at the end and prints the status; with
-// --abort it calls abort() once the work is done.
+// --abort it calls abort() once the work is done. With --execute N a stream
+// "replay" executes N times a command buffer of a host call, a fill of 4 KiB
+// and a launch of "axpy" (after the rest, before the snapshot).
 //
 // Per iteration: stream "copy" copies 64 KiB host->device and records an
 // event; stream "compute" waits for that event, runs a host call, fills 4 KiB,
@@ -77,6 +79,7 @@ int main(int argc, char **argv) {
   bool crash = false;
   bool fail = false;
   unsigned iterations = 8;
+  unsigned executes = 0;
   for (int i = 2; i < argc; ++i) {
     if (strcmp(argv[i], "--record") == 0 && i + 1 < argc) {
       record = argv[++i];
@@ -86,6 +89,8 @@ int main(int argc, char **argv) {
       crash = true;
     } else if (strcmp(argv[i], "--fail") == 0) {
       fail = true;
+    } else if (strcmp(argv[i], "--execute") == 0 && i + 1 < argc) {
+      executes = (unsigned)strtoul(argv[++i], NULL, 10);
     } else if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
       iterations = (unsigned)strtoul(argv[++i], NULL, 10);
     } else {
@@ -169,6 +174,36 @@ int main(int argc, char **argv) {
             kernels, y[0]);
     return 1;
   }
+  accel_stream_t *replay = NULL;
+  if (executes > 0) {
+    d.name = "replay";
+    CHECK(accel_stream_create(dev, &d, &replay));
+    unsigned replayed = 0;
+    accel_command_buffer_t *cb = NULL;
+    accel_command_buffer_desc_t cd = {.struct_size = sizeof(cd),
+                                      .name = "replayed"};
+    CHECK(accel_command_buffer_create(dev, &cd, &cb));
+    accel_command_buffer_ref_t out = {.buffer = b};
+    accel_command_buffer_launch_desc_t cl = {
+        .struct_size = sizeof(cl),
+        .workgroup_count = {FILL_BYTES / 1024, 1, 1},
+        .binding_count = 1, .bindings = &out,
+        .constants_size = sizeof(factor), .constants = &factor};
+    CHECK(accel_command_buffer_host_call(cb, host_kernel, &replayed));
+    CHECK(accel_command_buffer_fill(cb, &out, FILL_BYTES, 0, 1));
+    CHECK(accel_command_buffer_launch(cb, axpy, &cl));
+    CHECK(accel_command_buffer_finalize(cb));
+    for (unsigned i = 0; i < executes; ++i) {
+      CHECK(accel_stream_execute(replay, cb, NULL));
+    }
+    CHECK(accel_stream_synchronize(replay, ACCEL_TIMEOUT_INFINITE));
+    accel_command_buffer_release(cb);
+    if (replayed != executes) {
+      fprintf(stderr, "trace-workload: %u of %u replays ran\n", replayed,
+              executes);
+      return 1;
+    }
+  }
   accel_stream_t *bad = NULL;
   if (fail) {
     d.name = "failing";
@@ -214,6 +249,7 @@ int main(int argc, char **argv) {
            accel_last_error());
   }
   accel_stream_destroy(bad);
+  accel_stream_destroy(replay);
   accel_kernel_release(axpy);
   accel_semaphore_release(sem);
   accel_event_release(ev);

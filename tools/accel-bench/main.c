@@ -22,12 +22,19 @@ static const struct {
      "empty-kernel launch round trip: tracing off, counters, LTTng, recorder"},
     {"dma", accel_bench_dma,
      "DMA copy bandwidth, 4 KiB latency and staging vs memcpy baselines"},
+    {"recovery", accel_bench_recovery,
+     "cluster failure detection and resume vs the heartbeat timeout"},
 #ifdef ACCEL_BENCH_HAVE_KERNELS
     {"kernels", accel_bench_kernels,
      "reference kernels through accel_launch vs OpenBLAS and memcpy"},
     {"serve", accel_bench_serve,
      "serving engine: continuous vs static batching, KV waste, prefix cache"},
 #endif
+    {"shim", accel_bench_shim,
+     "a call through the C shim's function table vs the direct call"},
+    {"cuda", accel_bench_cuda,
+     "CUDA launch and pinned copies vs bare driver calls (skipped without "
+     "a CUDA device)"},
 };
 
 static int usage(void) {

@@ -114,8 +114,34 @@ int main(int argc, char **argv) {
       printf("\n");
     }
   }
+  // Backends with no devices, and why (a missing driver is not an error).
+  static const char *const k_backends[] = {"host", "cuda"};
   if (json) {
-    printf("]}\n");
+    printf("], \"skipped_backends\": {");
+  }
+  int skipped = 0;
+  for (size_t b = 0; b < sizeof(k_backends) / sizeof(k_backends[0]); ++b) {
+    const char *reason = NULL;
+    if (accel_runtime_backend_status(rt, k_backends[b], &reason) != ACCEL_OK ||
+        reason[0] == '\0') {
+      continue;  // not built in, or opened
+    }
+    if (json) {
+      printf("%s\"%s\": \"", skipped ? ", " : "", k_backends[b]);
+      for (const char *c = reason; *c != '\0'; ++c) {
+        if (*c == '"' || *c == '\\') {
+          putchar('\\');
+        }
+        putchar((unsigned char)*c < 0x20 ? ' ' : *c);
+      }
+      printf("\"");
+    } else {
+      printf("\nbackend %s: %s\n", k_backends[b], reason);
+    }
+    skipped++;
+  }
+  if (json) {
+    printf("}}\n");
   }
   accel_runtime_destroy(rt);
   return 0;

@@ -249,7 +249,8 @@ static int cmp_stat(const void *a, const void *b) {
 // (their slices are named by the kernel).
 static const char *category(const char *name) {
   static const char *const k_commands[] = {"fill", "signal", "wait",
-                                           "semaphore wait", "launch"};
+                                           "semaphore wait", "launch",
+                                           "execute"};
   if (strcmp(name, "host_call") == 0) {
     return "host";
   }

@@ -418,6 +418,8 @@ static const accel_drv_queue_ops_t k_host_queue_ops = {
     .submit = accel_host_queue_submit,
     .host_call = accel_host_queue_host_call,
     .launch = accel_host_queue_launch,
+    .recording_create = accel_host_recording_create,
+    .recording_destroy = accel_host_recording_destroy,
 };
 
 static const accel_drv_copy_ops_t k_host_copy_ops = {

@@ -271,6 +271,10 @@ accel_status_t accel_host_queue_launch(accel_drv_queue_t *queue,
 accel_status_t accel_host_queue_submit(accel_drv_queue_t *queue,
                                        const accel_cmd_t *commands,
                                        uint32_t count, uint64_t *out_last_seq);
+accel_status_t accel_host_recording_create(
+    accel_drv_device_t *device, const accel_drv_recording_params_t *params,
+    accel_drv_recording_t **out_recording);
+void accel_host_recording_destroy(accel_drv_recording_t *recording);
 
 // ---------------------------------------------------------------------------
 // Work-group dispatch (host_dispatch.c).

@@ -17,6 +17,13 @@ void accel_host_queue_record_read(const accel_drv_queue_t *q,
     cmd->host_call.user_data = rec[1].p;
     return;
   }
+  if (kind == RECORD_EXECUTE_WHOLE) {
+    *cmd = (accel_cmd_t){.kind = ACCEL_CMD_EXECUTE, .seq = seq};
+    cmd->execute.recording = rec[1].p;
+    cmd->execute.count = accel_host_recording_count(rec[1].p);
+    cmd->refs[0] = rec[2].ref;
+    return;
+  }
   *cmd = (accel_cmd_t){.kind = (uint8_t)kind, .flags = header_flags(h),
                        .seq = seq};
   const record_word_t *w = rec + 1;

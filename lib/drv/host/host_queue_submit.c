@@ -194,6 +194,9 @@ accel_status_t accel_host_queue_submit(accel_drv_queue_t *q,
     if (kind == ACCEL_CMD_HOST_CALL && cmd->flags == 0 &&
         cmd->refs[0] == NULL && cmd->refs[1] == NULL) {
       header = short_host_call_header(q, cmd->host_call.fn);
+    } else if (kind == ACCEL_CMD_EXECUTE) {
+      header = execute_whole_header(cmd);
+      words = 3;
     }
     if (header == 0) {
       words = record_words(cmd, &refs);

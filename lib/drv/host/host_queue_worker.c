@@ -39,30 +39,15 @@ static void fill_pattern(uint8_t *dst, uint64_t size, uint64_t pattern,
   }
 }
 
-// Runs a host call's function. Returns non-OK with the thread message set
-// on failure.
-// A host function returned |st| (not OK): sets the thread's message to say
-// so, with the function's own message, and returns |st|.
-static __attribute__((noinline)) accel_status_t run_host_fn_status(
-    accel_status_t st) {
+accel_status_t accel_host_queue_fn_failed(accel_status_t st) {
   char msg[ACCEL_ERROR_MESSAGE_MAX];
   snprintf(msg, sizeof(msg), "%s", accel_last_error());
   return accel_error(st, "host function returned %s%s%s",
                      accel_status_name(st), msg[0] ? ": " : "", msg);
 }
 
-static inline accel_status_t run_host_fn(accel_drv_queue_t *q,
-                                         accel_host_fn_t fn, void *user_data) {
-  q->error_buffer[0] = '\0';  // attribute a message to this call only
-  accel_status_t st = fn(user_data);
-  if (__builtin_expect(st != ACCEL_OK, 0)) {
-    return run_host_fn_status(st);
-  }
-  return ACCEL_OK;
-}
-
-// Executes one command. Returns non-OK with the thread message set on failure.
-static accel_status_t run_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
+accel_status_t accel_host_queue_run_command(accel_drv_queue_t *q,
+                                            accel_cmd_t *cmd) {
   switch (cmd->kind) {
     case ACCEL_CMD_HOST_CALL:
       return run_host_fn(q, cmd->host_call.fn, cmd->host_call.user_data);
@@ -98,6 +83,8 @@ static accel_status_t run_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
     }
     case ACCEL_CMD_LAUNCH:
       return cmd->launch.exec(cmd->launch.payload, q->device);
+    case ACCEL_CMD_EXECUTE:
+      return accel_host_queue_replay(q, cmd);
     default:
       return accel_error(ACCEL_ERROR_INTERNAL, "unknown command kind %u",
                          cmd->kind);
@@ -107,10 +94,18 @@ static accel_status_t run_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
 // Counts the host calls that ran without the trace hooks; before their
 // completion is posted or the queue fails.
 static void count_quiet_calls(accel_drv_queue_t *q) {
-  if (q->quiet_host_calls + q->quiet_launches != 0) {
-    accel_trace_count_quiet(q, q->quiet_host_calls, q->quiet_launches);
+  if (q->quiet_host_calls + q->quiet_launches + q->quiet_executes != 0) {
+    accel_trace_count_quiet(q, q->quiet_host_calls, q->quiet_launches,
+                            q->quiet_executes);
     q->quiet_host_calls = 0;
     q->quiet_launches = 0;
+    q->quiet_executes = 0;
+  }
+  if (q->replayed_host_calls + q->replayed_launches != 0) {
+    accel_trace_count_replayed(q, q->replayed_host_calls,
+                               q->replayed_launches);
+    q->replayed_host_calls = 0;
+    q->replayed_launches = 0;
   }
 }
 
@@ -159,6 +154,8 @@ static void skip_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   if (cmd->kind == ACCEL_CMD_SIGNAL) {
     accel_host_semaphore_fail(cmd->signal.semaphore, q->poison_status,
                               q->poison_message);
+  } else if (cmd->kind == ACCEL_CMD_EXECUTE) {
+    accel_host_queue_replay_skip(q, cmd, q->replay_resume);
   }
 }
 
@@ -191,11 +188,14 @@ static void process_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
     snprintf(why, sizeof(why), "aborted: stream destroyed with pending work");
     poison_queue(q, cmd, ACCEL_ERROR_ABORTED, why);
   }
+  if (cmd->kind == ACCEL_CMD_EXECUTE) {
+    q->replay_resume = cmd->execute.first;  // all of it, unless it runs
+  }
   if (q->poisoned) {
     accel_trace_cmd_end(q, &tc, q->poison_status);
     skip_command(q, cmd);
   } else {
-    accel_status_t st = run_command(q, cmd);
+    accel_status_t st = accel_host_queue_run_command(q, cmd);
     accel_trace_cmd_end(q, &tc, st);
     if (st != ACCEL_OK) {
       fail_command(q, cmd, st);
@@ -217,17 +217,34 @@ static void quiet_failed(accel_drv_queue_t *q, const record_word_t *rec,
 }
 
 // True for the records process_quiet runs: host calls without references
-// (short or full) and launches.
-static inline bool quiet_shape(uint64_t header) {
+// (short or full), launches, and executes of recordings that do not wait
+// (a wait needs the completions posted before it).
+static inline bool quiet_shape(const record_word_t *rec, uint64_t header) {
   uint64_t shape = header & 0xffffffu;  // all but a short call's place
+  uint32_t kind = header_kind(header);
   return shape == header_make(RECORD_HOST_CALL_SHORT, 2, 0, 0) ||
          header == header_make(ACCEL_CMD_HOST_CALL, 3, 0, 0) ||
-         header_kind(header) == ACCEL_CMD_LAUNCH;
+         kind == ACCEL_CMD_LAUNCH ||
+         ((kind == ACCEL_CMD_EXECUTE || kind == RECORD_EXECUTE_WHOLE) &&
+          !accel_host_recording_waits(rec[1].p));
+}
+
+// Drops the references a record holds after its body.
+static inline void release_record_refs(const record_word_t *rec,
+                                       uint64_t header) {
+  uint32_t kind = header_kind(header);
+  const record_word_t *ref =
+      rec + 1 + (kind == RECORD_EXECUTE_WHOLE ? 1 : body_words[kind]);
+  for (uint32_t refs = header_refs(header); refs != 0; refs >>= 1) {
+    if (refs & 1u) {
+      accel_object_release((ref++)->ref);
+    }
+  }
 }
 
 // Runs the record |rec| of quiet_shape when the trace hooks are quiet and
-// the queue healthy, without building its command or calling the hooks,
-// and counts it for count_quiet_calls.
+// the queue healthy, without building its command (but an execute's) or
+// calling the hooks, and counts it for count_quiet_calls.
 static inline void process_quiet(accel_drv_queue_t *q,
                                  const record_word_t *rec, uint64_t header) {
   accel_status_t st;
@@ -236,12 +253,17 @@ static inline void process_quiet(accel_drv_queue_t *q,
     st = rec[1].exec(rec[2].p, q->device);
     if (__builtin_expect(st == ACCEL_OK, 1)) {
       q->quiet_launches++;
-      const record_word_t *ref = rec + 1 + body_words[ACCEL_CMD_LAUNCH];
-      for (uint32_t refs = header_refs(header); refs != 0; refs >>= 1) {
-        if (refs & 1u) {
-          accel_object_release((ref++)->ref);
-        }
-      }
+      release_record_refs(rec, header);
+      return;
+    }
+  } else if (kind == ACCEL_CMD_EXECUTE || kind == RECORD_EXECUTE_WHOLE) {
+    accel_cmd_t cmd;
+    accel_host_queue_record_read(q, rec, header, q->consumed + 1, &cmd);
+    q->replay_resume = cmd.execute.first;
+    st = accel_host_queue_replay(q, &cmd);
+    if (__builtin_expect(st == ACCEL_OK, 1)) {
+      q->quiet_executes++;
+      release_record_refs(rec, header);
       return;
     }
   } else {
@@ -370,7 +392,7 @@ static inline void worker_run_record(accel_drv_queue_t *q,
   // The record stays in place (its chunk is recycled only once the worker
   // moved past it); the next one starts after it.
   q->head_pos += header_words(header);
-  if (quiet_shape(header) && q->quiet && !q->poisoned &&
+  if (quiet_shape(rec, header) && q->quiet && !q->poisoned &&
       !atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
     process_quiet(q, rec, header);
     q->consumed++;
@@ -381,7 +403,9 @@ static inline void worker_run_record(accel_drv_queue_t *q,
   } else {
     accel_cmd_t cmd;
     accel_host_queue_record_read(q, rec, header, q->consumed + 1, &cmd);
-    if (cmd.kind == ACCEL_CMD_WAIT) {
+    if (cmd.kind == ACCEL_CMD_WAIT ||
+        (cmd.kind == ACCEL_CMD_EXECUTE &&
+         accel_host_recording_waits(cmd.execute.recording))) {
       post_completion(q);  // waits may block: report what ran before
     }
     process_command(q, &cmd);

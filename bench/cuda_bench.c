@@ -1,0 +1,322 @@
+// accel-bench cuda: the CUDA backend against bare driver calls in the same
+// run, on the first CUDA device (issue #18's targets):
+//
+//   launch_sync_empty_kernel   a launch of an empty kernel through the
+//                              driver interface plus accel_stream_synchronize,
+//                              against cuLaunchKernel + cuStreamSynchronize
+//                              on a bare stream: ratio <= 1.1
+//   copy_pinned_h2d_1MiB/64MiB accel_stream_copy from pinned host memory plus
+//   copy_pinned_d2h_1MiB/64MiB synchronize, against cuMemcpyAsync +
+//                              cuStreamSynchronize of the same buffers:
+//                              ratio of bandwidths >= 0.95
+//
+// The bare side calls the driver through the backend's own table of entry
+// points (the same libcuda, the same context and buffers), so the figures
+// compare accel's layers with nothing, on one machine and one run. Without
+// a CUDA device the subcommand says why and exits 0 (skipped). Against the
+// driver API test double (ACCEL_CUDA_LIBRARY) the figures exercise the code
+// but measure no GPU.
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accel/accel.h"
+#include "accel_config.h"
+#include "bench.h"
+
+static int skipped(const bench_args_t *args, const char *reason) {
+  if (args->json) {
+    printf("{\"bench\": \"cuda\", \"device\": null, \"results\": [], "
+           "\"skipped\": \"");
+    for (const char *c = reason; *c != '\0'; ++c) {
+      if (*c == '"' || *c == '\\') {
+        putchar('\\');
+      }
+      putchar((unsigned char)*c < 0x20 ? ' ' : *c);
+    }
+    printf("\"}\n");
+  } else {
+    printf("accel-bench cuda: skipped: %s\n", reason);
+  }
+  return 0;
+}
+
+#if !ACCEL_HAVE_CUDA
+
+int accel_bench_cuda(const bench_args_t *args) {
+  return skipped(args, "accel was built without cuda.h (no CUDA backend)");
+}
+
+#else
+
+#include "core/runtime_impl.h"
+#include "drv/cuda/cuda_internal.h"
+#include "stream/stream_impl.h"
+
+#define MIB (1ull << 20)
+
+// An empty kernel: PTX is forward compatible, so sm_50 code JIT-compiles for
+// every GPU the backend supports.
+static const char k_empty_ptx[] =
+    ".version 7.0\n"
+    ".target sm_50\n"
+    ".address_size 64\n"
+    ".visible .entry accel_bench_empty()\n"
+    "{\n"
+    "  ret;\n"
+    "}\n";
+
+typedef struct cuda_bench {
+  accel_device_t *dev;
+  const accel_cuda_api_t *cu;
+  accel_stream_t *stream;
+  CUstream bare;
+  accel_drv_module_t *module;
+  accel_drv_kernel_t *kernel;
+  int launches;  // per sample
+  // Copies.
+  uint64_t size;
+  accel_buffer_t *device_buf;
+  accel_buffer_t *host_buf;  // pinned
+  bool to_host;
+} cuda_bench_t;
+
+// The double has no GPU to run PTX: it runs a registered host function.
+static void empty_host_kernel(void **params, const unsigned grid[3],
+                              const unsigned block[3]) {}
+
+static void register_with_double(void) {
+  const char *path = getenv("ACCEL_CUDA_LIBRARY");
+  void *lib = path != NULL ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  if (lib == NULL) {
+    return;
+  }
+  void (*reg)(const char *, void (*)(void **, const unsigned *,
+                                     const unsigned *),
+              const size_t *, uint32_t) =
+      (void (*)(const char *,
+                void (*)(void **, const unsigned *, const unsigned *),
+                const size_t *, uint32_t))dlsym(lib,
+                                                "cuda_double_register_kernel");
+  if (reg != NULL) {
+    reg("accel_bench_empty", empty_host_kernel, NULL, 0);
+  }
+  dlclose(lib);
+}
+
+static int check(accel_status_t st, const char *what) {
+  if (st != ACCEL_OK) {
+    fprintf(stderr, "accel-bench cuda: %s: %s: %s\n", what,
+            accel_status_name(st), accel_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+static int check_cu(cuda_bench_t *b, CUresult r, const char *what) {
+  if (r != CUDA_SUCCESS) {
+    const char *name = NULL;
+    b->cu->cuGetErrorName(r, &name);
+    fprintf(stderr, "accel-bench cuda: %s: %s\n", what,
+            name != NULL ? name : "unknown CUresult");
+    return 1;
+  }
+  return 0;
+}
+
+// Launch figure.
+
+static int launch_setup(void *ctx) {
+  cuda_bench_t *b = ctx;
+  register_with_double();
+  const accel_drv_dispatch_ops_t *d = b->dev->driver->dispatch;
+  if (check(d->module_load(b->dev->drv, k_empty_ptx, sizeof(k_empty_ptx),
+                           &b->module),
+            "loading the empty kernel") ||
+      check(d->kernel_get(b->module, "accel_bench_empty", &b->kernel),
+            "finding the empty kernel")) {
+    return 1;
+  }
+  return 0;
+}
+
+static void launch_teardown(void *ctx) {
+  cuda_bench_t *b = ctx;
+  free(b->kernel);
+  b->kernel = NULL;
+  if (b->module != NULL) {
+    b->dev->driver->dispatch->module_unload(b->module);
+    b->module = NULL;
+  }
+}
+
+// Slot 0: accel, slot 1: bare; each the mean us of |launches| launch+sync.
+static int launch_measure(void *ctx, int run, double *out) {
+  cuda_bench_t *b = ctx;
+  static const accel_drv_launch_t k_launch = {.grid = {1, 1, 1},
+                                              .block = {1, 1, 1}};
+  const accel_drv_dispatch_ops_t *d = b->dev->driver->dispatch;
+  uint64_t t0 = bench_now_ns();
+  for (int i = 0; i < b->launches; ++i) {
+    if (check(d->kernel_launch(b->stream->queue, b->kernel, &k_launch, NULL,
+                               NULL, NULL),
+              "launch") ||
+        check(accel_stream_synchronize(b->stream, ACCEL_TIMEOUT_INFINITE),
+              "synchronize")) {
+      return 1;
+    }
+  }
+  uint64_t t1 = bench_now_ns();
+  for (int i = 0; i < b->launches; ++i) {
+    if (check_cu(b, b->cu->cuLaunchKernel(b->kernel->function, 1, 1, 1, 1, 1,
+                                          1, 0, b->bare, NULL, NULL),
+                 "bare cuLaunchKernel") ||
+        check_cu(b, b->cu->cuStreamSynchronize(b->bare),
+                 "bare cuStreamSynchronize")) {
+      return 1;
+    }
+  }
+  uint64_t t2 = bench_now_ns();
+  out[0] = (double)(t1 - t0) / b->launches / 1e3;
+  out[1] = (double)(t2 - t1) / b->launches / 1e3;
+  return 0;
+}
+
+static const bench_figure_t k_launch_figures[] = {
+    {.name = "launch_sync_empty_kernel", .unit = "us", .value_slot = 0,
+     .baseline_name = "bare_cuLaunchKernel_sync", .baseline_slot = 1,
+     .target = "<= 1.1", .pairing = BENCH_PAIRED},
+};
+
+// Copy figures.
+
+static int copy_setup(void *ctx) {
+  cuda_bench_t *b = ctx;
+  accel_buffer_desc_t dd = {.struct_size = sizeof(dd), .size_bytes = b->size};
+  accel_buffer_desc_t hd = {.struct_size = sizeof(hd), .size_bytes = b->size,
+                            .kind = ACCEL_MEMORY_KIND_HOST_PINNED};
+  return check(accel_buffer_alloc(b->dev, &dd, &b->device_buf),
+               "device buffer") ||
+         check(accel_buffer_alloc(b->dev, &hd, &b->host_buf),
+               "pinned host buffer");
+}
+
+static void copy_teardown(void *ctx) {
+  cuda_bench_t *b = ctx;
+  accel_buffer_release(b->device_buf);
+  accel_buffer_release(b->host_buf);
+  b->device_buf = b->host_buf = NULL;
+}
+
+// Slot 0: accel GB/s, slot 1: bare GB/s.
+static int copy_measure(void *ctx, int run, double *out) {
+  cuda_bench_t *b = ctx;
+  accel_buffer_t *dst = b->to_host ? b->host_buf : b->device_buf;
+  accel_buffer_t *src = b->to_host ? b->device_buf : b->host_buf;
+  uint64_t t0 = bench_now_ns();
+  if (check(accel_stream_copy(b->stream, dst, 0, src, 0, b->size), "copy") ||
+      check(accel_stream_synchronize(b->stream, ACCEL_TIMEOUT_INFINITE),
+            "synchronize")) {
+    return 1;
+  }
+  uint64_t t1 = bench_now_ns();
+  if (check_cu(b, b->cu->cuMemcpyAsync(accel_buffer_address(dst),
+                                       accel_buffer_address(src), b->size,
+                                       b->bare),
+               "bare cuMemcpyAsync") ||
+      check_cu(b, b->cu->cuStreamSynchronize(b->bare),
+               "bare cuStreamSynchronize")) {
+    return 1;
+  }
+  uint64_t t2 = bench_now_ns();
+  out[0] = (double)b->size / (double)(t1 - t0);  // bytes per ns = GB/s
+  out[1] = (double)b->size / (double)(t2 - t1);
+  return 0;
+}
+
+// The first CUDA device of |rt|, or NULL.
+static accel_device_t *first_cuda_device(accel_runtime_t *rt) {
+  uint32_t n = 0;
+  accel_device_count(rt, &n);
+  for (uint32_t i = 0; i < n; ++i) {
+    accel_device_t *dev = NULL;
+    accel_device_get(rt, i, &dev);
+    if (dev != NULL && dev->driver == &accel_cuda_driver) {
+      return dev;
+    }
+  }
+  return NULL;
+}
+
+int accel_bench_cuda(const bench_args_t *args) {
+  accel_runtime_t *rt = NULL;
+  if (check(accel_runtime_create(NULL, &rt), "runtime")) {
+    return 1;
+  }
+  cuda_bench_t b = {.dev = first_cuda_device(rt),
+                    .launches = args->quick ? 20 : 200};
+  if (b.dev == NULL) {
+    const char *reason = NULL;
+    if (accel_runtime_backend_status(rt, "cuda", &reason) != ACCEL_OK ||
+        reason[0] == '\0') {
+      reason = "no CUDA device is visible (ACCEL_VISIBLE_DEVICES)";
+    }
+    int rc = skipped(args, reason);
+    accel_runtime_destroy(rt);
+    return rc;
+  }
+  b.cu = b.dev->drv->cu;
+  int failed = check(accel_stream_create(b.dev, NULL, &b.stream), "stream");
+  if (!failed) {
+    failed = check(accel_cuda_enter(b.dev->drv), "context") ||
+             check_cu(&b,
+                      b.cu->cuStreamCreateWithPriority(
+                          &b.bare, CU_STREAM_NON_BLOCKING, 0),
+                      "bare stream");
+  }
+  bench_report_t report;
+  bench_report_init(&report, "cuda", b.dev);
+  int runs = args->quick ? 3 : 15;
+  if (!failed) {
+    const bench_group_t launch = {
+        .runs = runs, .slots = 2, .setup = launch_setup,
+        .measure = launch_measure, .teardown = launch_teardown,
+        .figures = k_launch_figures, .figure_count = 1};
+    failed = bench_group_run(&report, &launch, &b);
+  }
+  static const struct {
+    const char *name;
+    uint64_t size;
+    bool to_host;
+  } k_copies[] = {
+      {"copy_pinned_h2d_1MiB", MIB, false},
+      {"copy_pinned_d2h_1MiB", MIB, true},
+      {"copy_pinned_h2d_64MiB", 64 * MIB, false},
+      {"copy_pinned_d2h_64MiB", 64 * MIB, true},
+  };
+  for (size_t i = 0; i < sizeof(k_copies) / sizeof(k_copies[0]) && !failed;
+       ++i) {
+    b.size = k_copies[i].size;
+    b.to_host = k_copies[i].to_host;
+    const bench_figure_t figure = {
+        .name = k_copies[i].name, .unit = "GB/s", .value_slot = 0,
+        .baseline_name = k_copies[i].to_host ? "bare_cuMemcpyAsync_d2h"
+                                             : "bare_cuMemcpyAsync_h2d",
+        .baseline_slot = 1, .target = ">= 0.95", .pairing = BENCH_PAIRED};
+    const bench_group_t copy = {
+        .runs = runs, .slots = 2, .setup = copy_setup,
+        .measure = copy_measure, .teardown = copy_teardown,
+        .figures = &figure, .figure_count = 1};
+    failed = bench_group_run(&report, &copy, &b);
+  }
+  if (b.bare != NULL) {
+    (void)accel_cuda_enter(b.dev->drv);
+    (void)b.cu->cuStreamDestroy(b.bare);
+  }
+  accel_stream_destroy(b.stream);
+  accel_runtime_destroy(rt);
+  return failed ? 1 : bench_print(&report, args->json);
+}
+
+#endif  // ACCEL_HAVE_CUDA
