@@ -1,6 +1,10 @@
 // The model of examples/decoder.c as its files describe it: the
 // configuration (stored as .axe metadata "decoder.NAME"), the weight names,
 // and the logits file (--logits) that tests/examples/decoder_test.c checks.
+// The file format is specified in docs/serving.md ("The model format"): the
+// serving engine (include/accel/serve.h, accel-serve) reads what
+// decoder_pack writes, and tests/serve/engine_test.c checks that its logits
+// equal this example's bit for bit.
 //
 // A Llama-shaped decoder-only transformer: token embedding (f32 [vocab,
 // dim]); per layer: x += Wo attn(rope(Wq n), rope(Wk n), Wv n) with n =

@@ -10,7 +10,7 @@ set -eu
 # headers the Python module builds against.
 PKGS="build-essential gcc g++ python3 procps util-linux meson ninja-build pkg-config
   clang libclang-rt-14-dev libcmocka-dev libhwloc-dev hwloc libnuma-dev libibverbs-dev libdrm-dev libjson-c-dev
-  libxxhash-dev liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
+  libxxhash-dev libmicrohttpd-dev liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
   libopenblas-dev libjemalloc-dev libmimalloc-dev protobuf-compiler libicu-dev
   libcurl4-openssl-dev etcd-server etcd-client iproute2
   python3-protobuf python3-numpy cmake scdoc python3-venv python3-dev

@@ -43,3 +43,36 @@ if [ -x "$dir/examples/example-decoder" ]; then
   "$dir/tools/accel-inspect/accel-inspect" "$dir/kernels/axe/reference.axe" |
     sed -n '/^kernels/,/^weights/p' | grep -v '^    binding'
 fi
+if [ -x "$dir/tools/accel-serve/accel-serve" ] && [ -f "$dir/decoder.axe" ]; then
+  echo
+  echo "== accel-serve: the decoder over HTTP; one streamed completion (8 tokens), then stop"
+  log="$dir/accel-serve.log"
+  "$dir/tools/accel-serve/accel-serve" --model "$dir/decoder.axe" \
+    --kernels "$dir/kernels/axe/reference.axe" --port 0 >"$log" 2>&1 &
+  pid=$!
+  port=""
+  for _ in $(seq 1 100); do
+    port=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$log")
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  head -1 "$log"
+  python3 - "$port" <<'PY'
+import http.client, json, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
+c.request("POST", "/v1/completions", body=json.dumps(
+    {"prompt": [1, 2, 3, 4], "max_tokens": 8, "temperature": 0.8, "seed": 7,
+     "stream": True}), headers={"Content-Type": "application/json"})
+tokens = []
+for line in c.getresponse():
+    line = line.decode().strip()
+    if line == "data: [DONE]":
+        break
+    if line.startswith("data: "):
+        tokens += json.loads(line[6:])["choices"][0]["tokens"]
+        print("  streamed token", tokens[-1], flush=True)
+print("  completion of [1, 2, 3, 4]:", tokens)
+PY
+  kill "$pid"
+  wait "$pid" || true
+fi

@@ -20,6 +20,7 @@
 #include "accel/runtime.h"
 #include "accel/sampling.h"
 #include "accel/semaphore.h"
+#include "accel/serve.h"
 #include "accel/stream.h"
 #include "accel/tokenizer.h"
 #include "accel/topology.h"

@@ -42,6 +42,7 @@
 #include "accel/sampling.h"
 #include "accel/scheduler.h"
 #include "accel/semaphore.h"
+#include "accel/serve.h"
 #include "accel/stream.h"
 #include "accel/topology.h"
 #include "accel/trace.h"
@@ -285,6 +286,16 @@ extern "C" {
   X(accel_cluster_status_member) \
   X(accel_cluster_status_destroy) \
   X(accel_cluster_remove) \
+  /* serve.h */ \
+  X(accel_serve_engine_create) \
+  X(accel_serve_engine_destroy) \
+  X(accel_serve_model_info) \
+  X(accel_serve_submit) \
+  X(accel_serve_release) \
+  X(accel_serve_next) \
+  X(accel_serve_step) \
+  X(accel_serve_wait_work) \
+  X(accel_serve_stats) \
   /* end of 0.2 */
 
 #define ACCEL_API_TABLE_FIELD_(fn) __typeof__(&fn) fn;

@@ -234,8 +234,17 @@
   PIN(accel_cluster_status_member, 208) \
   PIN(accel_cluster_status_destroy, 209) \
   PIN(accel_cluster_remove, 210) \
+  PIN(accel_serve_engine_create, 211) \
+  PIN(accel_serve_engine_destroy, 212) \
+  PIN(accel_serve_model_info, 213) \
+  PIN(accel_serve_submit, 214) \
+  PIN(accel_serve_release, 215) \
+  PIN(accel_serve_next, 216) \
+  PIN(accel_serve_step, 217) \
+  PIN(accel_serve_wait_work, 218) \
+  PIN(accel_serve_stats, 219) \
   /* end of 0.2 */
-#define ACCEL_API_ENTRY_COUNT_0_2 211
+#define ACCEL_API_ENTRY_COUNT_0_2 220
 
 ACCEL_API_PINS_0_2
 

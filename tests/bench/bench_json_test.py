@@ -61,12 +61,18 @@ EXPECTED = {
                  "qgemv_int4_g128_4096", "softmax_4096", "layernorm_4096",
                  "rmsnorm_4096", "paged_decode_attention", "decoder_prefill",
                  "decoder_decode", "decoder_decode_host_overhead"], []),
+    "serve": (["serve_throughput_continuous", "serve_kv_waste",
+               "serve_ttft_p50", "serve_ttft_p99", "serve_tpot_p50",
+               "serve_tpot_p99", "serve_shared_prefix",
+               "serve_prefix_hit_rate"], []),
     "shim": (["shim_semaphore_query", "shim_buffer_size"], []),
     # Skipped (no results, the reason instead) where there is no CUDA device.
     "cuda": (["launch_sync_empty_kernel", "copy_pinned_h2d_1MiB",
               "copy_pinned_d2h_1MiB", "copy_pinned_h2d_64MiB",
               "copy_pinned_d2h_64MiB"], []),
 }
+# Run only when named (their own meson test: they take minutes).
+SEPARATE = {"serve"}
 
 KEYS = ["name", "value", "unit", "baseline_name", "baseline", "ratio",
         "ci_low", "ci_high", "pairs", "method", "target", "verdict", "met",
@@ -171,7 +177,7 @@ def check_bench(exe, bench):
 
 def main():
     exe = sys.argv[1]
-    for bench in sys.argv[2:] or list(EXPECTED):
+    for bench in sys.argv[2:] or [b for b in EXPECTED if b not in SEPARATE]:
         check_bench(exe, bench)
 
 

@@ -23,6 +23,7 @@ EXCLUSIVE = {
     "accel-inspect": [],
     "accel-run": [],
     "accel-trace": [["summary", "t.pftrace", "-o", "x"]],
+    "accel-serve": [],
     "accel-cluster": [],
 }
 
@@ -85,6 +86,7 @@ def test_options_that_exclude_each_other_are_refused(name):
 def test_missing_option_argument_is_refused(name):
     # An option that needs an argument and has none exits 2 naming it.
     spec = {"accel-topo": "--xml", "accel-pack": "-o", "accel-trace": "-o",
+            "accel-serve": "--port",
             "accel-cluster": "--name"}
     if name not in spec:
         return

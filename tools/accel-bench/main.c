@@ -34,6 +34,8 @@ static const struct {
 #ifdef ACCEL_BENCH_HAVE_KERNELS
     {"kernels", accel_bench_kernels,
      "reference kernels through accel_launch vs OpenBLAS and memcpy"},
+    {"serve", accel_bench_serve,
+     "serving engine: continuous vs static batching, KV waste, prefix cache"},
 #endif
     {"shim", accel_bench_shim,
      "a call through the C shim's function table vs the direct call"},

@@ -1,0 +1,703 @@
+// The model runner under the serving engine (serve_model.h,
+// docs/serving.md "The engine"). One step is one forward pass over all of
+// the plan's tokens: the rows of every entry are stacked, decode-shaped
+// entries (one token) first, so that every projection is one GEMM over the
+// step and the decode attention is one attention_paged_decode over the
+// batch; each prefill chunk runs attention_prefill over its own context.
+#include "serve/serve_model.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_params.h"
+#include "core/error.h"
+#include "kernel_params.h"
+
+#define SERVE_ROPE_BASE 10000.0f
+#define SERVE_NORM_EPS 1e-5f
+
+enum { W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_MLP_NORM, W_GATE, W_UP, W_DOWN,
+       W_COUNT };
+static const char *const kPartNames[W_COUNT] = {
+    "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up",
+    "w_down"};
+
+enum { K_EMBEDDING, K_RMSNORM, K_QMATMUL, K_ROPE, K_ADD, K_SWIGLU, K_PREFILL,
+       K_PAGED, K_APPEND, K_COUNT };
+static const char *const kKernelNames[K_COUNT] = {
+    "embedding", "rmsnorm", "qmatmul_int8", "rope", "add", "swiglu",
+    "attention_prefill", "attention_paged_decode", "paged_kv_append"};
+
+typedef struct serve_layer {
+  accel_buffer_t *w[W_COUNT];
+  accel_buffer_t *s[W_COUNT];  // per-channel scales (NULL for the norms)
+  accel_buffer_t *k, *v;       // [device_blocks, block, kv_heads, head_dim]
+  accel_buffer_t *hk, *hv;     // swap space, same layout, host_blocks
+} serve_layer_t;
+
+// Per-step inputs staged on the host and uploaded before the launches.
+typedef struct serve_inputs {
+  int32_t *tokens, *positions, *slots, *rows;
+  uint32_t *tables, *ctx;
+} serve_inputs_t;
+
+struct serve_model {
+  serve_model_config_t c;
+  serve_model_desc_t d;
+  uint32_t qd, kvd, max_blocks;  // max_blocks: per sequence
+  uint32_t device_blocks, host_blocks;
+  uint64_t layer_block_bytes;    // one block of one layer's K (or V)
+  accel_device_t *dev;
+  accel_stream_t *s;
+  accel_executable_t *kernels, *weights;
+  accel_kernel_t *k[K_COUNT];
+  accel_buffer_t *embed, *final_norm, *lm_head, *lm_scale;
+  serve_layer_t *layers;
+  accel_mempool_t *kv_pool;
+  // Activations of max_step_tokens rows; gather scratch of max_context rows.
+  accel_buffer_t *x, *h, *o, *q, *attn, *kn, *vn, *gate, *up, *gk, *gv;
+  // Inputs and the sampled rows' hidden states and logits.
+  accel_buffer_t *tokens, *positions, *slots, *rows, *tables, *ctx, *fx, *fh,
+      *logits;
+  serve_inputs_t in;
+  // Host-visible step buffers (the host device): the inputs are written in
+  // place and the logits read in place, with no copy commands. Otherwise
+  // |in| is host staging uploaded by stream copies.
+  bool direct;
+  float *logits_host;
+  // Order of the step's entries: decode-shaped first, then prefill chunks.
+  uint32_t *order;
+};
+
+typedef struct bind {
+  accel_buffer_t *buffer;
+  uint64_t offset;
+} bind_t;
+
+static accel_status_t launch(serve_model_t *m, int kernel, uint64_t units,
+                             const bind_t *b, uint32_t n, const void *constants,
+                             uint32_t constants_size) {
+  accel_launch_binding_t lb[8];
+  for (uint32_t i = 0; i < n; ++i) {
+    lb[i] = (accel_launch_binding_t){.buffer = b[i].buffer,
+                                     .offset = b[i].offset};
+  }
+  // Any grid gives the same bits (kernels/README.md); more groups than
+  // threads only balance the load.
+  uint32_t groups = units == 0 ? 1 : units > 256 ? 256 : (uint32_t)units;
+  accel_launch_desc_t d = {.struct_size = sizeof(d),
+                           .workgroup_count = {groups, 1, 1},
+                           .binding_count = n,
+                           .constants_size = constants_size,
+                           .bindings = lb,
+                           .constants = constants};
+  return accel_launch(m->s, m->k[kernel], &d);
+}
+
+static accel_status_t rmsnorm(serve_model_t *m, bind_t x, accel_buffer_t *g,
+                              bind_t y, uint32_t rows) {
+  accel_kp_norm_constants_t c = {.rows = rows, .cols = m->c.dim,
+                                 .eps = SERVE_NORM_EPS};
+  bind_t b[3] = {x, {g, 0}, y};
+  return launch(m, K_RMSNORM, rows, b, 3, &c, sizeof(c));
+}
+
+static accel_status_t project(serve_model_t *m, accel_buffer_t *x,
+                              accel_buffer_t *w, accel_buffer_t *scale,
+                              accel_buffer_t *y, uint32_t rows, uint32_t out,
+                              uint32_t in) {
+  accel_kp_qmatmul_constants_t c = {.m = rows, .n = out, .k = in};
+  bind_t b[4] = {{x, 0}, {w, 0}, {scale, 0}, {y, 0}};
+  return launch(m, K_QMATMUL, accel_kp_qmatmul_units(&c), b, 4, &c,
+                sizeof(c));
+}
+
+static accel_status_t rope(serve_model_t *m, accel_buffer_t *x, uint32_t rows,
+                           uint32_t heads) {
+  accel_kp_rope_constants_t c = {.tokens = rows, .heads = heads,
+                                 .head_dim = m->c.head_dim,
+                                 .mode = ACCEL_KP_ROPE_HALF,
+                                 .base = SERVE_ROPE_BASE};
+  bind_t b[2] = {{x, 0}, {m->positions, 0}};
+  return launch(m, K_ROPE, rows, b, 2, &c, sizeof(c));
+}
+
+static accel_status_t add_into(serve_model_t *m, accel_buffer_t *a,
+                               accel_buffer_t *b_, uint32_t count) {
+  accel_kp_eltwise_constants_t c = {.count = count};
+  bind_t b[3] = {{a, 0}, {b_, 0}, {a, 0}};
+  return launch(m, K_ADD, accel_kp_eltwise_units(&c), b, 3, &c, sizeof(c));
+}
+
+// ---------------------------------------------------------------------------
+// Loading
+// ---------------------------------------------------------------------------
+
+static accel_status_t read_config(const accel_executable_t *exe,
+                                  serve_model_config_t *c) {
+  const char *v = NULL;
+#define SERVE_MODEL_READ(name)                                                \
+  if (accel_executable_metadata(exe, "decoder." #name, &v) != ACCEL_OK) {     \
+    return accel_error(ACCEL_ERROR_FORMAT,                                    \
+                       "model: no metadata \"decoder." #name "\"");          \
+  }                                                                           \
+  {                                                                           \
+    char *end = NULL;                                                         \
+    unsigned long n = strtoul(v, &end, 10);                                   \
+    if (*v < '0' || *v > '9' || *end != '\0' || n == 0 || n > 1u << 24) {     \
+      return accel_error(ACCEL_ERROR_FORMAT,                                  \
+                         "model: metadata \"decoder." #name                   \
+                         "\" is \"%.32s\", not a count in 1..16777216", v);   \
+    }                                                                         \
+    c->name = (uint32_t)n;                                                    \
+  }
+  SERVE_MODEL_CONFIG_FIELDS(SERVE_MODEL_READ)
+#undef SERVE_MODEL_READ
+  if (c->heads % c->kv_heads != 0 || c->head_dim % 2 != 0 ||
+      c->head_dim > ACCEL_KP_ATTN_MAX_HEAD_DIM ||
+      (uint64_t)c->heads / c->kv_heads * c->head_dim >
+          ACCEL_KP_ATTN_MAX_GROUP_FLOATS ||
+      c->block_size > 4096) {
+    return accel_error(ACCEL_ERROR_FORMAT,
+                       "model: heads %u, kv_heads %u, head_dim %u, block_size "
+                       "%u: heads must be a multiple of kv_heads, head_dim even "
+                       "and at most %u, block_size at most 4096",
+                       c->heads, c->kv_heads, c->head_dim, c->block_size,
+                       ACCEL_KP_ATTN_MAX_HEAD_DIM);
+  }
+  return ACCEL_OK;
+}
+
+// Opens weight |name| after checking its dtype and shape (cols 0: rank 1).
+static accel_status_t weight(serve_model_t *m, const char *name,
+                             accel_dtype_t dtype, uint64_t rows,
+                             uint64_t cols, accel_buffer_t **out) {
+  accel_weight_info_t info = {.struct_size = sizeof(info)};
+  if (accel_executable_weight(m->weights, name, &info) != ACCEL_OK) {
+    return accel_error(ACCEL_ERROR_FORMAT, "model: no weight \"%s\"", name);
+  }
+  uint32_t rank = cols ? 2 : 1;
+  if (info.dtype != (uint32_t)dtype || info.rank != rank ||
+      info.shape[0] != rows || (cols && info.shape[1] != cols)) {
+    return accel_error(ACCEL_ERROR_FORMAT,
+                       "model: weight \"%s\" is %s rank %u [%llu, %llu], "
+                       "expected %s [%llu, %llu]",
+                       name, accel_dtype_name(info.dtype), info.rank,
+                       (unsigned long long)info.shape[0],
+                       (unsigned long long)info.shape[1],
+                       accel_dtype_name(dtype), (unsigned long long)rows,
+                       (unsigned long long)cols);
+  }
+  return accel_executable_weight_buffer(m->weights, name, out);
+}
+
+// An int8 [out, in] projection and its f32 [out] scales.
+static accel_status_t qweight(serve_model_t *m, const char *name, uint32_t out,
+                              uint32_t in, accel_buffer_t **w,
+                              accel_buffer_t **s) {
+  char sn[128];
+  snprintf(sn, sizeof(sn), "%s.scale", name);
+  ACCEL_RETURN_IF_ERROR(weight(m, sn, ACCEL_DTYPE_F32, out, 0, s));
+  return weight(m, name, ACCEL_DTYPE_I8, out, in, w);
+}
+
+static accel_status_t open_weights(serve_model_t *m) {
+  const serve_model_config_t *c = &m->c;
+  ACCEL_RETURN_IF_ERROR(
+      weight(m, "embed", ACCEL_DTYPE_F32, c->vocab, c->dim, &m->embed));
+  ACCEL_RETURN_IF_ERROR(
+      weight(m, "final_norm", ACCEL_DTYPE_F32, c->dim, 0, &m->final_norm));
+  ACCEL_RETURN_IF_ERROR(
+      qweight(m, "lm_head", c->vocab, c->dim, &m->lm_head, &m->lm_scale));
+  for (uint32_t l = 0; l < c->layers; ++l) {
+    serve_layer_t *L = &m->layers[l];
+    uint32_t out[W_COUNT] = {0, m->qd, m->kvd, m->kvd, c->dim, 0, c->ffn,
+                             c->ffn, c->dim};
+    uint32_t in[W_COUNT] = {0, c->dim, c->dim, c->dim, m->qd, 0, c->dim,
+                            c->dim, c->ffn};
+    for (int p = 0; p < W_COUNT; ++p) {
+      char n[96];
+      snprintf(n, sizeof(n), "l%u.%s", l, kPartNames[p]);
+      if (p == W_ATTN_NORM || p == W_MLP_NORM) {
+        ACCEL_RETURN_IF_ERROR(weight(m, n, ACCEL_DTYPE_F32, c->dim, 0,
+                                     &L->w[p]));
+      } else {
+        ACCEL_RETURN_IF_ERROR(qweight(m, n, out[p], in[p], &L->w[p], &L->s[p]));
+      }
+    }
+  }
+  return ACCEL_OK;
+}
+
+static accel_status_t alloc(serve_model_t *m, uint64_t bytes, uint32_t kind,
+                            accel_mempool_t *pool, const char *tag,
+                            accel_buffer_t **out) {
+  accel_buffer_desc_t d = {.struct_size = sizeof(d), .kind = kind,
+                           .size_bytes = bytes ? bytes : 4, .tag = tag,
+                           .pool = pool};
+  return accel_buffer_alloc(m->dev, &d, out);
+}
+
+static accel_status_t alloc_cache(serve_model_t *m) {
+  const serve_model_config_t *c = &m->c;
+  accel_mempool_desc_t pd = {.struct_size = sizeof(pd),
+                             .type = ACCEL_MEMPOOL_TYPE_PAGED,
+                             .page_size_bytes = 64 << 10,
+                             .name = "kv-cache"};
+  ACCEL_RETURN_IF_ERROR(accel_mempool_create(m->dev, &pd, &m->kv_pool));
+  uint64_t dev_bytes = (uint64_t)m->device_blocks * m->layer_block_bytes;
+  uint64_t host_bytes = (uint64_t)m->host_blocks * m->layer_block_bytes;
+  for (uint32_t l = 0; l < c->layers; ++l) {
+    serve_layer_t *L = &m->layers[l];
+    ACCEL_RETURN_IF_ERROR(alloc(m, dev_bytes, ACCEL_MEMORY_KIND_DEVICE,
+                                m->kv_pool, "kv-k", &L->k));
+    ACCEL_RETURN_IF_ERROR(alloc(m, dev_bytes, ACCEL_MEMORY_KIND_DEVICE,
+                                m->kv_pool, "kv-v", &L->v));
+    if (m->host_blocks > 0) {
+      ACCEL_RETURN_IF_ERROR(alloc(m, host_bytes, ACCEL_MEMORY_KIND_HOST_PINNED,
+                                  NULL, "kv-swap-k", &L->hk));
+      ACCEL_RETURN_IF_ERROR(alloc(m, host_bytes, ACCEL_MEMORY_KIND_HOST_PINNED,
+                                  NULL, "kv-swap-v", &L->hv));
+    }
+  }
+  return ACCEL_OK;
+}
+
+static accel_status_t alloc_activations(serve_model_t *m) {
+  const serve_model_config_t *c = &m->c;
+  uint64_t t = m->d.max_step_tokens, s = m->d.max_step_seqs;
+  uint64_t dev = ACCEL_MEMORY_KIND_DEVICE;
+  struct {
+    accel_buffer_t **b;
+    uint64_t bytes;
+  } bufs[] = {
+      {&m->x, 4 * t * c->dim}, {&m->h, 4 * t * c->dim},
+      {&m->o, 4 * t * c->dim}, {&m->q, 4 * t * m->qd},
+      {&m->attn, 4 * t * m->qd}, {&m->kn, 4 * t * m->kvd},
+      {&m->vn, 4 * t * m->kvd}, {&m->gate, 4 * t * c->ffn},
+      {&m->up, 4 * t * c->ffn},
+      {&m->gk, 4ull * m->d.max_context * m->kvd},
+      {&m->gv, 4ull * m->d.max_context * m->kvd},
+      {&m->tokens, 4 * t}, {&m->positions, 4 * t}, {&m->slots, 4 * t},
+      {&m->rows, 4 * s}, {&m->tables, 4 * s * m->max_blocks},
+      {&m->ctx, 4 * s}, {&m->fx, 4 * s * c->dim}, {&m->fh, 4 * s * c->dim},
+      {&m->logits, 4 * s * c->vocab}};
+  for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); ++i) {
+    ACCEL_RETURN_IF_ERROR(alloc(m, bufs[i].bytes, (uint32_t)dev, NULL,
+                                "serve-step", bufs[i].b));
+  }
+  void *p[7];
+  accel_buffer_t *b[7] = {m->tokens, m->positions, m->slots, m->rows,
+                          m->tables, m->ctx, m->logits};
+  m->direct = true;
+  for (int i = 0; i < 7 && m->direct; ++i) {
+    m->direct = accel_buffer_host_pointer(b[i], &p[i]) == ACCEL_OK;
+  }
+  if (m->direct) {
+    m->in = (serve_inputs_t){.tokens = p[0], .positions = p[1],
+                             .slots = p[2], .rows = p[3], .tables = p[4],
+                             .ctx = p[5]};
+    m->logits_host = p[6];
+  } else {
+    m->in.tokens = calloc(t, 4);
+    m->in.positions = calloc(t, 4);
+    m->in.slots = calloc(t, 4);
+    m->in.rows = calloc(s, 4);
+    m->in.tables = calloc(s * m->max_blocks, 4);
+    m->in.ctx = calloc(s, 4);
+  }
+  m->order = calloc(s, 4);
+  if (!m->in.tokens || !m->in.positions || !m->in.slots || !m->in.rows ||
+      !m->in.tables || !m->in.ctx || !m->order) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "serve: cannot allocate the step's staging arrays");
+  }
+  return ACCEL_OK;
+}
+
+static accel_status_t model_open(serve_model_t *m) {
+  accel_runtime_t *rt = accel_device_runtime(m->dev);
+  accel_status_t st = accel_executable_load_file(rt, m->dev,
+                                                 m->d.kernels_path, 0,
+                                                 &m->kernels);
+  if (st != ACCEL_OK) {
+    return accel_error_context(st, "kernels %s", m->d.kernels_path);
+  }
+  st = accel_executable_load_file(rt, m->dev, m->d.model_path, 0, &m->weights);
+  if (st != ACCEL_OK) {
+    return accel_error_context(st, "model %s", m->d.model_path);
+  }
+  for (int i = 0; i < K_COUNT; ++i) {
+    st = accel_executable_kernel(m->kernels, kKernelNames[i], &m->k[i]);
+    if (st != ACCEL_OK) {
+      return accel_error_context(st, "kernels %s", m->d.kernels_path);
+    }
+  }
+  const char *kind = NULL;
+  if (accel_executable_metadata(m->weights, "model", &kind) != ACCEL_OK ||
+      strcmp(kind, "decoder") != 0) {
+    return accel_error(ACCEL_ERROR_FORMAT,
+                       "model %s: metadata \"model\" is not \"decoder\"",
+                       m->d.model_path);
+  }
+  st = read_config(m->weights, &m->c);
+  if (st != ACCEL_OK) {
+    return accel_error_context(st, "%s", m->d.model_path);
+  }
+  const serve_model_config_t *c = &m->c;
+  m->qd = c->heads * c->head_dim;
+  m->kvd = c->kv_heads * c->head_dim;
+  m->max_blocks = (m->d.max_context + c->block_size - 1) / c->block_size;
+  m->layer_block_bytes = 4ull * c->block_size * m->kvd;
+  uint64_t block_bytes = 2ull * c->layers * m->layer_block_bytes;
+  uint64_t blocks = m->d.kv_bytes / block_bytes;
+  if (blocks < m->max_blocks) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "serve: a KV budget of %llu bytes holds %llu blocks of "
+                       "%llu bytes; one request of max_context %u tokens "
+                       "needs %u",
+                       (unsigned long long)m->d.kv_bytes,
+                       (unsigned long long)blocks,
+                       (unsigned long long)block_bytes, m->d.max_context,
+                       m->max_blocks);
+  }
+  m->device_blocks = blocks > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)blocks;
+  uint64_t hb = m->d.swap_bytes / block_bytes;
+  m->host_blocks = hb > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)hb;
+  m->layers = calloc(c->layers, sizeof(serve_layer_t));
+  if (m->layers == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY, "serve: cannot allocate");
+  }
+  st = open_weights(m);
+  if (st != ACCEL_OK) {
+    return accel_error_context(st, "%s", m->d.model_path);
+  }
+  ACCEL_RETURN_IF_ERROR(alloc_cache(m));
+  return alloc_activations(m);
+}
+
+accel_status_t serve_model_create(accel_device_t *device,
+                                  const serve_model_desc_t *desc,
+                                  serve_model_t **out) {
+  serve_model_t *m = calloc(1, sizeof(*m));
+  if (m == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY, "serve: cannot allocate");
+  }
+  m->dev = device;
+  m->d = *desc;
+  accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "serve"};
+  accel_status_t st = accel_stream_create(device, &sd, &m->s);
+  if (st == ACCEL_OK) {
+    st = model_open(m);
+  }
+  if (st != ACCEL_OK) {
+    serve_model_destroy(m);
+    return st;
+  }
+  *out = m;
+  return ACCEL_OK;
+}
+
+void serve_model_destroy(serve_model_t *m) {
+  if (m == NULL) {
+    return;
+  }
+  if (m->s != NULL) {
+    (void)accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE);
+  }
+  accel_buffer_t *bufs[] = {m->embed, m->final_norm, m->lm_head, m->lm_scale,
+                            m->x, m->h, m->o, m->q, m->attn, m->kn, m->vn,
+                            m->gate, m->up, m->gk, m->gv, m->tokens,
+                            m->positions, m->slots, m->rows, m->tables,
+                            m->ctx, m->fx, m->fh, m->logits};
+  for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); ++i) {
+    if (bufs[i] != NULL) {
+      accel_buffer_release(bufs[i]);
+    }
+  }
+  if (m->layers != NULL) {
+    for (uint32_t l = 0; l < m->c.layers; ++l) {
+      serve_layer_t *L = &m->layers[l];
+      accel_buffer_t *lb[] = {L->k, L->v, L->hk, L->hv};
+      for (int p = 0; p < W_COUNT; ++p) {
+        if (L->w[p] != NULL) accel_buffer_release(L->w[p]);
+        if (L->s[p] != NULL) accel_buffer_release(L->s[p]);
+      }
+      for (int i = 0; i < 4; ++i) {
+        if (lb[i] != NULL) accel_buffer_release(lb[i]);
+      }
+    }
+    free(m->layers);
+  }
+  if (m->kv_pool != NULL) {
+    (void)accel_mempool_destroy(m->kv_pool);
+  }
+  if (m->weights != NULL) accel_executable_release(m->weights);
+  if (m->kernels != NULL) accel_executable_release(m->kernels);
+  if (m->s != NULL) accel_stream_destroy(m->s);
+  if (!m->direct) {
+    free(m->in.tokens);
+    free(m->in.positions);
+    free(m->in.slots);
+    free(m->in.rows);
+    free(m->in.tables);
+    free(m->in.ctx);
+  }
+  free(m->order);
+  free(m);
+}
+
+const serve_model_config_t *serve_model_config(const serve_model_t *m) {
+  return &m->c;
+}
+uint32_t serve_model_device_blocks(const serve_model_t *m) {
+  return m->device_blocks;
+}
+uint32_t serve_model_host_blocks(const serve_model_t *m) {
+  return m->host_blocks;
+}
+uint64_t serve_model_block_bytes(const serve_model_t *m) {
+  return 2ull * m->c.layers * m->layer_block_bytes;
+}
+
+// ---------------------------------------------------------------------------
+// A step
+// ---------------------------------------------------------------------------
+
+// Copies block |src| of |from| to block |dst| of |to| in every layer.
+static accel_status_t copy_blocks(serve_model_t *m, const accel_kv_copy_t *cp,
+                                  uint32_t count, bool from_host,
+                                  bool to_host) {
+  uint64_t bb = m->layer_block_bytes;
+  for (uint32_t i = 0; i < count; ++i) {
+    for (uint32_t l = 0; l < m->c.layers; ++l) {
+      serve_layer_t *L = &m->layers[l];
+      ACCEL_RETURN_IF_ERROR(accel_stream_copy(
+          m->s, to_host ? L->hk : L->k, cp[i].dst * bb,
+          from_host ? L->hk : L->k, cp[i].src * bb, bb));
+      ACCEL_RETURN_IF_ERROR(accel_stream_copy(
+          m->s, to_host ? L->hv : L->v, cp[i].dst * bb,
+          from_host ? L->hv : L->v, cp[i].src * bb, bb));
+    }
+  }
+  return ACCEL_OK;
+}
+
+// Gathers the first |len| positions of a sequence's paged K and V of layer
+// |L| into the dense scratch gk, gv ([len, kv_heads, head_dim]): a block is
+// contiguous in both layouts, so one copy per block.
+static accel_status_t gather(serve_model_t *m, const serve_layer_t *L,
+                             const uint32_t *table, uint32_t len) {
+  uint32_t bs = m->c.block_size;
+  uint64_t row = 4ull * m->kvd;
+  for (uint32_t b = 0; b * bs < len; ++b) {
+    uint32_t n = len - b * bs < bs ? len - b * bs : bs;
+    uint64_t src = (uint64_t)table[b] * m->layer_block_bytes;
+    ACCEL_RETURN_IF_ERROR(accel_stream_copy(m->s, m->gk, b * bs * row, L->k,
+                                            src, n * row));
+    ACCEL_RETURN_IF_ERROR(accel_stream_copy(m->s, m->gv, b * bs * row, L->v,
+                                            src, n * row));
+  }
+  return ACCEL_OK;
+}
+
+// Attention of the step's rows: decode-shaped entries (rows 0..nd-1) in one
+// paged launch, then each prefill chunk over its context.
+static accel_status_t attention(serve_model_t *m, const serve_layer_t *L,
+                                const accel_sched_plan_t *plan, uint32_t nd) {
+  const serve_model_config_t *c = &m->c;
+  float scale = 1.0f / sqrtf((float)c->head_dim);
+  if (nd > 0) {
+    accel_kp_attn_paged_constants_t pc = {
+        .num_seqs = nd, .n_heads = c->heads, .n_kv_heads = c->kv_heads,
+        .head_dim = c->head_dim, .block_size = c->block_size,
+        .num_blocks = m->device_blocks, .max_blocks_per_seq = m->max_blocks,
+        .scale = scale};
+    bind_t pb[6] = {{m->q, 0}, {L->k, 0}, {L->v, 0},
+                    {m->tables, 0}, {m->ctx, 0}, {m->attn, 0}};
+    ACCEL_RETURN_IF_ERROR(launch(m, K_PAGED, (uint64_t)nd * c->kv_heads, pb,
+                                 6, &pc, sizeof(pc)));
+  }
+  uint32_t row = nd;
+  for (uint32_t i = nd; i < plan->entry_count; ++i) {
+    const accel_sched_entry_t *e = &plan->entries[m->order[i]];
+    uint32_t len = e->start + e->count;
+    accel_kp_attn_prefill_constants_t pc = {
+        .q_len = e->count, .kv_len = len, .n_heads = c->heads,
+        .n_kv_heads = c->kv_heads, .head_dim = c->head_dim, .scale = scale};
+    bind_t pb[4] = {{m->q, 4ull * row * m->qd}, {m->kn, 4ull * row * m->kvd},
+                    {m->vn, 4ull * row * m->kvd},
+                    {m->attn, 4ull * row * m->qd}};
+    if (e->start > 0) {
+      // Part of the context is cached: read all of it from the paged cache
+      // (the new rows were appended above).
+      ACCEL_RETURN_IF_ERROR(gather(m, L, e->block_table, len));
+      pb[1] = (bind_t){m->gk, 0};
+      pb[2] = (bind_t){m->gv, 0};
+    }
+    ACCEL_RETURN_IF_ERROR(launch(m, K_PREFILL,
+                                 (uint64_t)e->count * c->kv_heads, pb, 4, &pc,
+                                 sizeof(pc)));
+    row += e->count;
+  }
+  return ACCEL_OK;
+}
+
+static accel_status_t layer_forward(serve_model_t *m, const serve_layer_t *L,
+                                    const accel_sched_plan_t *plan,
+                                    uint32_t rows, uint32_t nd) {
+  const serve_model_config_t *c = &m->c;
+  ACCEL_RETURN_IF_ERROR(rmsnorm(m, (bind_t){m->x, 0}, L->w[W_ATTN_NORM],
+                                (bind_t){m->h, 0}, rows));
+  ACCEL_RETURN_IF_ERROR(project(m, m->h, L->w[W_Q], L->s[W_Q], m->q, rows,
+                                m->qd, c->dim));
+  ACCEL_RETURN_IF_ERROR(project(m, m->h, L->w[W_K], L->s[W_K], m->kn, rows,
+                                m->kvd, c->dim));
+  ACCEL_RETURN_IF_ERROR(project(m, m->h, L->w[W_V], L->s[W_V], m->vn, rows,
+                                m->kvd, c->dim));
+  ACCEL_RETURN_IF_ERROR(rope(m, m->q, rows, c->heads));
+  ACCEL_RETURN_IF_ERROR(rope(m, m->kn, rows, c->kv_heads));
+  accel_kp_kv_append_constants_t ac = {.tokens = rows,
+                                       .n_kv_heads = c->kv_heads,
+                                       .head_dim = c->head_dim,
+                                       .block_size = c->block_size,
+                                       .num_blocks = m->device_blocks};
+  bind_t ab[5] = {{m->kn, 0}, {m->vn, 0}, {m->slots, 0}, {L->k, 0},
+                  {L->v, 0}};
+  ACCEL_RETURN_IF_ERROR(launch(m, K_APPEND, rows, ab, 5, &ac, sizeof(ac)));
+  ACCEL_RETURN_IF_ERROR(attention(m, L, plan, nd));
+  ACCEL_RETURN_IF_ERROR(project(m, m->attn, L->w[W_O], L->s[W_O], m->o, rows,
+                                c->dim, m->qd));
+  ACCEL_RETURN_IF_ERROR(add_into(m, m->x, m->o, rows * c->dim));
+  ACCEL_RETURN_IF_ERROR(rmsnorm(m, (bind_t){m->x, 0}, L->w[W_MLP_NORM],
+                                (bind_t){m->h, 0}, rows));
+  ACCEL_RETURN_IF_ERROR(project(m, m->h, L->w[W_GATE], L->s[W_GATE], m->gate,
+                                rows, c->ffn, c->dim));
+  ACCEL_RETURN_IF_ERROR(project(m, m->h, L->w[W_UP], L->s[W_UP], m->up, rows,
+                                c->ffn, c->dim));
+  accel_kp_eltwise_constants_t sc = {.count = rows * c->ffn};
+  bind_t sb[3] = {{m->gate, 0}, {m->up, 0}, {m->gate, 0}};
+  ACCEL_RETURN_IF_ERROR(launch(m, K_SWIGLU, accel_kp_eltwise_units(&sc), sb, 3,
+                               &sc, sizeof(sc)));
+  ACCEL_RETURN_IF_ERROR(project(m, m->gate, L->w[W_DOWN], L->s[W_DOWN], m->o,
+                                rows, c->dim, c->ffn));
+  return add_into(m, m->x, m->o, rows * c->dim);
+}
+
+// Orders the entries (decode-shaped first), fills the staging arrays, and
+// returns the number of decode-shaped entries and of sampled rows.
+static void stage(serve_model_t *m, const accel_sched_plan_t *plan,
+                  uint32_t *out_nd, uint32_t *out_samples) {
+  uint32_t n = 0, nd = 0;
+  for (uint32_t i = 0; i < plan->entry_count; ++i) {
+    if (plan->entries[i].count == 1) m->order[n++] = i;
+  }
+  nd = n;
+  for (uint32_t i = 0; i < plan->entry_count; ++i) {
+    if (plan->entries[i].count != 1) m->order[n++] = i;
+  }
+  uint32_t bs = m->c.block_size, row = 0;
+  for (uint32_t j = 0; j < n; ++j) {
+    const accel_sched_entry_t *e = &plan->entries[m->order[j]];
+    for (uint32_t t = 0; t < e->count; ++t) {
+      uint32_t p = e->start + t;
+      m->in.tokens[row + t] = e->tokens[p];
+      m->in.positions[row + t] = (int32_t)p;
+      m->in.slots[row + t] = (int32_t)(e->block_table[p / bs] * bs + p % bs);
+    }
+    if (j < nd) {
+      m->in.ctx[j] = e->start + 1;
+      memset(m->in.tables + (uint64_t)j * m->max_blocks, 0,
+             4ull * m->max_blocks);
+      memcpy(m->in.tables + (uint64_t)j * m->max_blocks, e->block_table,
+             4ull * e->blocks);
+    }
+    row += e->count;
+    // in.rows[plan index] = the entry's last row (the one sampled from).
+    m->in.rows[m->order[j]] = (int32_t)(row - 1);
+  }
+  // Compact the sampling entries' rows in plan order (the order
+  // accel_sched_complete takes their tokens in); i >= s throughout.
+  uint32_t s = 0;
+  for (uint32_t i = 0; i < plan->entry_count; ++i) {
+    if (plan->entries[i].sample) m->in.rows[s++] = m->in.rows[i];
+  }
+  *out_nd = nd;
+  *out_samples = s;
+}
+
+// Uploads the staged inputs (a device whose step buffers the host cannot
+// write).
+static accel_status_t upload(serve_model_t *m, uint32_t rows, uint32_t samples,
+                             uint32_t nd) {
+  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(m->s, m->tokens, 0,
+                                                    m->in.tokens, 4ull * rows));
+  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(
+      m->s, m->positions, 0, m->in.positions, 4ull * rows));
+  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(m->s, m->slots, 0,
+                                                    m->in.slots, 4ull * rows));
+  ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(
+      m->s, m->rows, 0, m->in.rows, 4ull * (samples ? samples : 1)));
+  if (nd > 0) {
+    ACCEL_RETURN_IF_ERROR(accel_stream_copy_from_host(
+        m->s, m->tables, 0, m->in.tables, 4ull * nd * m->max_blocks));
+    ACCEL_RETURN_IF_ERROR(
+        accel_stream_copy_from_host(m->s, m->ctx, 0, m->in.ctx, 4ull * nd));
+  }
+  return ACCEL_OK;
+}
+
+accel_status_t serve_model_run(serve_model_t *m, const accel_sched_plan_t *plan,
+                               float *logits) {
+  const serve_model_config_t *c = &m->c;
+  // Swap-outs first: a block they free may be a swap-in's or copy's target.
+  ACCEL_RETURN_IF_ERROR(copy_blocks(m, plan->swap_out, plan->swap_out_count,
+                                    false, true));
+  ACCEL_RETURN_IF_ERROR(copy_blocks(m, plan->swap_in, plan->swap_in_count,
+                                    true, false));
+  ACCEL_RETURN_IF_ERROR(copy_blocks(m, plan->copy, plan->copy_count, false,
+                                    false));
+  uint32_t rows = plan->tokens, nd = 0, samples = 0;
+  if (plan->entry_count == 0) {
+    return accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE);
+  }
+  stage(m, plan, &nd, &samples);
+  // The previous step was waited for, so the inputs are free to rewrite.
+  if (!m->direct) {
+    ACCEL_RETURN_IF_ERROR(upload(m, rows, samples, nd));
+  }
+  accel_kp_embedding_constants_t ec = {.tokens = rows, .vocab = c->vocab,
+                                       .dim = c->dim,
+                                       .dtype = ACCEL_KP_DTYPE_F32};
+  bind_t eb[3] = {{m->embed, 0}, {m->tokens, 0}, {m->x, 0}};
+  ACCEL_RETURN_IF_ERROR(launch(m, K_EMBEDDING, rows, eb, 3, &ec, sizeof(ec)));
+  for (uint32_t l = 0; l < c->layers; ++l) {
+    ACCEL_RETURN_IF_ERROR(layer_forward(m, &m->layers[l], plan, rows, nd));
+  }
+  if (samples > 0) {
+    // The sampled rows' hidden states, gathered by the embedding kernel
+    // (the step's hidden states as its table), then the head over them only.
+    accel_kp_embedding_constants_t gc = {.tokens = samples, .vocab = rows,
+                                         .dim = c->dim,
+                                         .dtype = ACCEL_KP_DTYPE_F32};
+    bind_t gb[3] = {{m->x, 0}, {m->rows, 0}, {m->fx, 0}};
+    ACCEL_RETURN_IF_ERROR(launch(m, K_EMBEDDING, samples, gb, 3, &gc,
+                                 sizeof(gc)));
+    ACCEL_RETURN_IF_ERROR(rmsnorm(m, (bind_t){m->fx, 0}, m->final_norm,
+                                  (bind_t){m->fh, 0}, samples));
+    ACCEL_RETURN_IF_ERROR(project(m, m->fh, m->lm_head, m->lm_scale,
+                                  m->logits, samples, c->vocab, c->dim));
+    if (!m->direct) {
+      ACCEL_RETURN_IF_ERROR(accel_stream_copy_to_host(
+          m->s, logits, m->logits, 0, 4ull * samples * c->vocab));
+    }
+  }
+  ACCEL_RETURN_IF_ERROR(accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE));
+  if (m->direct && samples > 0) {
+    memcpy(logits, m->logits_host, 4ull * samples * c->vocab);
+  }
+  return ACCEL_OK;
+}
