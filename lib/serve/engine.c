@@ -526,8 +526,10 @@ static accel_status_t admit_locked(accel_serve_engine_t *e) {
       st = ACCEL_OK;
     }
   }
-  memmove(e->pending.ids, e->pending.ids + i,
-          sizeof(uint64_t) * (e->pending.count - i));
+  if (i != 0 && e->pending.count > i) {  // (never memmove a NULL array)
+    memmove(e->pending.ids, e->pending.ids + i,
+            sizeof(uint64_t) * (e->pending.count - i));
+  }
   e->pending.count -= i;
   return st;
 }

@@ -16,6 +16,9 @@ typedef struct out {
 } out_t;
 
 static inline void put(out_t *o, const void *data, size_t n) {
+  if (n == 0) {
+    return;  // (data may be NULL: nothing to copy)
+  }
   if (o->n + n > o->cap) {
     o->cap = (o->n + n) * 2 + 64;
     o->p = realloc(o->p, o->cap);
