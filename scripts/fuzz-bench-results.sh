@@ -7,25 +7,12 @@
 #   scripts/fuzz-bench-results.sh [--seconds N] [--build-dir DIR] [-- LIBFUZZER_ARGS]
 set -eu
 root=${ACCEL_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-seconds=20
-build=${TMPDIR:-/tmp}/accel-fuzz-bench-results
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --seconds) seconds=$2; shift 2 ;;
-    --build-dir) build=$2; shift 2 ;;
-    --) shift; break ;;
-    *) echo "fuzz-bench-results: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-if ! command -v clang >/dev/null 2>&1; then
-  echo "fuzz-bench-results: clang not found; skipping" >&2
-  exit 77
-fi
+fuzz_name=fuzz-bench-results
+. "$(dirname "$0")/fuzz-args.sh"
 if ! pkg-config --exists json-c sqlite3; then
   echo "fuzz-bench-results: json-c or sqlite3 not found; skipping" >&2
   exit 77
 fi
-mkdir -p "$build/corpus"
 run='"run": {"commit": "0123456789abcdef0123456789abcdef01234567", "time": "2026-11-25T10:00:00Z", "build_type": "release", "host": "h"}'
 fig='{"name": "f", "value": 1.5, "unit": "us", "baseline_name": "b", "baseline": 1.0, "ratio": 1.5, "ci_low": 1.4, "ci_high": 1.6, "pairs": 3, "method": "paired", "target": "<= 2", "verdict": "met", "samples": [1.4, 1.5, 1.6]}'
 echo "{\"format\": \"accel-bench-results/1\", $run, \"benches\": [{\"bench\": \"x\", \"results\": [$fig]}]}" > "$build/corpus/file.json"

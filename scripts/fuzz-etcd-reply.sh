@@ -10,25 +10,12 @@
 # 20 s; run it longer by hand.
 set -eu
 root=${ACCEL_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-seconds=20
-build=${TMPDIR:-/tmp}/accel-fuzz-etcd-reply
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --seconds) seconds=$2; shift 2 ;;
-    --build-dir) build=$2; shift 2 ;;
-    --) shift; break ;;
-    *) echo "fuzz-etcd-reply: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-if ! command -v clang >/dev/null 2>&1; then
-  echo "fuzz-etcd-reply: clang not found; skipping" >&2
-  exit 77
-fi
+fuzz_name=fuzz-etcd-reply
+. "$(dirname "$0")/fuzz-args.sh"
 if ! pkg-config --exists json-c; then
   echo "fuzz-etcd-reply: json-c not found; skipping" >&2
   exit 77
 fi
-mkdir -p "$build/corpus"
 cp "$root"/tests/data/cluster/*.json "$build/corpus/" 2>/dev/null || true
 clang -std=gnu17 -O1 -g -D_GNU_SOURCE -DACCEL_HAVE_ETCD=1 \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

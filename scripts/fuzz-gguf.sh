@@ -12,21 +12,8 @@
 # longer by hand, e.g. scripts/fuzz-gguf.sh --seconds 3600.
 set -eu
 root=${ACCEL_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-seconds=15
-build=${TMPDIR:-/tmp}/accel-fuzz-gguf
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --seconds) seconds=$2; shift 2 ;;
-    --build-dir) build=$2; shift 2 ;;
-    --) shift; break ;;
-    *) echo "fuzz-gguf: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-if ! command -v clang >/dev/null 2>&1; then
-  echo "fuzz-gguf: clang not found; skipping" >&2
-  exit 77
-fi
-mkdir -p "$build/corpus"
+fuzz_name=fuzz-gguf
+. "$(dirname "$0")/fuzz-args.sh"
 python3 - "$build/corpus" <<'PY'
 import struct, sys, os
 out = sys.argv[1]

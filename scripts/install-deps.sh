@@ -7,13 +7,17 @@ set -eu
 # util-linux: taskset, which tests/support/one_cpu.sh uses (Essential in
 # Debian, listed so that a trimmed image still gets it). python3-venv and
 # python3-dev: scripts/test-python.sh's virtual environment and the
-# headers the Python module builds against.
+# headers the Python module builds against; python3-pip: the download of
+# llama.cpp's vocabulary files for the tokenizer tests
+# (tests/model/fetch-vocab.sh). etcd-server, etcd-client, iproute2: the
+# cluster tests' etcd and network namespaces; libicu-dev: the tokenizers'
+# Unicode categories; libmicrohttpd-dev: accel-serve.
 PKGS="build-essential gcc g++ python3 procps util-linux meson ninja-build pkg-config
   clang libclang-rt-14-dev libcmocka-dev libhwloc-dev hwloc libnuma-dev libibverbs-dev libdrm-dev libjson-c-dev
   libxxhash-dev libmicrohttpd-dev liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
   libopenblas-dev libjemalloc-dev libmimalloc-dev protobuf-compiler libicu-dev
   libcurl4-openssl-dev etcd-server etcd-client iproute2
-  python3-protobuf python3-numpy cmake scdoc python3-venv python3-dev
+  python3-protobuf python3-numpy cmake scdoc python3-venv python3-dev python3-pip
   libsqlite3-dev libjs-dygraphs chromium"
 missing=""
 for p in $PKGS; do

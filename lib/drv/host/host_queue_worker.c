@@ -426,17 +426,20 @@ static inline void worker_run_record(accel_drv_queue_t *q,
 // Spins for new work (or a stop) for up to |spin_ns| before the caller
 // parks. The clock is first read after 64 polls: the next command of a
 // tight submit/synchronize loop arrives within a few hundred ns, and a
-// clock read there would delay seeing it. Returns whether work came.
+// clock read there would delay seeing it. A spin shorter than those 64
+// polls (ACCEL_SPIN_NS below 1 us) reads the clock at every poll instead,
+// so that it is as short as asked. Returns whether work came.
 static bool worker_spin_for_work(accel_drv_queue_t *q, uint64_t spin_ns) {
   uint64_t spin_until = 0;
   uint32_t iter = 0;
+  const uint32_t clock_mask = spin_ns < 1000 ? 0 : 63;
   for (;;) {
     if (has_ready(q) ||
         atomic_load_explicit(&q->stopping, memory_order_relaxed)) {
       return true;
     }
     accel_host_cpu_relax();
-    if ((++iter & 63) == 0) {
+    if ((++iter & clock_mask) == 0) {
       uint64_t now = accel_host_now_ns();
       if (spin_until == 0) {
         spin_until = now + spin_ns;
