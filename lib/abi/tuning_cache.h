@@ -1,0 +1,104 @@
+// The tuning cache (docs/tuning.md): tuned configurations of kernels keyed
+// by device fingerprint, kernel, kernel version and the launch's constants
+// (which hold its dtype and shape), in a text file that accel-tune writes
+// and executables read when they load. The file is input: parsed with
+// every field checked, fuzzed (fuzz/fuzz_tuning_cache.c).
+#ifndef ACCEL_ABI_TUNING_CACHE_H_
+#define ACCEL_ABI_TUNING_CACHE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/executable_impl.h"
+#include "abi/kernel_meta.h"
+
+#define ACCEL_TUNING_CACHE_VERSION 1u
+// Largest constants block a cache entry keys on.
+#define ACCEL_TUNING_MAX_CONSTANTS 256u
+#define ACCEL_TUNING_MAX_TOKEN 64u
+#define ACCEL_TUNING_MAX_ENTRIES 65536u
+#define ACCEL_TUNING_MAX_FILE_BYTES (64u << 20)
+
+// One line of the cache.
+typedef struct accel_tuning_entry {
+  char fingerprint[ACCEL_TUNING_MAX_TOKEN + 1];
+  char kernel[ACCEL_TUNING_MAX_TOKEN + 1];
+  uint32_t version;
+  uint32_t constants_size;
+  // The launch's constants with every CONSTANT tunable field zeroed.
+  uint8_t constants[ACCEL_TUNING_MAX_CONSTANTS];
+  uint32_t value_count;
+  char names[ACCEL_KERNEL_MAX_TUNABLES][ACCEL_KERNEL_MAX_TUNABLE_NAME + 1];
+  uint32_t values[ACCEL_KERNEL_MAX_TUNABLES];
+  // Tuned time over default time when measured (informational); 0: unknown.
+  double ratio;
+} accel_tuning_entry_t;
+
+typedef struct accel_tuning_cache {
+  uint32_t count;
+  uint32_t capacity;
+  accel_tuning_entry_t *entries;  // owned
+} accel_tuning_cache_t;
+
+// Parses the cache text |data| (|size| bytes) into |out| (initialized
+// here; accel_tuning_cache_fini frees it, also after a failure).
+// ACCEL_ERROR_FORMAT naming the line and field for any malformed line, an
+// unknown version, or more than ACCEL_TUNING_MAX_ENTRIES entries; a later
+// line with the key of an earlier one replaces it.
+accel_status_t accel_tuning_cache_parse(const char *data, size_t size,
+                                        accel_tuning_cache_t *out);
+
+// Reads and parses the file |path|; a missing file is an empty cache.
+// ACCEL_ERROR_IO when it cannot be read, ACCEL_ERROR_FORMAT as above.
+accel_status_t accel_tuning_cache_read(const char *path,
+                                       accel_tuning_cache_t *out);
+
+// Adds |entry| to |cache|, replacing an entry with the same key.
+accel_status_t accel_tuning_cache_put(accel_tuning_cache_t *cache,
+                                      const accel_tuning_entry_t *entry);
+
+// Writes |cache| to |path| atomically (a temporary file renamed over it),
+// creating the parent folder when missing. ACCEL_ERROR_IO on failure.
+accel_status_t accel_tuning_cache_write(const char *path,
+                                        const accel_tuning_cache_t *cache);
+
+void accel_tuning_cache_fini(accel_tuning_cache_t *cache);
+
+// The cache's path: ACCEL_TUNING_CACHE, else
+// $XDG_CACHE_HOME/accel/tuning-cache, else $HOME/.cache/accel/tuning-cache.
+// ACCEL_ERROR_NOT_FOUND when none of them is set.
+accel_status_t accel_tuning_cache_path(char *out, size_t size);
+
+// The fingerprint of |device|: "<backend>-<16 hex digits>", the XXH3 hash
+// of its name (CPU model and thread count on the host), target, compute
+// queues, memory and the host thread count of its runtime.
+void accel_tuning_fingerprint(const accel_device_t *device,
+                              char out[ACCEL_TUNING_MAX_TOKEN + 1]);
+
+// Fills the key part of |out| (fingerprint, kernel, version, constants with
+// the tunable fields of |meta| zeroed) for a launch of |kernel| with
+// |constants|. ACCEL_ERROR_UNSUPPORTED when the constants are larger than
+// ACCEL_TUNING_MAX_CONSTANTS.
+accel_status_t accel_tuning_key(const char *fingerprint, const char *kernel,
+                                const accel_kernel_meta_t *meta,
+                                const void *constants,
+                                uint32_t constants_size,
+                                accel_tuning_entry_t *out);
+
+// Loads the configurations of |exe|'s kernels from the cache file (unless
+// the runtime turned tuning off or no kernel has tunables) and points each
+// tuned kernel's |tuning| at them. A cache that cannot be read or parsed is
+// ignored with one line on stderr; only running out of memory fails.
+accel_status_t accel_tuning_attach(accel_executable_t *exe);
+
+// Frees what accel_tuning_attach made.
+void accel_tuning_detach(accel_executable_t *exe);
+
+// When |k| has a tuned configuration for |in|'s constants, fills |out| with
+// |in| changed accordingly (constants copied into |constants_buf|, which
+// holds ACCEL_TUNING_MAX_CONSTANTS bytes) and returns true.
+bool accel_tuning_apply(const accel_kernel_t *k,
+                        const accel_kernel_dispatch_t *in,
+                        accel_kernel_dispatch_t *out, uint8_t *constants_buf);
+
+#endif  // ACCEL_ABI_TUNING_CACHE_H_
