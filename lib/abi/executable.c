@@ -18,7 +18,7 @@
 
 #include "abi/executable_impl.h"
 #include "abi/kernel_meta.h"
-#include "abi/tuning_cache.h"
+#include "abi/tuning.h"
 #include "core/error.h"
 #include "mem/buffer_impl.h"
 

@@ -12,7 +12,7 @@
 #include "abi/executable_impl.h"
 #include "abi/launch_impl.h"
 #include "abi/numerics.h"
-#include "abi/tuning_cache.h"
+#include "abi/tuning.h"
 #include "core/driver_dispatch.h"
 #include "core/error.h"
 #include "mem/buffer_impl.h"
