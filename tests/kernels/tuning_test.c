@@ -385,6 +385,55 @@ static void test_numerics_check_reports_finite_inputs(void **state) {
   fixture_close(&f);
 }
 
+// A launch recorded in a command buffer is checked when the buffer is
+// executed: the execute's stream fails naming the kernel and element.
+static void test_numerics_check_covers_command_buffer_launches(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_open(&f, ACCEL_RUNTIME_FLAG_CHECK_NUMERICS);
+  uint32_t rows = 4, cols = 16;
+  accel_buffer_t *x = NULL, *y = NULL;
+  accel_buffer_desc_t d = {.struct_size = sizeof(d),
+                           .size_bytes = rows * cols * 4};
+  assert_accel_ok(accel_buffer_alloc(f.dev, &d, &x));
+  assert_accel_ok(accel_buffer_alloc(f.dev, &d, &y));
+  float *xp = NULL;
+  assert_accel_ok(accel_buffer_host_pointer(x, (void **)&xp));
+  for (uint32_t i = 0; i < rows * cols; ++i) {
+    xp[i] = (float)i / 64.0f;
+  }
+  xp[3 * cols + 7] = NAN;  // row 3 becomes NaN
+  accel_kernel_t *k = NULL;
+  assert_accel_ok(accel_executable_kernel(f.exe, "softmax", &k));
+  accel_command_buffer_desc_t cd = {.struct_size = sizeof(cd),
+                                    .name = "numerics"};
+  accel_command_buffer_t *cb = NULL;
+  assert_accel_ok(accel_command_buffer_create(f.dev, &cd, &cb));
+  accel_command_buffer_ref_t binds[2] = {{.buffer = x}, {.buffer = y}};
+  accel_kp_softmax_constants_t c = {.rows = rows, .cols = cols};
+  accel_command_buffer_launch_desc_t ld = {.struct_size = sizeof(ld),
+                                           .workgroup_count = {2, 1, 1},
+                                           .binding_count = 2,
+                                           .constants_size = sizeof(c),
+                                           .bindings = binds,
+                                           .constants = &c};
+  assert_accel_ok(accel_command_buffer_launch(cb, k, &ld));
+  assert_accel_ok(accel_command_buffer_finalize(cb));
+  assert_accel_ok(accel_stream_execute(f.stream, cb, NULL));
+  assert_accel_status(accel_stream_synchronize(f.stream, ACCEL_TIMEOUT_INFINITE),
+                      ACCEL_ERROR_ABORTED);
+  const char *msg = accel_last_error();
+  if (strstr(msg, "kernel \"softmax\" wrote NaN to binding 1 (y) at element "
+                  "48 of 64") == NULL ||
+      strstr(msg, "binding 0 (x) not finite (nan at element 55)") == NULL) {
+    fail_msg("unexpected message: %s", msg);
+  }
+  accel_command_buffer_release(cb);
+  accel_buffer_release(x);
+  accel_buffer_release(y);
+  fixture_close(&f);
+}
+
 // Off by default: the same NaN passes unnoticed, and ACCEL_CHECK_NUMERICS=0
 // turns the option off again.
 static void test_numerics_check_is_off_by_default(void **state) {
@@ -414,6 +463,7 @@ int main(void) {
       cmocka_unit_test(test_whole_space_gives_identical_bytes),
       cmocka_unit_test(test_numerics_check_names_kernel_binding_and_element),
       cmocka_unit_test(test_numerics_check_reports_finite_inputs),
+      cmocka_unit_test(test_numerics_check_covers_command_buffer_launches),
       cmocka_unit_test(test_numerics_check_is_off_by_default),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
