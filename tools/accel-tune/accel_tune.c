@@ -84,6 +84,7 @@ typedef struct tuner {
   accel_stream_t *stream;
   bool quick;
   char fingerprint[ACCEL_TUNING_MAX_TOKEN + 1];
+  accel_device_info_t info;
 } tuner_t;
 
 typedef struct config {
@@ -551,7 +552,26 @@ static int open_tuner(tuner_t *t, const char *axe) {
     return 1;
   }
   accel_tuning_fingerprint(t->dev, t->fingerprint);
+  t->info.struct_size = sizeof(t->info);
+  accel_device_info(t->dev, &t->info);
   return 0;
+}
+
+// Prints |s| as a JSON string (quotes, backslashes and control characters
+// escaped).
+static void print_json_string(const char *s) {
+  putchar('"');
+  for (; *s != '\0'; ++s) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      printf("\\%c", c);
+    } else if (c < 0x20) {
+      printf("\\u%04x", c);
+    } else {
+      putchar(c);
+    }
+  }
+  putchar('"');
 }
 
 static void close_tuner(tuner_t *t) {
@@ -605,11 +625,13 @@ int main(int argc, char **argv) {
   bool json = a.values[OPT_JSON] != NULL;
   if (json) {
     printf("{\"tool\": \"accel-tune\", \"device\": \"%s\", "
-           "\"fingerprint\": \"%s\", \"cache\": \"%s\", \"results\": [",
-           "host:0", t.fingerprint, path);
+           "\"fingerprint\": \"%s\", \"cache\": ",
+           t.info.id, t.fingerprint);
+    print_json_string(path);
+    printf(", \"results\": [");
   } else {
-    printf("accel-tune on %s (fingerprint %s), cache %s\n", "host:0",
-           t.fingerprint, path);
+    printf("accel-tune on %s (%s; fingerprint %s), cache %s\n", t.info.id,
+           t.info.name, t.fingerprint, path);
   }
   int status = 0;
   for (uint32_t i = 0; i < njobs; ++i) {
