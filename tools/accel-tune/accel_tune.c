@@ -557,23 +557,6 @@ static int open_tuner(tuner_t *t, const char *axe) {
   return 0;
 }
 
-// Prints |s| as a JSON string (quotes, backslashes and control characters
-// escaped).
-static void print_json_string(const char *s) {
-  putchar('"');
-  for (; *s != '\0'; ++s) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      printf("\\%c", c);
-    } else if (c < 0x20) {
-      printf("\\u%04x", c);
-    } else {
-      putchar(c);
-    }
-  }
-  putchar('"');
-}
-
 static void close_tuner(tuner_t *t) {
   accel_stream_destroy(t->stream);
   accel_executable_release(t->exe);
@@ -627,7 +610,7 @@ int main(int argc, char **argv) {
     printf("{\"tool\": \"accel-tune\", \"device\": \"%s\", "
            "\"fingerprint\": \"%s\", \"cache\": ",
            t.info.id, t.fingerprint);
-    print_json_string(path);
+    accel_tool_print_json_string(path);
     printf(", \"results\": [");
   } else {
     printf("accel-tune on %s (%s; fingerprint %s), cache %s\n", t.info.id,
