@@ -228,5 +228,8 @@ int bench_kernels_attention(bench_report_t *report, accel_runtime_t *rt,
                             accel_device_t *dev, bool quick);
 int bench_kernels_decoder(bench_report_t *report, accel_runtime_t *rt,
                           bool quick);
+// The cost of ACCEL_CHECK_NUMERICS (numerics_bench.c): two runtimes of
+// their own, the check on and off.
+int bench_kernels_numerics(bench_report_t *report, bool quick);
 
 #endif  // ACCEL_BENCH_BENCH_H_

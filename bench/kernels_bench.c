@@ -423,7 +423,8 @@ int accel_bench_kernels(const bench_args_t *args) {
   // run end to end (decoder_bench.c), on reference.axe.
   if (!failed) {
     failed |= bench_kernels_attention(&report, rt, b.dev, args->quick) ||
-              bench_kernels_decoder(&report, rt, args->quick);
+              bench_kernels_decoder(&report, rt, args->quick) ||
+              bench_kernels_numerics(&report, args->quick);
   }
   accel_stream_destroy(b.stream);
   for (uint32_t i = 0; i < b.buffer_count; ++i) accel_buffer_release(b.buffers[i]);

@@ -165,7 +165,22 @@ typedef struct accel_kernel_info {
   uint32_t workgroup_size[3];
   // Reserved, zero.
   uint32_t reserved0;
+  // Since 0.2 (written when |struct_size| reaches them): the metadata its
+  // code object declares (kernel ABI 1.2), all zero / NULL when none.
+  // The kernel's version (the tuning cache ignores entries of another).
+  uint32_t version;
+  // Entries in |tunables|.
+  uint32_t tunable_count;
+  // Its tunable parameters and their candidate values (borrowed; lives as
+  // long as the kernel), docs/tuning.md.
+  const accel_kernel_tunable_t *tunables;
+  // accel_kernel_elem_type of each binding (|binding_count| entries,
+  // borrowed), or NULL when undeclared.
+  const uint8_t *binding_types;
 } accel_kernel_info_t;
+
+// sizeof(accel_kernel_info_t) in API 0.1 (without the metadata fields).
+#define ACCEL_KERNEL_INFO_SIZE_0_1 48u
 
 // What an executable is.
 typedef struct accel_executable_info {
@@ -348,8 +363,10 @@ ACCEL_API void accel_kernel_retain(accel_kernel_t *kernel);
 // is ignored. Thread-safe.
 ACCEL_API void accel_kernel_release(accel_kernel_t *kernel);
 
-// Fills |*out_info| (caller sets struct_size) with |kernel|'s signature.
-// ACCEL_ERROR_INVALID_ARGUMENT: NULL argument or struct_size too small.
+// Fills |*out_info| (caller sets struct_size) with |kernel|'s signature and,
+// as far as struct_size reaches, its metadata (version, tunables, binding
+// element types). ACCEL_ERROR_INVALID_ARGUMENT: NULL argument or
+// struct_size below ACCEL_KERNEL_INFO_SIZE_0_1.
 // Thread-safe.
 ACCEL_API accel_status_t accel_kernel_info(const accel_kernel_t *kernel,
                                            accel_kernel_info_t *out_info);

@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define ACCEL_KERNEL_ABI_VERSION_MAJOR 1
-#define ACCEL_KERNEL_ABI_VERSION_MINOR 1
+#define ACCEL_KERNEL_ABI_VERSION_MINOR 2
 // The version as one number: major << 16 | minor.
 #define ACCEL_KERNEL_ABI_VERSION \
   ((uint32_t)ACCEL_KERNEL_ABI_VERSION_MAJOR << 16 | ACCEL_KERNEL_ABI_VERSION_MINOR)
@@ -140,9 +140,80 @@ typedef struct accel_kernel_export {
   int32_t (*setup)(void);
 } accel_kernel_export_t;
 
+// Element types a kernel declares for its bindings (kernel ABI 1.2): what
+// the runtime's numerics checks and tensor summaries read a binding as.
+enum accel_kernel_elem_type {
+  // Not scanned (bytes, indices, quantized blocks, anything else).
+  ACCEL_KERNEL_ELEM_OPAQUE = 0,
+  // IEEE binary32.
+  ACCEL_KERNEL_ELEM_F32 = 1,
+  // IEEE binary16.
+  ACCEL_KERNEL_ELEM_F16 = 2,
+  // bfloat16 (the top half of a binary32).
+  ACCEL_KERNEL_ELEM_BF16 = 3,
+  // int32 (never NaN: summarized, not checked).
+  ACCEL_KERNEL_ELEM_I32 = 4,
+  ACCEL_KERNEL_ELEM_COUNT = 5,
+};
+
+// How a tunable parameter reaches the kernel (kernel ABI 1.2).
+enum accel_kernel_tunable_kind {
+  // A uint32_t field of the constants at |constants_offset| (4-byte
+  // aligned), where 0 asks for the kernel's default. A launch that passes
+  // 0 there may run with a tuned value instead; a non-zero value the caller
+  // passes is kept.
+  ACCEL_KERNEL_TUNABLE_CONSTANT = 1,
+  // The number of work-groups: the launch runs on a grid of {value, 1, 1}
+  // instead of the caller's. Declaring it promises that the kernel's
+  // results do not depend on the grid.
+  ACCEL_KERNEL_TUNABLE_WORKGROUPS = 2,
+};
+
+// One tunable parameter of a kernel and the values worth trying. Every
+// value must give bit-identical results (the kernel's reduction order does
+// not depend on it); a tuner only changes speed.
+typedef struct accel_kernel_tunable {
+  // Name ("tile_n", "workgroups"; NUL-terminated, at most 31 bytes of
+  // [a-z0-9_]).
+  const char *name;
+  // accel_kernel_tunable_kind.
+  uint32_t kind;
+  // CONSTANT: byte offset of the uint32_t field in the constants; else 0.
+  uint32_t constants_offset;
+  // Entries in |values| (1 to 64).
+  uint32_t value_count;
+  // Reserved, zero.
+  uint32_t reserved0;
+  // The candidate values, each >= 1.
+  const uint32_t *values;
+} accel_kernel_tunable_t;
+
+// What a code object says about one of its kernels beyond the executable's
+// kernel record (kernel ABI 1.2): its version, the element type of each
+// binding, and its tunable parameters.
+typedef struct accel_kernel_meta {
+  // Export name of the kernel it describes (one entry per kernel at most).
+  const char *kernel;
+  // The kernel's version: raised when its code changes in a way that makes
+  // tuned configurations stale (the tuning cache ignores other versions).
+  uint32_t version;
+  // Entries in |binding_types| (0 or the kernel's binding count).
+  uint32_t binding_count;
+  // accel_kernel_elem_type of each binding in declaration order; NULL when
+  // |binding_count| is 0.
+  const uint8_t *binding_types;
+  // Entries in |tunables| (0 to 8).
+  uint32_t tunable_count;
+  // Reserved, zero.
+  uint32_t reserved0;
+  // The tunable parameters; NULL when |tunable_count| is 0.
+  const accel_kernel_tunable_t *tunables;
+} accel_kernel_meta_t;
+
 // What a host code object describes about itself. The runtime refuses a
-// library whose |struct_size| is below 48 (this layout, ABI 1.0) or whose
-// export table repeats a name, with ACCEL_ERROR_FORMAT.
+// library whose |struct_size| is below 48 (the ABI 1.0 layout) or whose
+// export table repeats a name, with ACCEL_ERROR_FORMAT. The fields after
+// |exports| (ABI 1.2) are read only when |struct_size| >= 64.
 typedef struct accel_kernel_library {
   // sizeof(accel_kernel_library_t) as the library compiled it (>= 48).
   uint32_t struct_size;
@@ -163,7 +234,18 @@ typedef struct accel_kernel_library {
   // The kernels, in any order; names are unique (a repeated name fails the
   // load).
   const accel_kernel_export_t *exports;
+  // Since 1.2: entries in |metas| (0 to |export_count|).
+  uint32_t meta_count;
+  // Reserved, zero.
+  uint32_t reserved1;
+  // Since 1.2: per-kernel metadata, in any order; NULL when |meta_count| is
+  // 0. A kernel without an entry has version 0, opaque bindings and no
+  // tunables.
+  const accel_kernel_meta_t *metas;
 } accel_kernel_library_t;
+
+// sizeof(accel_kernel_library_t) in ABI 1.0 and 1.1 (without |metas|).
+#define ACCEL_KERNEL_LIBRARY_SIZE_1_0 48u
 
 // The one symbol a host code object must export. The runtime passes its own
 // ACCEL_KERNEL_ABI_VERSION; the library returns its descriptor (static
@@ -197,7 +279,17 @@ _Static_assert(offsetof(accel_kernel_library_t, export_count) == 32,
                "kernel ABI layout");
 _Static_assert(offsetof(accel_kernel_library_t, exports) == 40,
                "kernel ABI layout");
-_Static_assert(sizeof(accel_kernel_library_t) == 48, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, meta_count) == 48,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_library_t, metas) == 56,
+               "kernel ABI layout");
+_Static_assert(sizeof(accel_kernel_library_t) == 64, "kernel ABI layout");
+_Static_assert(sizeof(accel_kernel_tunable_t) == 32, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_meta_t, binding_types) == 16,
+               "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_meta_t, tunables) == 32,
+               "kernel ABI layout");
+_Static_assert(sizeof(accel_kernel_meta_t) == 40, "kernel ABI layout");
 #endif
 
 #ifdef __cplusplus

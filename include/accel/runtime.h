@@ -13,11 +13,32 @@ typedef struct accel_runtime accel_runtime_t;
 
 // Options for accel_runtime_create. Zero in any field means "the default";
 // environment variables (listed by accel_env_vars) override the fields.
+// Checks and behaviours a runtime turns on (accel_runtime_options_t.flags).
+enum accel_runtime_flag_bits {
+  ACCEL_RUNTIME_FLAG_NONE = 0,
+  // After each kernel, scan the bindings it writes (those its code object
+  // types as f32, f16 or bf16) for NaN and infinity; the first launch that
+  // produced one fails its stream with ACCEL_ERROR_ABORTED and a message
+  // naming the kernel, the binding, the element index and whether the
+  // inputs were finite (docs/numerics.md). Also ACCEL_CHECK_NUMERICS=1.
+  ACCEL_RUNTIME_FLAG_CHECK_NUMERICS = 1u << 0,
+  // Record a summary (min, max, mean, NaN and Inf count) of each binding a
+  // kernel writes in the Perfetto trace (ACCEL_TRACE), as arguments of a
+  // "tensor summary" event. Also ACCEL_TRACE_TENSORS=1.
+  ACCEL_RUNTIME_FLAG_TENSOR_SUMMARIES = 1u << 1,
+  // Ignore the tuning cache: launches run with the caller's configuration
+  // (docs/tuning.md). Also ACCEL_TUNING=off.
+  ACCEL_RUNTIME_FLAG_TUNING_OFF = 1u << 2,
+};
+typedef uint32_t accel_runtime_flags_t;
+
 typedef struct accel_runtime_options {
   // sizeof(accel_runtime_options_t) as the caller compiled it.
   uint32_t struct_size;
-  // Reserved, must be 0.
-  uint32_t flags;
+  // accel_runtime_flag_bits (0: none); unknown bits are refused. The
+  // environment (ACCEL_CHECK_NUMERICS, ACCEL_TRACE_TENSORS, ACCEL_TUNING)
+  // overrides each bit when set.
+  accel_runtime_flags_t flags;
   // Comma-separated devices to expose, in order: indices into the full device
   // list ("1,0") or ids ("host:1,host:0"). NULL or "" exposes every device.
   // Overridden by ACCEL_VISIBLE_DEVICES.
@@ -50,7 +71,8 @@ ACCEL_API void accel_runtime_options_init(accel_runtime_options_t *opts);
 // |opts| may be NULL for defaults. On success |*out_runtime| is an owned
 // runtime that the caller destroys with accel_runtime_destroy.
 // ACCEL_ERROR_INVALID_ARGUMENT: |opts| malformed (struct_size too small,
-//   reserved fields set, an unknown entry in the visible-device list).
+//   reserved fields or unknown flags set, an unknown entry in the
+//   visible-device list).
 // ACCEL_ERROR_OUT_OF_MEMORY: host allocation failed.
 // Thread-safe.
 ACCEL_API accel_status_t accel_runtime_create(

@@ -25,4 +25,5 @@ static const accel_kernel_export_t k_exports[] = {
     ACCEL_KP_ATTENTION_KERNELS(ACCEL_KP_EXPORT)
 };
 
-ACCEL_KP_DEFINE_LIBRARY("accel reference kernels", k_exports, library_init)
+ACCEL_KP_DEFINE_LIBRARY("accel reference kernels", k_exports, library_init,
+                        ACCEL_KP_META_ALL)

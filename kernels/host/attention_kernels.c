@@ -479,5 +479,5 @@ ACCEL_KERNEL_ENTRY int32_t paged_kv_append(const accel_kernel_dispatch_t *d,
 
 #ifndef ACCEL_KP_COMBINED
 ACCEL_KP_FAMILY_LIBRARY("accel attention kernels", ACCEL_KP_ATTENTION_KERNELS,
-                        NULL)
+                        NULL, ACCEL_KP_META_ATTENTION)
 #endif

@@ -105,5 +105,5 @@ int32_t mul(const accel_kernel_dispatch_t *d,
 }
 
 #ifndef ACCEL_KP_COMBINED
-ACCEL_KP_FAMILY_LIBRARY("accel elementwise kernels", ACCEL_KP_ELTWISE_KERNELS, NULL)
+ACCEL_KP_FAMILY_LIBRARY("accel elementwise kernels", ACCEL_KP_ELTWISE_KERNELS, NULL, ACCEL_KP_META_ELTWISE)
 #endif

@@ -5,6 +5,7 @@
 #define ACCEL_KERNELS_HOST_KERNEL_LIST_H_
 
 #include "accel/kernel_abi.h"
+#include "kernel_meta.h"
 
 #define ACCEL_KP_MATMUL_KERNELS(X) X(matmul)
 #define ACCEL_KP_QUANT_KERNELS(X) \
@@ -26,7 +27,10 @@ ACCEL_KP_SELECT_KERNELS(ACCEL_KP_DECLARE)
 
 // Defines the library table and accel_kernel_library_query of a code object
 // whose exports are |exports_| (an array of accel_kernel_export_t).
-#define ACCEL_KP_DEFINE_LIBRARY(title, exports_, init_fn)                  \
+// |metas_| is a slice of k_kp_metas (kernel_meta.h): first, count.
+#define ACCEL_KP_DEFINE_LIBRARY(title, exports_, init_fn, ...)            \
+  ACCEL_KP_DEFINE_LIBRARY_(title, exports_, init_fn, __VA_ARGS__)
+#define ACCEL_KP_DEFINE_LIBRARY_(title, exports_, init_fn, first_, count_) \
   static const accel_kernel_library_t k_library = {                        \
       .struct_size = sizeof(accel_kernel_library_t),                       \
       .abi_version = ACCEL_KERNEL_ABI_VERSION,                             \
@@ -34,6 +38,8 @@ ACCEL_KP_SELECT_KERNELS(ACCEL_KP_DECLARE)
       .init = init_fn,                                                     \
       .export_count = sizeof(exports_) / sizeof(exports_[0]),              \
       .exports = exports_,                                                 \
+      .meta_count = count_,                                                \
+      .metas = k_kp_metas + first_,                                        \
   };                                                                       \
   ACCEL_KERNEL_EXPORT const accel_kernel_library_t *                       \
   accel_kernel_library_query(uint32_t runtime_abi_version);                \
@@ -45,8 +51,8 @@ ACCEL_KP_SELECT_KERNELS(ACCEL_KP_DECLARE)
   }
 
 // The library of one family: |list| is one of the lists above.
-#define ACCEL_KP_FAMILY_LIBRARY(title, list, init_fn)                  \
+#define ACCEL_KP_FAMILY_LIBRARY(title, list, init_fn, ...)             \
   static const accel_kernel_export_t k_exports[] = {list(ACCEL_KP_EXPORT)}; \
-  ACCEL_KP_DEFINE_LIBRARY(title, k_exports, init_fn)
+  ACCEL_KP_DEFINE_LIBRARY_(title, k_exports, init_fn, __VA_ARGS__)
 
 #endif  // ACCEL_KERNELS_HOST_KERNEL_LIST_H_

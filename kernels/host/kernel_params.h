@@ -234,8 +234,8 @@ _Static_assert(sizeof(accel_kp_matmul_constants_t) == 48, "matmul constants");
 //                   [n, k / 32]), 2 y (write, f32 [m, n])
 //   k must be a multiple of 32 for q8_0/q4_0, of group_size for int4
 //   (group_size 32, 64 or 128); group_size is ignored by the others.
-//   unit: ACCEL_KP_QMM_TILE_N output columns for all m rows (edge tile
-//   smaller).
+//   unit: tile_n (default ACCEL_KP_QMM_TILE_N) output columns for all m
+//   rows (edge tile smaller).
 #define ACCEL_KP_QMM_TILE_N 64u
 enum accel_kp_qmatmul_flags {
   // int4 only: the nibbles are signed i4 (-8..7), no zero point.
@@ -245,7 +245,10 @@ typedef struct accel_kp_qmatmul_constants {
   uint32_t m, n, k;    // 0 in any is legal (no work)
   uint32_t group_size;  // int4: 32, 64 or 128; others: ignored
   uint32_t flags;       // accel_kp_qmatmul_flags
-  uint32_t reserved[3];  // zero
+  // Output columns per unit, 1 to 4096; 0 = ACCEL_KP_QMM_TILE_N. A tunable
+  // (kernel ABI 1.2): every value gives the same bits.
+  uint32_t tile_n;
+  uint32_t reserved[2];  // zero
 } accel_kp_qmatmul_constants_t;
 _Static_assert(sizeof(accel_kp_qmatmul_constants_t) == 32, "qmatmul constants");
 
@@ -360,7 +363,8 @@ static inline uint64_t accel_kp_matmul_units(
 }
 static inline uint64_t accel_kp_qmatmul_units(
     const accel_kp_qmatmul_constants_t *c) {
-  return (c->n + ACCEL_KP_QMM_TILE_N - 1) / ACCEL_KP_QMM_TILE_N;
+  uint64_t tn = c->tile_n ? c->tile_n : ACCEL_KP_QMM_TILE_N;
+  return (c->n + tn - 1) / tn;
 }
 static inline uint64_t accel_kp_eltwise_units(
     const accel_kp_eltwise_constants_t *c) {

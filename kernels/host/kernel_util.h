@@ -128,7 +128,12 @@ typedef union kp_bits {
 // n > 0).
 static inline float kp_expf(float x) {
   const float magic = 12582912.0f;  // 1.5 * 2^23
-  float xc = x < -87.33f ? -87.33f : (x > 88.7228f ? 88.7228f : x);
+  // NaN computes with 0 (its result is replaced by x below): a NaN n would
+  // make the int conversion and the exponent shift undefined.
+  float xc = x != x         ? 0.0f
+             : x < -87.33f   ? -87.33f
+             : x > 88.7228f  ? 88.7228f
+                             : x;
   float n = (xc * 1.44269504f + magic) - magic;
   float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
   float p = 1.38888889e-3f;

@@ -207,5 +207,5 @@ static int32_t library_init(void) {
   return 0;
 }
 
-ACCEL_KP_FAMILY_LIBRARY("accel matmul kernels", ACCEL_KP_MATMUL_KERNELS, library_init)
+ACCEL_KP_FAMILY_LIBRARY("accel matmul kernels", ACCEL_KP_MATMUL_KERNELS, library_init, ACCEL_KP_META_MATMUL)
 #endif

@@ -414,10 +414,11 @@ static int qcheck(const accel_kernel_dispatch_t *d,
     kp_fail(d, wg, "%s: group_size %u must be 32, 64 or 128", name, group);
     return -1;
   }
-  if (c->k % group != 0 || (c->flags & ~known) != 0 || c->reserved[0] != 0 ||
-      c->reserved[1] != 0 || c->reserved[2] != 0) {
-    kp_fail(d, wg, "%s: k %u must be a multiple of %u; flags 0x%x and "
-            "reserved fields must be valid", name, c->k, group, c->flags);
+  if (c->k % group != 0 || (c->flags & ~known) != 0 || c->tile_n > 4096 ||
+      c->reserved[0] != 0 || c->reserved[1] != 0) {
+    kp_fail(d, wg, "%s: k %u must be a multiple of %u; flags 0x%x, tile_n "
+            "%u (at most 4096) and reserved fields must be valid", name, c->k,
+            group, c->flags, c->tile_n);
     return -1;
   }
   *q = (qweights_t){.format = format,
@@ -463,8 +464,9 @@ static int32_t qmatmul(const accel_kernel_dispatch_t *d,
   float *y = d->bindings[y_index].data;
   int level = vector_level();
   kp_range_t units = kp_units(d, wg, accel_kp_qmatmul_units(&c));
-  uint64_t j0 = units.begin * ACCEL_KP_QMM_TILE_N;
-  uint64_t j1 = units.end * ACCEL_KP_QMM_TILE_N;
+  uint64_t tile = c.tile_n ? c.tile_n : ACCEL_KP_QMM_TILE_N;
+  uint64_t j0 = units.begin * tile;
+  uint64_t j1 = units.end * tile;
   if (j1 > c.n) j1 = c.n;
   // Four weight rows at a time, against every row of x while they are in
   // L1.
@@ -515,5 +517,5 @@ int32_t qmatmul_q4_0(const accel_kernel_dispatch_t *d,
 }
 
 #ifndef ACCEL_KP_COMBINED
-ACCEL_KP_FAMILY_LIBRARY("accel quantized matmul kernels", ACCEL_KP_QUANT_KERNELS, NULL)
+ACCEL_KP_FAMILY_LIBRARY("accel quantized matmul kernels", ACCEL_KP_QUANT_KERNELS, NULL, ACCEL_KP_META_QUANT)
 #endif

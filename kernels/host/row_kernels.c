@@ -218,5 +218,5 @@ int32_t rope(const accel_kernel_dispatch_t *d,
 }
 
 #ifndef ACCEL_KP_COMBINED
-ACCEL_KP_FAMILY_LIBRARY("accel row kernels", ACCEL_KP_ROW_KERNELS, NULL)
+ACCEL_KP_FAMILY_LIBRARY("accel row kernels", ACCEL_KP_ROW_KERNELS, NULL, ACCEL_KP_META_ROW)
 #endif

@@ -163,5 +163,5 @@ int32_t topk(const accel_kernel_dispatch_t *d,
 }
 
 #ifndef ACCEL_KP_COMBINED
-ACCEL_KP_FAMILY_LIBRARY("accel gather and selection kernels", ACCEL_KP_SELECT_KERNELS, NULL)
+ACCEL_KP_FAMILY_LIBRARY("accel gather and selection kernels", ACCEL_KP_SELECT_KERNELS, NULL, ACCEL_KP_META_SELECT)
 #endif

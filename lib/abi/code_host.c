@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "abi/executable_impl.h"
+#include "abi/kernel_meta.h"
 #include "core/error.h"
 
 static accel_status_t write_fd(int fd, const uint8_t *data, uint64_t size) {
@@ -195,11 +196,11 @@ static accel_status_t check_unique_exports(const accel_kernel_library_t *lib,
 // version, and an export table with unique names.
 static accel_status_t check_library(const accel_kernel_library_t *lib,
                                     const char *what) {
-  if (lib->struct_size < sizeof(accel_kernel_library_t)) {
+  if (lib->struct_size < ACCEL_KERNEL_LIBRARY_SIZE_1_0) {
     return accel_error(ACCEL_ERROR_FORMAT,
-                       "%s: library struct_size %u is below %zu, the size of "
+                       "%s: library struct_size %u is below %u, the size of "
                        "accel_kernel_library_t in kernel ABI 1.0",
-                       what, lib->struct_size, sizeof(accel_kernel_library_t));
+                       what, lib->struct_size, ACCEL_KERNEL_LIBRARY_SIZE_1_0);
   }
   uint32_t major = lib->abi_version >> 16;
   uint32_t minor = lib->abi_version & 0xffff;
@@ -215,7 +216,8 @@ static accel_status_t check_library(const accel_kernel_library_t *lib,
     return accel_error(ACCEL_ERROR_FORMAT, "%s: %u exports but no table",
                        what, lib->export_count);
   }
-  return check_unique_exports(lib, what);
+  ACCEL_RETURN_IF_ERROR(check_unique_exports(lib, what));
+  return accel_kernel_meta_check_library(lib, what);
 }
 
 accel_status_t accel_host_code_load(const void *data, uint64_t size,

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "abi/executable_impl.h"
+#include "abi/kernel_meta.h"
+#include "abi/tuning.h"
 #include "core/error.h"
 #include "mem/buffer_impl.h"
 
@@ -25,6 +27,7 @@
 
 static void executable_destroy(accel_object_t *object) {
   accel_executable_t *exe = (accel_executable_t *)object;
+  accel_tuning_detach(exe);
   accel_host_code_unload(&exe->code);
   accel_buffer_release(exe->workspace_buffer);
   for (uint32_t i = 0; exe->kernels != NULL && i < exe->view.kernel_count; ++i) {
@@ -171,9 +174,17 @@ static accel_status_t load_code(accel_executable_t *exe) {
                            axe_string(v, k->name), r);
       }
     }
+    const accel_kernel_meta_t *meta =
+        accel_kernel_meta_find(exe->code.library, sym);
+    if (meta != NULL) {
+      ACCEL_RETURN_IF_ERROR(accel_kernel_meta_check_kernel(
+          meta, axe_string(v, k->name), k->binding_count,
+          k->constants_size));
+    }
     exe->kernels[i].fn = e->fn;
+    exe->kernels[i].meta = meta;
   }
-  return ACCEL_OK;
+  return accel_tuning_attach(exe);
 }
 
 static accel_status_t build_kernels(accel_executable_t *exe) {
@@ -210,6 +221,9 @@ static accel_status_t build_kernels(accel_executable_t *exe) {
     memcpy(k->workgroup_size, r->workgroup_size, sizeof(k->workgroup_size));
     k->bindings = exe->binding_decls + r->binding_first;
     k->name = (char *)axe_string(v, r->name);
+    k->checks = exe->device->runtime->flags &
+                (ACCEL_RUNTIME_FLAG_CHECK_NUMERICS |
+                 ACCEL_RUNTIME_FLAG_TENSOR_SUMMARIES);
   }
   return ACCEL_OK;
 }

@@ -46,6 +46,15 @@ struct accel_kernel {
   // constants: such launches point the queue at this (immutable) record
   // instead of building one.
   accel_kernel_dispatch_t single_dispatch;
+  // Kernel ABI 1.2 metadata, borrowed from the loaded code object; NULL
+  // when it declares none (and for run-time kernels).
+  const accel_kernel_meta_t *meta;
+  // Tuned configurations of this kernel on its device (tuning_cache.c),
+  // owned by the executable; NULL when none apply.
+  const struct accel_tuning_set *tuning;
+  // ACCEL_RUNTIME_FLAG_CHECK_NUMERICS / _TENSOR_SUMMARIES of the runtime:
+  // work after each launch (numerics.c); 0 for none.
+  uint32_t checks;
 };
 
 // Fills |kernel|->single_dispatch from the kernel's fields (call again when
@@ -63,6 +72,8 @@ struct accel_executable {
   accel_host_code_t code;  // handle NULL when no code was loaded
   accel_kernel_t *kernels;  // view.kernel_count entries
   accel_kernel_binding_decl_t *binding_decls;  // all kernels' declarations
+  // Tuned configurations (tuning_cache.c); NULL when none were loaded.
+  struct accel_tuning_sets *tuning;
   accel_buffer_t *workspace_buffer;  // owned; NULL when none declared
   void *workspace;                   // host pointer into it, or NULL
   uint64_t workspace_size;

@@ -128,6 +128,8 @@ accel_status_t accel_kernel_register(accel_device_t *device,
   k->fn = desc->fn;
   k->abi_version = desc->abi_version;
   k->constants_size = desc->constants_size;
+  k->checks = device->runtime->flags & (ACCEL_RUNTIME_FLAG_CHECK_NUMERICS |
+                                        ACCEL_RUNTIME_FLAG_TENSOR_SUMMARIES);
   for (int d = 0; d < 3; ++d) {
     k->workgroup_size[d] = desc->workgroup_size[d] ? desc->workgroup_size[d] : 1;
   }
@@ -160,21 +162,29 @@ accel_status_t accel_kernel_info(const accel_kernel_t *kernel,
                                  accel_kernel_info_t *out_info) {
   ACCEL_CHECK_ARG(kernel != NULL, "kernel (NULL)");
   ACCEL_CHECK_ARG(out_info != NULL, "out_info (NULL)");
-  if (out_info->struct_size < sizeof(*out_info)) {
+  uint32_t size = out_info->struct_size;
+  if (size < ACCEL_KERNEL_INFO_SIZE_0_1) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "kernel info: struct_size %u is too small",
-                       out_info->struct_size);
+                       "kernel info: struct_size %u is too small (at least "
+                       "%u)",
+                       size, ACCEL_KERNEL_INFO_SIZE_0_1);
   }
+  const accel_kernel_meta_t *m = kernel->meta;
   accel_kernel_info_t info = {
-      .struct_size = out_info->struct_size,
+      .struct_size = size,
       .abi_version = kernel->abi_version,
       .name = kernel->name,
       .binding_count = kernel->binding_count,
       .constants_size = kernel->constants_size,
       .bindings = kernel->bindings,
+      .version = m != NULL ? m->version : 0,
+      .tunable_count = m != NULL ? m->tunable_count : 0,
+      .tunables = m != NULL && m->tunable_count ? m->tunables : NULL,
+      .binding_types = m != NULL && m->binding_count ? m->binding_types : NULL,
   };
   memcpy(info.workgroup_size, kernel->workgroup_size,
          sizeof(info.workgroup_size));
-  *out_info = info;
+  // A caller built against 0.1 gets the fields its struct has.
+  memcpy(out_info, &info, size < sizeof(info) ? size : sizeof(info));
   return ACCEL_OK;
 }

@@ -11,6 +11,8 @@
 
 #include "abi/executable_impl.h"
 #include "abi/launch_impl.h"
+#include "abi/numerics.h"
+#include "abi/tuning.h"
 #include "core/driver_dispatch.h"
 #include "core/error.h"
 #include "mem/buffer_impl.h"
@@ -169,10 +171,47 @@ static accel_status_t launch_exec_single(void *payload,
   return ACCEL_OK;
 }
 
+static accel_status_t run_grid(const accel_kernel_t *k,
+                               const accel_driver_t *driver,
+                               const accel_kernel_dispatch_t *dispatch,
+                               accel_drv_device_t *device);
+
+// A launch of a kernel with tuned configurations or checks after it: the
+// tuning cache may change its constants and grid (tuning_cache.c), then
+// the tensor summaries and the numerics check read what it wrote.
+static __attribute__((noinline)) accel_status_t run_tuned_or_checked(
+    const accel_kernel_t *k, const accel_driver_t *driver,
+    const accel_kernel_dispatch_t *dispatch, accel_drv_device_t *device) {
+  accel_kernel_dispatch_t tuned;
+  _Alignas(16) uint8_t constants[ACCEL_TUNING_MAX_CONSTANTS];
+  if (k->tuning != NULL &&
+      accel_tuning_apply(k, dispatch, &tuned, constants)) {
+    dispatch = &tuned;
+  }
+  ACCEL_RETURN_IF_ERROR(run_grid(k, driver, dispatch, device));
+  if ((k->checks & ACCEL_RUNTIME_FLAG_TENSOR_SUMMARIES) != 0) {
+    accel_numerics_summarize(k, dispatch);
+  }
+  if ((k->checks & ACCEL_RUNTIME_FLAG_CHECK_NUMERICS) != 0) {
+    return accel_numerics_check(k, dispatch);
+  }
+  return ACCEL_OK;
+}
+
 accel_status_t accel_launch_run(const accel_kernel_t *k,
                                 const accel_driver_t *driver,
                                 const accel_kernel_dispatch_t *dispatch,
                                 accel_drv_device_t *device) {
+  if (__builtin_expect(k->tuning != NULL || k->checks != 0, 0)) {
+    return run_tuned_or_checked(k, driver, dispatch, device);
+  }
+  return run_grid(k, driver, dispatch, device);
+}
+
+static accel_status_t run_grid(const accel_kernel_t *k,
+                               const accel_driver_t *driver,
+                               const accel_kernel_dispatch_t *dispatch,
+                               accel_drv_device_t *device) {
   const uint32_t *n = dispatch->workgroup_count;
   accel_trace_launch_begin(k->name, n[0], n[1], n[2]);
   grid_t g = {.fn = k->fn, .kernel = k->name, .dispatch = dispatch};

@@ -28,6 +28,17 @@ static const accel_env_var_t k_env_vars[] = {
     {"ACCEL_TRACE",
      "path of a Perfetto trace written by the built-in recorder; default: "
      "off"},
+    {"ACCEL_TRACE_TENSORS",
+     "1 records a summary (min, max, mean, NaN and Inf count) of every "
+     "binding a kernel writes in the ACCEL_TRACE trace; default 0"},
+    {"ACCEL_CHECK_NUMERICS",
+     "1 scans what each kernel writes for NaN and Inf and fails the stream "
+     "of the first launch that produced one; default 0"},
+    {"ACCEL_TUNING",
+     "off makes launches ignore the tuning cache (accel-tune); default on"},
+    {"ACCEL_TUNING_CACHE",
+     "path of the tuning cache accel-tune writes and launches read; default "
+     "$XDG_CACHE_HOME/accel/tuning-cache (~/.cache/accel/tuning-cache)"},
     {"ACCEL_FLIGHT_EVENTS",
      "turns the flight recorder on, keeping this many events per thread "
      "(rounded up to a power of two); 0 or unset: off"},

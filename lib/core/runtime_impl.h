@@ -28,6 +28,8 @@ struct accel_device {
 
 struct accel_runtime {
   accel_drv_options_t options;
+  // accel_runtime_flag_bits after the environment's overrides.
+  accel_runtime_flags_t flags;
   // Stream copies of at least this many bytes run on copy engines (DMA
   // queues); smaller ones run on the stream's own queue.
   uint64_t stream_copy_dma_min_bytes;

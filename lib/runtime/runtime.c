@@ -25,6 +25,10 @@ void accel_runtime_options_init(accel_runtime_options_t *opts) {
   }
 }
 
+#define KNOWN_RUNTIME_FLAGS                                          \
+  (ACCEL_RUNTIME_FLAG_CHECK_NUMERICS | ACCEL_RUNTIME_FLAG_TENSOR_SUMMARIES | \
+   ACCEL_RUNTIME_FLAG_TUNING_OFF)
+
 // Resolves options: caller fields (as far as its struct_size reaches), then
 // the environment on top, then defaults for what is still zero.
 // Copies the caller's options (a struct of any size from its first
@@ -40,11 +44,40 @@ static accel_status_t copy_caller_options(const accel_runtime_options_t *in,
   size_t n = in->struct_size < sizeof(*out) ? in->struct_size : sizeof(*out);
   memcpy(out, in, n);
   out->struct_size = sizeof(*out);
-  if (out->flags != 0 || out->reserved0 != 0) {
+  if ((out->flags & ~(uint32_t)KNOWN_RUNTIME_FLAGS) != 0 ||
+      out->reserved0 != 0) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "runtime options: reserved fields must be 0 (flags "
-                       "0x%x)",
-                       out->flags);
+                       "runtime options: unknown flags 0x%x or reserved0 %u "
+                       "set",
+                       out->flags & ~(uint32_t)KNOWN_RUNTIME_FLAGS,
+                       out->reserved0);
+  }
+  return ACCEL_OK;
+}
+
+// Sets or clears |bit| of |*flags| from the switch |name| when it is set:
+// |on_word| / "1" set it, |off_word| / "0" clear it (|invert| swaps).
+static accel_status_t env_switch(const char *name, const char *on_word,
+                                 const char *off_word, bool invert,
+                                 uint32_t bit, accel_runtime_flags_t *flags) {
+  const char *v = getenv(name);
+  if (v == NULL) {
+    return ACCEL_OK;
+  }
+  bool on;
+  if (strcmp(v, "1") == 0 || strcmp(v, on_word) == 0) {
+    on = true;
+  } else if (strcmp(v, "0") == 0 || strcmp(v, off_word) == 0) {
+    on = false;
+  } else {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "%s=\"%s\" must be %s (1) or %s (0)", name, v, on_word,
+                       off_word);
+  }
+  if (on != invert) {
+    *flags |= bit;
+  } else {
+    *flags &= ~bit;
   }
   return ACCEL_OK;
 }
@@ -53,6 +86,15 @@ static accel_status_t copy_caller_options(const accel_runtime_options_t *in,
 static accel_status_t apply_environment(accel_runtime_options_t *out) {
   uint64_t v = 0;
   bool invalid = false;
+  ACCEL_RETURN_IF_ERROR(env_switch("ACCEL_CHECK_NUMERICS", "on", "off", false,
+                                   ACCEL_RUNTIME_FLAG_CHECK_NUMERICS,
+                                   &out->flags));
+  ACCEL_RETURN_IF_ERROR(env_switch("ACCEL_TRACE_TENSORS", "on", "off", false,
+                                   ACCEL_RUNTIME_FLAG_TENSOR_SUMMARIES,
+                                   &out->flags));
+  ACCEL_RETURN_IF_ERROR(env_switch("ACCEL_TUNING", "on", "off", true,
+                                   ACCEL_RUNTIME_FLAG_TUNING_OFF,
+                                   &out->flags));
   if (accel_env_u64("ACCEL_SPIN_NS", &v, &invalid)) {
     if (invalid) {
       return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
@@ -270,6 +312,7 @@ accel_status_t accel_runtime_create_with_drivers(
                        "runtime: cannot allocate %zu bytes", sizeof(*rt));
   }
   rt->options.spin_ns = resolved.spin_ns;
+  rt->flags = resolved.flags;
   rt->options.host_device_count = resolved.host_device_count;
   rt->stream_copy_dma_min_bytes = resolved.stream_copy_dma_min_bytes;
   rt->dma_inline_max_bytes = ACCEL_DEFAULT_DMA_INLINE_MAX_BYTES;

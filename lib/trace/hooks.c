@@ -405,6 +405,11 @@ void accel_trace_kernel_message_slow(uint32_t kind, const char *kernel,
   ACCEL_TP(kernel_message, kind, kernel, group[0], group[1], group[2], text);
 }
 
+void accel_trace_tensor_summary_slow(const char *summary) {
+  accel_trace_emit(ACCEL_TEV_TENSOR_SUMMARY, 0, 0,
+                   accel_trace_intern(summary, false), 0);
+}
+
 bool accel_trace_lttng_listening(void) {
   return ACCEL_TP_ON(cmd_enqueue) != 0;
 }

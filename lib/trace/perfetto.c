@@ -676,6 +676,31 @@ static void on_kernel_message(pf_event_ctx_t *c) {
           c->ev->aux == 1 ? "kernel assertion" : "kernel print", c->x);
 }
 
+// "key=value key=value ...": one argument per pair.
+static void on_tensor_summary(pf_event_ctx_t *c) {
+  const char *text =
+      c->w->source.string(c->w->source.ctx, (uint32_t)c->ev->a);
+  if (text == NULL) {
+    annotate_str(c->x, "summary", "(dropped)");
+  }
+  while (text != NULL && *text != '\0') {
+    const char *end = strchr(text, ' ');
+    size_t len = end != NULL ? (size_t)(end - text) : strlen(text);
+    const char *eq = memchr(text, '=', len);
+    if (eq != NULL && len < 160) {
+      char key[160], value[160];
+      size_t kl = (size_t)(eq - text);
+      memcpy(key, text, kl);
+      key[kl] = '\0';
+      memcpy(value, eq + 1, len - kl - 1);
+      value[len - kl - 1] = '\0';
+      annotate_str(c->x, key, value);
+    }
+    text = end != NULL ? end + 1 : NULL;
+  }
+  instant(c->w, c->ev->ts, c->seq_id, c->thread, "tensor summary", c->x);
+}
+
 static void on_stream_fail(pf_event_ctx_t *c) {
   annotate_u64(c->x, "seq", c->ev->a);
   annotate_str(c->x, "status", status_text(c->ev->aux));
@@ -728,6 +753,7 @@ static const pf_event_fn k_pf_event_fns[ACCEL_TEV_TYPE_COUNT] = {
     [ACCEL_TEV_COUNTER] = on_counter,
     [ACCEL_TEV_CLOCK_PAIR] = on_clock_pair,
     [ACCEL_TEV_KERNEL_MESSAGE] = on_kernel_message,
+    [ACCEL_TEV_TENSOR_SUMMARY] = on_tensor_summary,
 };
 
 void accel_pf_event(accel_pf_writer_t *w, uint32_t thread,

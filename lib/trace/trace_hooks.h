@@ -534,4 +534,21 @@ static inline void accel_trace_kernel_message(uint32_t kind,
   }
 }
 
+void accel_trace_tensor_summary_slow(const char *summary);
+
+// Whether a tensor summary would be recorded now (the built-in recorder is
+// on), so that callers compute one only then.
+static inline bool accel_trace_tensor_summary_wanted(void) {
+  return (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0;
+}
+
+// A summary of one tensor a kernel wrote: |summary| is "key=value" pairs
+// separated by single spaces (values without spaces), shown as the args of
+// a "tensor summary" instant on the calling thread's track.
+static inline void accel_trace_tensor_summary(const char *summary) {
+  if (ACCEL_TRACE_UNLIKELY(accel_trace_tensor_summary_wanted())) {
+    accel_trace_tensor_summary_slow(summary);
+  }
+}
+
 #endif  // ACCEL_TRACE_TRACE_HOOKS_H_

@@ -77,7 +77,9 @@ typedef enum accel_trace_event_type {
   ACCEL_TEV_KERNEL_MESSAGE = 18,  // aux=kind (kernel ABI message kind)
                                   // a=line string id ("kernel "K"
                                   // work-group (x, y, z): TEXT")
-  ACCEL_TEV_TYPE_COUNT = 19,
+  ACCEL_TEV_TENSOR_SUMMARY = 19,  // a=summary string id ("key=value"
+                                  // pairs separated by spaces)
+  ACCEL_TEV_TYPE_COUNT = 20,
 } accel_trace_event_type_t;
 
 typedef enum accel_trace_life {

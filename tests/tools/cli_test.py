@@ -25,6 +25,7 @@ EXCLUSIVE = {
     "accel-trace": [["summary", "t.pftrace", "-o", "x"]],
     "accel-serve": [],
     "accel-cluster": [],
+    "accel-tune": [["matmul", "--shape", "1,2,3", "--all"]],
 }
 
 
@@ -87,7 +88,7 @@ def test_missing_option_argument_is_refused(name):
     # An option that needs an argument and has none exits 2 naming it.
     spec = {"accel-topo": "--xml", "accel-pack": "-o", "accel-trace": "-o",
             "accel-serve": "--port",
-            "accel-cluster": "--name"}
+            "accel-cluster": "--name", "accel-tune": "--shape"}
     if name not in spec:
         return
     p = run(name, "x", spec[name])

@@ -16,21 +16,6 @@
 #include "accel/accel.h"
 #include "tool_cli.h"
 
-static void json_string(const char *s) {
-  putchar('"');
-  for (; *s; ++s) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      printf("\\%c", c);
-    } else if (c < 0x20) {
-      printf("\\u%04x", c);
-    } else {
-      putchar(c);
-    }
-  }
-  putchar('"');
-}
-
 static void uuid_string(const uint8_t *u, char out[37]) {
   static const int dash[] = {4, 6, 8, 10};
   int o = 0;
@@ -137,7 +122,7 @@ static void print_json(const axe_view_t *v, const char *path, bool hashed) {
   char uuid[37];
   uuid_string(h->uuid, uuid);
   printf("{\"file\": ");
-  json_string(path);
+  accel_tool_print_json_string(path);
   printf(", \"valid\": true, \"hashes_checked\": %s, \"format\": \"%u.%u\", "
          "\"size\": %llu, \"uuid\": \"%s\",\n",
          hashed ? "true" : "false", h->version_major, h->version_minor,
@@ -153,7 +138,7 @@ static void print_json(const axe_view_t *v, const char *path, bool hashed) {
            s->alignment,
            (s->flags & AXE_SECTION_FLAG_REQUIRED) ? "true" : "false",
            (s->flags & AXE_SECTION_FLAG_MAPPABLE) ? "true" : "false");
-    json_string(axe_string(v, s->name));
+    accel_tool_print_json_string(axe_string(v, s->name));
     printf("}");
   }
   const axe_requirements_t *r = v->requirements;
@@ -167,9 +152,9 @@ static void print_json(const axe_view_t *v, const char *path, bool hashed) {
   for (uint32_t i = 0; i < v->kernel_count; ++i) {
     const axe_kernel_t *k = &v->kernels[i];
     printf("%s\n  {\"name\": ", i ? "," : "");
-    json_string(axe_string(v, k->name));
+    accel_tool_print_json_string(axe_string(v, k->name));
     printf(", \"symbol\": ");
-    json_string(axe_string(v, k->symbol));
+    accel_tool_print_json_string(axe_string(v, k->symbol));
     printf(", \"abi\": \"%u.%u\", \"workgroup_size\": [%u, %u, %u], "
            "\"constants_size\": %u, \"bindings\": [",
            k->abi_version >> 16, k->abi_version & 0xffff, k->workgroup_size[0],
@@ -177,7 +162,7 @@ static void print_json(const axe_view_t *v, const char *path, bool hashed) {
     for (uint32_t b = 0; b < k->binding_count; ++b) {
       const axe_binding_t *bd = &v->bindings[k->binding_first + b];
       printf("%s{\"name\": ", b ? ", " : "");
-      json_string(axe_string(v, bd->name));
+      accel_tool_print_json_string(axe_string(v, bd->name));
       printf(", \"access\": \"%s\", \"min_size\": %llu, \"alignment\": %u}",
              access_name(bd->access), (unsigned long long)bd->min_size_bytes,
              bd->alignment ? bd->alignment : 1);
@@ -190,7 +175,7 @@ static void print_json(const axe_view_t *v, const char *path, bool hashed) {
     char shape[256];
     shape_string(w, shape, sizeof(shape));
     printf("%s\n  {\"name\": ", i ? "," : "");
-    json_string(axe_string(v, w->name));
+    accel_tool_print_json_string(axe_string(v, w->name));
     printf(", \"dtype\": \"%s\", \"shape\": %s, \"size\": %llu, \"layout\": "
            "\"%s\", \"quant\": \"%s\"}",
            accel_dtype_name((accel_dtype_t)w->dtype), shape,
@@ -201,9 +186,9 @@ static void print_json(const axe_view_t *v, const char *path, bool hashed) {
   printf("],\n \"metadata\": {");
   for (uint32_t i = 0; i < v->metadata_count; ++i) {
     printf("%s", i ? ", " : "");
-    json_string(axe_string(v, v->metadata[i].key));
+    accel_tool_print_json_string(axe_string(v, v->metadata[i].key));
     printf(": ");
-    json_string(axe_string(v, v->metadata[i].value));
+    accel_tool_print_json_string(axe_string(v, v->metadata[i].value));
   }
   printf("}}\n");
 }
@@ -240,7 +225,7 @@ static uint32_t report_hash_mismatches(const void *data, uint64_t size,
     if (json) {
       printf("%s{\"section\": %u, \"kind\": \"%s\", \"name\": ", count ? ", " : "",
              i, accel_axe_section_kind_name(s->kind));
-      json_string(name);
+      accel_tool_print_json_string(name);
       printf(", \"offset\": %llu, \"size\": %llu, \"expected_hash\": "
              "\"%s\", \"actual_hash\": \"%s\"}",
              (unsigned long long)s->offset, (unsigned long long)s->size, want,
@@ -268,10 +253,10 @@ static void report_invalid(const void *data, uint64_t size, const char *path,
   snprintf(message, sizeof(message), "%s", accel_last_error());
   if (json) {
     printf("{\"file\": ");
-    json_string(path);
+    accel_tool_print_json_string(path);
     printf(", \"valid\": false, \"status\": \"%s\", \"error\": ",
            accel_status_name(st));
-    json_string(message);
+    accel_tool_print_json_string(message);
     printf(", \"hash_mismatches\": [");
   }
   uint32_t mismatches =

@@ -124,3 +124,18 @@ int accel_tool_parse(const accel_tool_spec_t *spec, int argc, char **argv,
   }
   return check_positional(spec, out->positional_count);
 }
+
+void accel_tool_print_json_string(const char *s) {
+  putchar('"');
+  for (; *s != '\0'; ++s) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      printf("\\%c", c);
+    } else if (c < 0x20) {
+      printf("\\u%04x", c);
+    } else {
+      putchar(c);
+    }
+  }
+  putchar('"');
+}

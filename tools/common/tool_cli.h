@@ -68,4 +68,8 @@ int accel_tool_parse(const accel_tool_spec_t *spec, int argc, char **argv,
 int accel_tool_usage_error(const accel_tool_spec_t *spec, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+// Prints |s| on stdout as a JSON string: quoted, with quotes, backslashes
+// and control characters escaped. For tools' --json output.
+void accel_tool_print_json_string(const char *s);
+
 #endif  // ACCEL_TOOLS_COMMON_TOOL_CLI_H_
