@@ -13,7 +13,8 @@ from seeded random samples (the seed is printed; ACCEL_TEST_SEED replays it):
   Python's own sqlite3), survives eight concurrent writers (every run
   complete, integrity_check ok), and writers killed with SIGKILL at random
   moments leave only complete runs and a database that takes the next save;
-- malformed results files are refused with exit 2 and a message.
+- malformed results files are refused with exit 2 and a message;
+- accel-bench run goes on past a benchmark that says it is skipped.
 
 usage: history_test.py ACCEL_BENCH
 """
@@ -276,6 +277,22 @@ def test_malformed_files_are_refused(tmp, rng):
     print(f"malformed: {len(docs)} kinds refused")
 
 
+def test_run_goes_on_past_a_skipped_bench(tmp, rng):
+    # cuda says "skipped" where no CUDA device is (every CI machine): the
+    # run keeps the other benchmarks' reports and names what it skipped.
+    out = f"{tmp}/run.json"
+    p = bench("run", "cuda", "topo", "--quick", "--out", out, check_rc=0)
+    with open(out) as f:
+        doc = json.load(f)
+    names = [b["bench"] for b in doc["benches"]]
+    if "skipped" in p.stderr:
+        assert 'benchmark "cuda" skipped' in p.stderr, p.stderr
+        assert names == ["topo"], names
+    else:
+        assert names == ["cuda", "topo"], names
+    print(f"run: {names}")
+
+
 def main():
     global EXE
     EXE = sys.argv[1]
@@ -289,7 +306,8 @@ def main():
                      test_database_stores_figures_as_given,
                      test_database_survives_concurrent_writers,
                      test_database_survives_killed_writers,
-                     test_malformed_files_are_refused):
+                     test_malformed_files_are_refused,
+                     test_run_goes_on_past_a_skipped_bench):
             test(tmp, rng)
 
 

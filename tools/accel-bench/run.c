@@ -127,7 +127,17 @@ static char *combine(char **texts, const char *const *benches, int n) {
   for (int i = 0; i < n; ++i) {
     json_object *one = json_tokener_parse(texts[i]);
     json_object *run = NULL;
-    if (one == NULL || !json_object_object_get_ex(one, "run", &run)) {
+    json_object *skip = NULL;
+    if (one != NULL && !json_object_object_get_ex(one, "run", &run) &&
+        json_object_object_get_ex(one, "skipped", &skip)) {
+      // A benchmark that cannot run here (cuda without a CUDA device)
+      // says why; the run goes on without it.
+      fprintf(stderr, "accel-bench run: benchmark \"%s\" skipped: %s\n",
+              benches[i], json_object_get_string(skip));
+      json_object_put(one);
+      continue;
+    }
+    if (one == NULL || run == NULL) {
       fprintf(stderr, "accel-bench run: benchmark \"%s\" printed no report\n",
               benches[i]);
       json_object_put(one);
