@@ -654,6 +654,40 @@ static void test_reset_queue_scope_aborts_pending_work(void **state) {
   accel_runtime_destroy(rt);
 }
 
+// A fault with a delay hits only commands that start after it: one armed
+// 1000 s ahead hits nothing, one armed 1 us ahead hits the first command
+// after that (the test waits for it to pass).
+static void test_delayed_fault_hits_only_later_commands(void **state) {
+  (void)state;
+  accel_runtime_t *rt = runtime_new();
+  accel_device_t *dev = device0(rt);
+  accel_fault_desc_t later = {.struct_size = sizeof(later),
+                              .kind = ACCEL_FAULT_FATAL,
+                              .delay_ns = 1000000000000ull};
+  assert_accel_ok(accel_device_inject_fault(dev, &later));
+  accel_stream_t *s = stream_named(dev, NULL, 0);
+  _Atomic uint64_t ran = 0;
+  for (int i = 0; i < 20; ++i) {
+    assert_accel_ok(accel_stream_host_call(s, count_fn, &ran));
+  }
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  assert_int_equal(atomic_load(&ran), 20);
+  assert_accel_ok(accel_device_reset(dev, ACCEL_RESET_CONTEXT));  // disarms
+  accel_stream_destroy(s);
+  s = stream_named(dev, NULL, 0);
+  accel_fault_desc_t soon = {.struct_size = sizeof(soon),
+                             .kind = ACCEL_FAULT_UNCORRECTED,
+                             .delay_ns = 1000};
+  assert_accel_ok(accel_device_inject_fault(dev, &soon));
+  usleep(1000);
+  assert_accel_ok(accel_stream_host_call(s, count_fn, &ran));
+  assert_int_equal(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
+                   ACCEL_ERROR_IO);
+  assert_int_equal(atomic_load(&ran), 20);
+  accel_stream_destroy(s);
+  accel_runtime_destroy(rt);
+}
+
 // ACCEL_FAULT_INJECT arms faults at runtime creation.
 static void test_fault_inject_env_arms_faults(void **state) {
   (void)state;
@@ -737,7 +771,52 @@ static void test_fault_inject_env_rejects_bad_syntax(void **state) {
   accel_runtime_destroy(rt);
 }
 
+// A backend without the driver's health table (cuda) refuses injection
+// with ACCEL_ERROR_UNSUPPORTED and a message; its devices still report a
+// health state. Runs where a cuda device is visible (the driver API double).
+static void test_cuda_device_refuses_fault_injection(void **state) {
+  (void)state;
+  accel_runtime_t *rt = runtime_new();
+  uint32_t count = 0;
+  assert_accel_ok(accel_device_count(rt, &count));
+  uint32_t seen = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    accel_device_t *dev = NULL;
+    assert_accel_ok(accel_device_get(rt, i, &dev));
+    accel_device_info_t info = {.struct_size = sizeof(info)};
+    assert_accel_ok(accel_device_info(dev, &info));
+    if (strcmp(info.backend, "cuda") != 0) {
+      continue;
+    }
+    seen++;
+    accel_fault_desc_t f = {.struct_size = sizeof(f),
+                            .kind = ACCEL_FAULT_UNCORRECTED,
+                            .command_index = 1};
+    assert_accel_status(accel_device_inject_fault(dev, &f),
+                        ACCEL_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(accel_last_error(), "cannot inject"));
+    assert_int_equal(health_of(dev).state, ACCEL_DEVICE_STATE_HEALTHY);
+    // A reset still aborts the device's streams.
+    accel_stream_t *s = stream_named(dev, NULL, 0);
+    assert_accel_ok(accel_device_reset(dev, ACCEL_RESET_QUEUE));
+    assert_int_equal(accel_stream_query(s), ACCEL_ERROR_ABORTED);
+    accel_stream_destroy(s);
+  }
+  accel_runtime_destroy(rt);
+  if (seen == 0) {
+    skip();
+  }
+}
+
 int main(void) {
+  // On the driver API double only the cuda test applies (its devices are
+  // the visible ones).
+  if (getenv("HEALTH_CUDA_ONLY") != NULL) {
+    const struct CMUnitTest cuda_tests[] = {
+        cmocka_unit_test(test_cuda_device_refuses_fault_injection),
+    };
+    return cmocka_run_group_tests(cuda_tests, NULL, NULL);
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_health_new_device_is_healthy),
       cmocka_unit_test(test_inject_and_reset_reject_bad_arguments),
@@ -751,6 +830,7 @@ int main(void) {
       cmocka_unit_test(test_watchdog_loses_a_device_whose_queues_stop_retiring),
       cmocka_unit_test(test_watchdog_thread_fails_a_stuck_stream),
       cmocka_unit_test(test_reset_queue_scope_aborts_pending_work),
+      cmocka_unit_test(test_delayed_fault_hits_only_later_commands),
       cmocka_unit_test(test_fault_inject_env_arms_faults),
       cmocka_unit_test(test_fault_inject_env_rejects_bad_syntax),
   };
