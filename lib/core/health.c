@@ -382,9 +382,12 @@ static void *watchdog_main(void *arg) {
 void accel_health_set_clock(accel_device_t *device, uint64_t (*now)(void *ctx),
                             void *ctx) {
   struct accel_health *h = device->health;
-  stop_thread(h);
+  // Manual first, so that no registration starts a thread meanwhile.
   pthread_mutex_lock(&h->lock);
   h->manual_clock = true;
+  pthread_mutex_unlock(&h->lock);
+  stop_thread(h);
+  pthread_mutex_lock(&h->lock);
   h->now = now != NULL ? now : monotonic_now;
   h->now_ctx = ctx;
   for (accel_health_member_t *m = h->members; m != NULL; m = m->next) {

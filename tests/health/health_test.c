@@ -688,6 +688,34 @@ static void test_delayed_fault_hits_only_later_commands(void **state) {
   accel_runtime_destroy(rt);
 }
 
+// Faults armed together each count every eligible command from their
+// injection: corrected faults at commands 2, 3 and 5 of a stream hit
+// exactly those (one per command), counted in order.
+static void test_armed_faults_count_commands_independently(void **state) {
+  (void)state;
+  accel_runtime_t *rt = runtime_new();
+  accel_device_t *dev = device0(rt);
+  inject(dev, ACCEL_FAULT_CORRECTED, 5, NULL);
+  inject(dev, ACCEL_FAULT_CORRECTED, 2, NULL);
+  inject(dev, ACCEL_FAULT_UNCORRECTED, 7, NULL);
+  inject(dev, ACCEL_FAULT_CORRECTED, 3, NULL);
+  accel_stream_t *s = stream_named(dev, NULL, 0);
+  _Atomic uint64_t ran = 0;
+  for (int i = 0; i < 6; ++i) {
+    assert_accel_ok(accel_stream_host_call(s, count_fn, &ran));
+    assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+    uint64_t want = i + 1 >= 5 ? 3 : i + 1 >= 3 ? 2 : i + 1 >= 2 ? 1 : 0;
+    assert_int_equal(health_of(dev).ras_counts[ACCEL_RAS_CORRECTED], want);
+  }
+  assert_accel_ok(accel_stream_host_call(s, count_fn, &ran));
+  assert_int_equal(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
+                   ACCEL_ERROR_IO);
+  assert_non_null(strstr(accel_last_error(), "command #7"));
+  assert_int_equal(atomic_load(&ran), 6);
+  accel_stream_destroy(s);
+  accel_runtime_destroy(rt);
+}
+
 // ACCEL_FAULT_INJECT arms faults at runtime creation.
 static void test_fault_inject_env_arms_faults(void **state) {
   (void)state;
@@ -831,6 +859,7 @@ int main(void) {
       cmocka_unit_test(test_watchdog_thread_fails_a_stuck_stream),
       cmocka_unit_test(test_reset_queue_scope_aborts_pending_work),
       cmocka_unit_test(test_delayed_fault_hits_only_later_commands),
+      cmocka_unit_test(test_armed_faults_count_commands_independently),
       cmocka_unit_test(test_fault_inject_env_arms_faults),
       cmocka_unit_test(test_fault_inject_env_rejects_bad_syntax),
   };

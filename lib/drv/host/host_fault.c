@@ -18,6 +18,7 @@ static bool queue_matches(const char *want, const char *queue) {
 
 int accel_host_fault_take_slow(accel_drv_device_t *d, const char *queue) {
   int kind = -1;
+  int hit = -1;
   pthread_mutex_lock(&d->fault_lock);
   uint64_t now = 0;
   for (uint32_t i = 0; i < d->fault_count; ++i) {
@@ -33,12 +34,14 @@ int accel_host_fault_take_slow(accel_drv_device_t *d, const char *queue) {
         continue;
       }
     }
-    if (++f->seen < f->command_index) {
-      continue;
+    // Every armed fault counts the command; the first one due takes it.
+    if (++f->seen >= f->command_index && hit < 0) {
+      hit = (int)i;
     }
-    kind = (int)f->kind;
-    d->faults[i] = d->faults[--d->fault_count];
-    break;
+  }
+  if (hit >= 0) {
+    kind = (int)d->faults[hit].kind;
+    d->faults[hit] = d->faults[--d->fault_count];
   }
   // Relaxed: a worker that misses the change takes the slow path once more.
   atomic_store_explicit(&d->faults_armed, d->fault_count,
