@@ -36,6 +36,7 @@
 #include "accel/event.h"
 #include "accel/executable.h"
 #include "accel/gguf.h"
+#include "accel/health.h"
 #include "accel/kv_cache.h"
 #include "accel/memory.h"
 #include "accel/runtime.h"
@@ -296,6 +297,12 @@ extern "C" {
   X(accel_serve_step) \
   X(accel_serve_wait_work) \
   X(accel_serve_stats) \
+  X(accel_device_health) \
+  X(accel_device_health_fd) \
+  X(accel_device_health_callback_set) \
+  X(accel_device_inject_fault) \
+  X(accel_device_reset) \
+  X(accel_device_state_name) \
   /* end of 0.2 */
 
 #define ACCEL_API_TABLE_FIELD_(fn) __typeof__(&fn) fn;

@@ -39,6 +39,7 @@
 #define ACCEL_CLUSTER_H_
 
 #include "accel/base.h"
+#include "accel/device.h"
 #include "accel/topology.h"
 
 #ifdef __cplusplus
@@ -172,6 +173,11 @@ typedef struct accel_cluster_options {
   // ranks of a shared-memory group must use the same clock.
   accel_cluster_clock_fn clock;
   void *clock_user;
+  // The device this rank computes on (borrowed; outlives the group), or
+  // NULL. When its health becomes ACCEL_DEVICE_STATE_LOST (health.h), the
+  // group reports the failure for the rank, as accel_cluster_report_failure
+  // would, so that it is out of the next epoch.
+  accel_device_t *device;
 } accel_cluster_options_t;
 
 // Health of a member as a status reader sees it.

@@ -73,6 +73,11 @@ typedef struct accel_dma_queue_desc {
   uint32_t engine_count;
   // Name for messages and traces (copied); NULL for "dmaN".
   const char *name;
+  // Watchdog progress deadline in ns (docs/health.md): a descriptor that
+  // has not retired this long after the queue last made progress fails the
+  // queue with ACCEL_ERROR_TIMEOUT. 0 means the runtime's default
+  // (ACCEL_WATCHDOG_MS; off if unset).
+  uint64_t watchdog_ns;
 } accel_dma_queue_desc_t;
 
 // Descriptor kinds (accel_dma_desc_t.op).

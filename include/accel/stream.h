@@ -50,6 +50,11 @@ typedef struct accel_stream_desc {
   uint32_t reserved0;
   // Name for traces and messages (copied; NULL means "stream<N>").
   const char *name;
+  // Watchdog progress deadline in ns (docs/health.md): a command that has
+  // not completed this long after the stream last made progress fails the
+  // stream with ACCEL_ERROR_TIMEOUT and a message naming it and how long it
+  // ran. 0 means the runtime's default (ACCEL_WATCHDOG_MS; off if unset).
+  uint64_t watchdog_ns;
 } accel_stream_desc_t;
 
 // Creates a stream on |device|. |desc| may be NULL for defaults.

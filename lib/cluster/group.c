@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "accel/cluster.h"
+#include "accel/health.h"
 #include "cluster/group_impl.h"
 #include "cluster/membership.h"
 #include "core/error.h"
@@ -278,6 +279,20 @@ static accel_status_t maybe_propose(accel_cluster_group_t *g,
   return ACCEL_OK;
 }
 
+// Whether the rank's device is lost (include/accel/health.h); if so, the
+// rank reports its failure (it leaves at the next step, out of the next
+// epoch).
+static bool device_lost(accel_cluster_group_t *g) {
+  accel_device_health_t h = {.struct_size = sizeof(h)};
+  if (accel_device_health(g->cfg.device, &h) != ACCEL_OK ||
+      h.state != ACCEL_DEVICE_STATE_LOST) {
+    return false;
+  }
+  char reason[320];
+  snprintf(reason, sizeof(reason), "its device is lost: %s", h.last_message);
+  return accel_cluster_report_failure(g, reason) == ACCEL_OK;
+}
+
 accel_status_t accel_cluster_group_step(accel_cluster_group_t *g,
                                         bool *out_again) {
   *out_again = false;
@@ -289,6 +304,9 @@ accel_status_t accel_cluster_group_step(accel_cluster_group_t *g,
       set_state(g, ACCEL_CLUSTER_STATE_FAILED);
     }
     return status;
+  }
+  if (g->cfg.device != NULL && device_lost(g)) {
+    return accel_cluster_group_step(g, out_again);  // leaves at once
   }
   uint64_t now = group_now(g);
   if (!g->has_beat_thread) {

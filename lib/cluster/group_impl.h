@@ -31,6 +31,7 @@ typedef struct accel_cluster_resolved {
   void *callback_user;
   accel_cluster_clock_fn clock;
   void *clock_user;
+  accel_device_t *device;  // whose loss fails this rank (may be NULL)
 } accel_cluster_resolved_t;
 
 // Validates |opts|, applies defaults and the environment (ACCEL_CLUSTER_*).

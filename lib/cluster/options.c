@@ -2,6 +2,7 @@
 // once for every entry point that names a group (create, status, remove).
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -59,10 +60,12 @@ static accel_status_t env_ms(const char *var, uint64_t *ns) {
 accel_status_t accel_cluster_resolve(const accel_cluster_options_t *opts,
                                      const char *fn,
                                      accel_cluster_resolved_t *out) {
-  if (opts == NULL || opts->struct_size < sizeof(*opts)) {
+  // The options before |device| are the smallest a caller may pass.
+  const size_t min_size = offsetof(accel_cluster_options_t, device);
+  if (opts == NULL || opts->struct_size < min_size) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "%s: opts is NULL or its struct_size is below %zu", fn,
-                       sizeof(*opts));
+                       min_size);
   }
   if (opts->name == NULL || !name_ok(opts->name)) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
@@ -147,6 +150,10 @@ accel_status_t accel_cluster_resolve(const accel_cluster_options_t *opts,
   r.callback_user = opts->callback_user;
   r.clock = opts->clock;
   r.clock_user = opts->clock_user;
+  if (opts->struct_size >= offsetof(accel_cluster_options_t, device) +
+                               sizeof(opts->device)) {
+    r.device = opts->device;
+  }
   *out = r;
   return ACCEL_OK;
 }

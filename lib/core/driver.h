@@ -12,6 +12,7 @@
 //   driver_queue.h     hardware queues and the commands they execute
 //   driver_copy.h      copy engines and their DMA descriptor rings
 //   driver_dispatch.h  work-group grids on host-visible devices
+//   driver_health.h    fault injection, fault reports, queue abort, reset
 //
 // Backend objects (devices, physical memory, semaphores, queues, rings) are
 // opaque to the generic layers. Validation happens in the public entry
@@ -44,6 +45,7 @@ typedef struct accel_drv_sync_ops accel_drv_sync_ops_t;
 typedef struct accel_drv_queue_ops accel_drv_queue_ops_t;
 typedef struct accel_drv_copy_ops accel_drv_copy_ops_t;
 typedef struct accel_drv_dispatch_ops accel_drv_dispatch_ops_t;
+typedef struct accel_drv_health_ops accel_drv_health_ops_t;
 
 // Resolved runtime options handed to backends (defaults and environment
 // already applied).
@@ -67,6 +69,7 @@ struct accel_driver {
   const accel_drv_queue_ops_t *queue;        // required
   const accel_drv_copy_ops_t *copy;          // optional: no copy engines
   const accel_drv_dispatch_ops_t *dispatch;  // optional: no host grids
+  const accel_drv_health_ops_t *health;      // optional: no injection
 };
 
 // The built-in backends, in probe order.

@@ -66,6 +66,14 @@ static const accel_env_var_t k_env_vars[] = {
     {"ACCEL_AFFINITY",
      "0 leaves device worker threads unbound; default: bound to the cores of "
      "their device's NUMA node"},
+    {"ACCEL_WATCHDOG_MS",
+     "progress deadline in ms of every stream and DMA queue whose create "
+     "desc sets none: work that does not retire within it fails with "
+     "ACCEL_ERROR_TIMEOUT; 0 or unset: off"},
+    {"ACCEL_FAULT_INJECT",
+     "faults injected at runtime creation, KIND[,KEY=VALUE...] separated by "
+     "';' (kinds corrected, uncorrected, fatal, hang; keys device, command, "
+     "after_ms, queue; docs/health.md); unset: none"},
     {"ACCEL_CLUSTER_STORE",
      "membership store of cluster groups: shm (one host) or etcd; default: "
      "what the application chose (shm)"},

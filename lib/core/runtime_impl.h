@@ -24,6 +24,8 @@ struct accel_device {
   _Atomic(void *) mem;
   void (*mem_fini)(accel_device_t *device);
   _Atomic uint32_t dma_queue_counter;  // numbers DMA queues (lib/dma)
+  // Health state, watchdog and members (lib/core/health.c); set at open.
+  struct accel_health *health;
 };
 
 struct accel_runtime {
@@ -36,6 +38,9 @@ struct accel_runtime {
   // DMA copies of at most this many bytes may run on the submitting thread
   // when their queue is idle (ACCEL_DMA_INLINE_MAX_BYTES; 0: never).
   uint64_t dma_inline_max_bytes;
+  // Default progress deadline of streams and DMA queues whose desc says 0
+  // (ACCEL_WATCHDOG_MS); 0: not watched.
+  uint64_t watchdog_ns;
   uint32_t backend_count;
   struct {
     const accel_driver_t *driver;

@@ -10,6 +10,7 @@
 #include "accel/dma.h"
 #include "core/driver.h"
 #include "core/driver_copy.h"
+#include "core/health_impl.h"
 #include "core/runtime_impl.h"
 #include "sync/semaphore_impl.h"
 
@@ -104,6 +105,10 @@ struct accel_dma_queue {
   _Atomic uint64_t stalls;
   _Atomic uint64_t not_ready;
   _Atomic uint64_t inline_copies;
+  // Set (release) once the device's health failed the queue (a fatal fault,
+  // the watchdog, a reset), after its rings' fences hold the error.
+  _Atomic uint32_t health_failed;
+  accel_health_member_t health;  // lib/core/health.c
 };
 
 // Returns ACCEL_OK, or the stored error of a failed ring (its fence's code

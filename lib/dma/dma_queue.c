@@ -7,6 +7,7 @@
 
 #include "core/lock.h"
 #include "core/error.h"
+#include "core/driver_sync.h"
 #include "dma/dma_impl.h"
 #include "mem/buffer_impl.h"
 #include "trace/trace_hooks.h"
@@ -100,6 +101,51 @@ static accel_status_t create_rings(accel_dma_queue_t *q, uint32_t use,
   return ACCEL_OK;
 }
 
+// The queue as a member of its device's health (core/health_impl.h): failed
+// through its rings' fences, which every wait and submit reports, and an
+// abort of the rings, which ends what they would still run.
+static void dma_health_fail(accel_health_member_t *member,
+                            accel_status_t status, const char *message) {
+  accel_dma_queue_t *q = (accel_dma_queue_t *)((char *)member -
+                                               offsetof(accel_dma_queue_t,
+                                                        health));
+  const accel_driver_t *drv = q->device->driver;
+  for (uint32_t i = 0; i < q->ring_count; ++i) {
+    drv->sync->fail(q->rings[i].fence->drv, status, message);
+  }
+  // Release: a submitter that sees the flag finds the fences failed.
+  atomic_store_explicit(&q->health_failed, 1, memory_order_release);
+  if (drv->copy->ring_abort != NULL) {
+    for (uint32_t i = 0; i < q->ring_count; ++i) {
+      drv->copy->ring_abort(q->rings[i].drv);
+    }
+  }
+}
+
+static void dma_health_progress(accel_health_member_t *member,
+                                uint64_t *out_retired,
+                                uint64_t *out_submitted, bool *out_failed) {
+  accel_dma_queue_t *q = (accel_dma_queue_t *)((char *)member -
+                                               offsetof(accel_dma_queue_t,
+                                                        health));
+  // Relaxed: counts for the watchdog, which tolerates stale ones.
+  *out_retired = atomic_load_explicit(q->rings[0].mem.head,
+                                      memory_order_relaxed);
+  *out_submitted = atomic_load_explicit(&q->last_tail, memory_order_relaxed);
+  bool failed =
+      atomic_load_explicit(&q->health_failed, memory_order_relaxed) != 0;
+  for (uint32_t i = 0; i < q->ring_count && !failed; ++i) {
+    failed = atomic_load_explicit(q->rings[i].mem.failed,
+                                  memory_order_relaxed) != 0;
+  }
+  *out_failed = failed;
+}
+
+static const accel_health_member_ops_t k_dma_health_ops = {
+    .fail = dma_health_fail,
+    .progress = dma_health_progress,
+};
+
 accel_status_t accel_dma_queue_create(accel_device_t *device,
                                       const accel_dma_queue_desc_t *desc,
                                       accel_dma_queue_t **out_queue) {
@@ -159,9 +205,21 @@ accel_status_t accel_dma_queue_create(accel_device_t *device,
   }
   q->ring_count = use;
   pthread_mutex_init(&q->submit_lock, NULL);
+  q->health = (accel_health_member_t){.ops = &k_dma_health_ops,
+                                      .kind = "dma queue",
+                                      .unit = "descriptor",
+                                      .name = q->name,
+                                      .watchdog_ns = d.watchdog_ns};
+  st = accel_health_register(device, &q->health);
+  if (st != ACCEL_OK) {
+    goto err_destroy_rings;
+  }
   *out_queue = q;
   return ACCEL_OK;
 
+err_destroy_rings:
+  pthread_mutex_destroy(&q->submit_lock);
+  destroy_rings(q, use);
 err_free_rings:
   free(q->rings);
 err_free_queue:
@@ -173,6 +231,7 @@ void accel_dma_queue_destroy(accel_dma_queue_t *queue) {
   if (queue == NULL) {
     return;
   }
+  accel_health_unregister(queue->device, &queue->health);
   const accel_driver_t *drv = queue->device->driver;
   if ((queue->flags & ACCEL_DMA_QUEUE_FLAG_ABORT_ON_DESTROY) != 0 &&
       drv->copy->ring_abort != NULL) {
@@ -296,6 +355,16 @@ static void retire_try(accel_dma_queue_t *q) {
 }
 
 accel_status_t accel_dma_queue_check_failed(accel_dma_queue_t *queue) {
+  // A lost device fails every queue at once (health.h).
+  ACCEL_RETURN_IF_ERROR(accel_health_check_lost(queue->device));
+  // Acquire: pairs with dma_health_fail's release (the fences failed).
+  if (__builtin_expect(atomic_load_explicit(&queue->health_failed,
+                                            memory_order_acquire) != 0,
+                       0)) {
+    uint64_t value = 0;
+    return queue->device->driver->sync->query(queue->rings[0].fence->drv,
+                                              &value);
+  }
   for (uint32_t i = 0; i < queue->ring_count; ++i) {
     accel_dma_ring_state_t *r = &queue->rings[i];
     // Acquire: pairs with the engine's release after failing the fence.
@@ -314,6 +383,12 @@ accel_status_t accel_dma_queue_check_failed(accel_dma_queue_t *queue) {
 accel_status_t accel_dma_queue_synchronize(accel_dma_queue_t *queue,
                                            uint64_t timeout_ns) {
   ACCEL_CHECK_ARG(queue != NULL, "queue (NULL)");
+  // A queue the device's health failed returns at once (its rings may hold
+  // a descriptor that never completes).
+  if (atomic_load_explicit(&queue->health_failed, memory_order_relaxed) ||
+      accel_health_check_lost(queue->device) != ACCEL_OK) {
+    return accel_dma_queue_check_failed(queue);
+  }
   // Acquire: pairs with the submit's release (the descriptors are written).
   uint64_t target =
       atomic_load_explicit(&queue->last_tail, memory_order_acquire);

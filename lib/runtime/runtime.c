@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/runtime_impl.h"
 #include "core/driver_device.h"
+#include "core/health_impl.h"
 #include "runtime/runtime_impl.h"
 #include "topo/placement.h"
 #include "trace/trace_hooks.h"
@@ -142,6 +143,24 @@ static accel_status_t env_count(const char *name, uint32_t max,
   return ACCEL_OK;
 }
 
+// ACCEL_WATCHDOG_MS: the default progress deadline of streams and DMA
+// queues (docs/health.md); unset or 0: off.
+static accel_status_t env_watchdog(uint64_t *out_ns) {
+  uint64_t v = 0;
+  bool invalid = false;
+  *out_ns = 0;
+  if (accel_env_u64("ACCEL_WATCHDOG_MS", &v, &invalid)) {
+    if (invalid || v > UINT64_MAX / 1000000ull) {
+      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                         "ACCEL_WATCHDOG_MS=\"%s\" is not a number of "
+                         "milliseconds",
+                         getenv("ACCEL_WATCHDOG_MS"));
+    }
+    *out_ns = v * 1000000ull;
+  }
+  return ACCEL_OK;
+}
+
 static accel_status_t resolve_options(const accel_runtime_options_t *in,
                                       accel_runtime_options_t *out) {
   accel_runtime_options_init(out);
@@ -234,6 +253,7 @@ static accel_status_t apply_visibility(accel_runtime_t *rt,
 static void close_devices(accel_runtime_t *rt) {
   for (uint32_t i = rt->all_device_count; i > 0; --i) {
     accel_device_t *dev = rt->all_devices[i - 1];
+    accel_health_fini(dev);
     if (dev->mem_fini != NULL) {
       dev->mem_fini(dev);
     }
@@ -283,6 +303,12 @@ static accel_status_t open_backend_devices(accel_runtime_t *rt,
     driver->device->info(dev->drv, &dev->info);
     snprintf(dev->info.id, sizeof(dev->info.id), "%s:%u", driver->name,
              ordinal);
+    st = accel_health_init(dev);
+    if (st != ACCEL_OK) {
+      driver->device->close(dev->drv);
+      free(dev);
+      return st;
+    }
     uint64_t host_ns = 0, device_ns = 0;
     driver->device->clock_pair(dev->drv, &host_ns, &device_ns);
     accel_trace_device_open(dev, dev->info.id, host_ns, device_ns);
@@ -333,6 +359,9 @@ accel_status_t accel_runtime_create_with_drivers(
   accel_status_t st =
       env_count("ACCEL_COPY_ENGINES", 64, &rt->options.copy_engine_count);
   if (st == ACCEL_OK) {
+    st = env_watchdog(&rt->watchdog_ns);
+  }
+  if (st == ACCEL_OK) {
     st = env_count("ACCEL_HOST_THREADS", 65, &rt->options.host_thread_count);
   }
   if (st != ACCEL_OK) {
@@ -370,6 +399,10 @@ accel_status_t accel_runtime_create_with_drivers(
   // Bind each device's threads to its NUMA node's cores (best effort).
   accel_topo_place_devices(rt);
   st = apply_visibility(rt, resolved.visible_devices);
+  if (st != ACCEL_OK) {
+    goto err_close_devices;
+  }
+  st = accel_fault_spec_apply(rt, getenv("ACCEL_FAULT_INJECT"));
   if (st != ACCEL_OK) {
     goto err_close_devices;
   }

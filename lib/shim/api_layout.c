@@ -243,8 +243,14 @@
   PIN(accel_serve_step, 217) \
   PIN(accel_serve_wait_work, 218) \
   PIN(accel_serve_stats, 219) \
+  PIN(accel_device_health, 220) \
+  PIN(accel_device_health_fd, 221) \
+  PIN(accel_device_health_callback_set, 222) \
+  PIN(accel_device_inject_fault, 223) \
+  PIN(accel_device_reset, 224) \
+  PIN(accel_device_state_name, 225) \
   /* end of 0.2 */
-#define ACCEL_API_ENTRY_COUNT_0_2 220
+#define ACCEL_API_ENTRY_COUNT_0_2 226
 
 ACCEL_API_PINS_0_2
 

@@ -4,11 +4,47 @@
 #include <string.h>
 
 #include "core/driver_copy.h"
+#include "core/driver_health.h"
+#include "core/driver_sync.h"
 #include "core/error.h"
 #include "stream/stream_copy.h"
 #include "mem/buffer_impl.h"
 #include "stream/stream_impl.h"
 #include "trace/trace_hooks.h"
+
+// The stream as a member of its device's health (core/health_impl.h).
+static void stream_health_fail(accel_health_member_t *member,
+                               accel_status_t status, const char *message) {
+  accel_stream_t *s = (accel_stream_t *)((char *)member -
+                                         offsetof(accel_stream_t, health));
+  const accel_drv_health_ops_t *ops = s->device->driver->health;
+  if (ops != NULL) {
+    ops->queue_abort(s->queue, status, message);
+  } else {
+    // A backend without the health table: the completion fails, so that
+    // waits return; the queue keeps what it has.
+    s->device->driver->sync->fail(s->completion->drv, status, message);
+  }
+}
+
+static void stream_health_progress(accel_health_member_t *member,
+                                   uint64_t *out_retired,
+                                   uint64_t *out_submitted, bool *out_failed) {
+  accel_stream_t *s = (accel_stream_t *)((char *)member -
+                                         offsetof(accel_stream_t, health));
+  uint64_t value = 0;
+  accel_status_t st = s->device->driver->sync->query(s->completion->drv,
+                                                     &value);
+  *out_retired = value;
+  // Relaxed: a count for the watchdog, which tolerates a stale one.
+  *out_submitted = atomic_load_explicit(&s->last_seq, memory_order_relaxed);
+  *out_failed = st != ACCEL_OK;
+}
+
+static const accel_health_member_ops_t k_stream_health_ops = {
+    .fail = stream_health_fail,
+    .progress = stream_health_progress,
+};
 
 accel_status_t accel_stream_create(accel_device_t *device,
                                    const accel_stream_desc_t *desc,
@@ -63,10 +99,21 @@ accel_status_t accel_stream_create(accel_device_t *device,
   if (st != ACCEL_OK) {
     goto err_release_completion;
   }
+  s->health = (accel_health_member_t){.ops = &k_stream_health_ops,
+                                      .kind = "stream",
+                                      .unit = "command",
+                                      .name = s->name,
+                                      .watchdog_ns = d.watchdog_ns};
+  st = accel_health_register(device, &s->health);
+  if (st != ACCEL_OK) {
+    goto err_destroy_queue;
+  }
   accel_trace_stream_create(device, s->queue, s->name, &s->last_seq);
   *out_stream = s;
   return ACCEL_OK;
 
+err_destroy_queue:
+  s->qops->destroy(s->queue);
 err_release_completion:
   accel_semaphore_release(s->completion);
 err_free_stream:
@@ -78,6 +125,7 @@ void accel_stream_destroy(accel_stream_t *stream) {
   if (stream == NULL) {
     return;
   }
+  accel_health_unregister(stream->device, &stream->health);
   stream->qops->destroy(stream->queue);
   accel_trace_stream_destroy(stream->queue);
   // After the queue: its commands wait on the link's DMA work.
@@ -429,7 +477,17 @@ accel_status_t accel_stream_synchronize(accel_stream_t *stream,
                                          memory_order_relaxed);
   accel_status_t st = stream->device->driver->sync->wait(
       1, &stream->completion->drv, &target, ACCEL_WAIT_ALL, timeout_ns, NULL);
+  if (st == ACCEL_OK) {
+    // A lost device fails every stream at once (health.h), this one too
+    // even if its own work had completed.
+    return accel_health_check_lost(stream->device);
+  }
   if (st == ACCEL_ERROR_TIMEOUT) {
+    uint64_t value = 0;
+    // The stream's own failure (the watchdog's is a TIMEOUT too) keeps its
+    // message.
+    ACCEL_RETURN_IF_ERROR(
+        stream->device->driver->sync->query(stream->completion->drv, &value));
     return accel_error(ACCEL_ERROR_TIMEOUT,
                        "stream \"%s\": command #%llu not complete after %llu "
                        "ns",
@@ -446,6 +504,7 @@ accel_status_t accel_stream_query(accel_stream_t *stream) {
   uint64_t value = 0;
   ACCEL_RETURN_IF_ERROR(
       stream->device->driver->sync->query(stream->completion->drv, &value));
+  ACCEL_RETURN_IF_ERROR(accel_health_check_lost(stream->device));
   if (value < target) {
     return accel_error(ACCEL_ERROR_NOT_READY,
                        "stream \"%s\": %llu of %llu commands complete",

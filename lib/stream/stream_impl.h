@@ -7,6 +7,7 @@
 #include "accel/stream.h"
 #include "core/driver.h"
 #include "core/driver_queue.h"
+#include "core/health_impl.h"
 #include "core/object.h"
 #include "core/runtime_impl.h"
 #include "sync/semaphore_impl.h"
@@ -25,6 +26,9 @@ struct accel_stream {
   // The path of this stream's copies to the DMA queues (lib/dma), created by
   // the first copy; destroyed after the queue (stream_copy.h).
   struct accel_stream_copy_link *_Atomic dma_link;
+  // The device's health drives the stream's failure (fatal faults, the
+  // watchdog, resets) through this (lib/core/health.c).
+  accel_health_member_t health;
 };
 
 // Submits one command built by a public entry point. The queue reports the

@@ -258,6 +258,41 @@ static void test_group_report_failure_leaves_at_once(void **state) {
                       ACCEL_ERROR_ABORTED);
 }
 
+// A rank whose device is lost (a fatal fault, include/accel/health.h) leaves
+// at its next step, as if it had reported the failure itself: the survivors
+// form the next epoch without it.
+static void test_group_rank_whose_device_is_lost_leaves(void **state) {
+  fixture_t *f = *state;
+  accel_runtime_t *rt = NULL;
+  assert_accel_ok(accel_runtime_create(NULL, &rt));
+  accel_device_t *dev = NULL;
+  assert_accel_ok(accel_device_get(rt, 0, &dev));
+  join(f, 1, 3);
+  join(f, 1, 3);
+  accel_cluster_options_t o;
+  options(f, &o, 1, 3, &f->counts[f->n]);
+  o.device = dev;
+  assert_accel_ok(accel_cluster_group_create(&o, &f->g[f->n]));
+  f->alive[f->n] = true;
+  f->n++;
+  tick(f, TICK);
+  tick(f, TICK);
+  assert_converged(f, 1, 3);
+  accel_fault_desc_t fault = {.struct_size = sizeof(fault),
+                              .kind = ACCEL_FAULT_FATAL};
+  assert_accel_ok(accel_device_inject_fault(dev, &fault));
+  assert_accel_status(accel_cluster_progress(f->g[2]), ACCEL_ERROR_ABORTED);
+  assert_non_null(strstr(accel_last_error(), "its device is lost"));
+  f->alive[2] = false;
+  tick(f, 1 * MS);
+  assert_converged(f, 2, 2);
+  assert_int_equal(info_of(f, 2).state, ACCEL_CLUSTER_STATE_FAILED);
+  // The group borrows the device: it goes before the runtime.
+  accel_cluster_group_destroy(f->g[2]);
+  f->g[2] = NULL;
+  accel_runtime_destroy(rt);
+}
+
 // A replacement joins at the next epoch boundary and takes the last rank;
 // beyond max_size a joiner waits.
 static void test_group_replacement_joins_next_epoch(void **state) {
@@ -535,6 +570,7 @@ int main(void) {
       T(test_group_first_epoch_below_max_waits_settle_time),
       T(test_group_detects_silent_rank_within_timeout),
       T(test_group_report_failure_leaves_at_once),
+      T(test_group_rank_whose_device_is_lost_leaves),
       T(test_group_replacement_joins_next_epoch),
       T(test_group_below_min_size_stays_stopped),
       T(test_group_late_rank_back_before_restructure_rejoins),

@@ -53,6 +53,11 @@ struct accel_drv_dma_ring {
   // Engine side (its thread only).
   _Alignas(64) uint64_t consumed;
   bool stalled;           // the last service_ring() stopped at a WAIT
+  // An injected HANG hit the descriptor at |consumed|: the ring stalls on
+  // |hang_desc| (a WAIT on the device's never-signalled semaphore) until
+  // an abort poisons it.
+  bool hung;
+  accel_dma_hw_desc_t hang_desc;
   bool poisoned;
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
@@ -283,6 +288,43 @@ static void transfer_bytes(accel_drv_dma_ring_t *r, const accel_dma_hw_desc_t *d
   }
 }
 
+// Applies the injected fault, if any, that the COPY or FILL |d| hits
+// (docs/health.md, "Fault injection"): a corrected one is reported and |d|
+// runs; an uncorrected or fatal one is reported and poisons the ring with
+// |d| (its signal failed). Returns false when |d| hangs instead.
+static bool execute_fault(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d) {
+  int kind = accel_host_fault_take_slow(r->engine->device, r->name);
+  if (kind < 0) {
+    return true;
+  }
+  char what[192];
+  snprintf(what, sizeof(what), "dma ring \"%s\" submit #%llu (%s)", r->name,
+           (unsigned long long)d->submit_id, hw_op_name(d));
+  if (kind == ACCEL_FAULT_HANG) {
+    r->hung = true;
+    r->hang_desc = (accel_dma_hw_desc_t){.op = ACCEL_DMA_HW_WAIT,
+                                         .index = UINT32_MAX};
+    r->hang_desc.sem.semaphore = r->engine->device->hang_semaphore;
+    r->hang_desc.sem.value = 1;
+    return false;
+  }
+  if (kind == ACCEL_FAULT_CORRECTED) {
+    accel_host_fault_report(r->engine->device, ACCEL_RAS_CORRECTED, ACCEL_OK,
+                            what);
+    return true;
+  }
+  bool fatal = kind == ACCEL_FAULT_FATAL;
+  accel_host_fault_report(r->engine->device,
+                          fatal ? ACCEL_RAS_FATAL : ACCEL_RAS_UNCORRECTED,
+                          fatal ? ACCEL_ERROR_DEVICE_LOST : ACCEL_ERROR_IO,
+                          what);
+  poison_ring(r, d, fatal ? ACCEL_ERROR_DEVICE_LOST : ACCEL_ERROR_IO,
+              fatal ? "fatal device error (injected fault)"
+                    : "uncorrected device error (injected fault)");
+  finish_signal(r, d);
+  return true;
+}
+
 // Executes one descriptor. Returns false (nothing done) if it is a WAIT whose
 // value is not reached yet, with the semaphore and value in |*out_stall|.
 static bool execute_desc(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
@@ -301,6 +343,17 @@ static bool execute_desc(accel_drv_dma_ring_t *r, accel_dma_hw_desc_t *d,
   switch (d->op) {
     case ACCEL_DMA_HW_COPY:
     case ACCEL_DMA_HW_FILL: {
+      if (__builtin_expect(r->hung, 0) ||
+          (__builtin_expect(atomic_load_explicit(&r->engine->device->faults_armed,
+                                                 memory_order_relaxed) != 0,
+                            0) &&
+           !execute_fault(r, d))) {
+        *out_stall = &r->hang_desc;
+        return false;
+      }
+      if (r->poisoned) {
+        return true;  // the fault failed it
+      }
       if (d->trace_seq != 0) {
         trace_desc_start(r, d);
       }
@@ -892,6 +945,9 @@ accel_status_t accel_host_dma_ring_execute_now(accel_drv_dma_ring_t *r,
   if (d->op != ACCEL_DMA_HW_COPY ||
       atomic_load_explicit(&r->failed, memory_order_acquire) != 0 ||
       atomic_load_explicit(&r->inject_status, memory_order_relaxed) != 0 ||
+      // Armed faults apply on the engine (execute_fault), not here.
+      atomic_load_explicit(&r->engine->device->faults_armed,
+                           memory_order_relaxed) != 0 ||
       atomic_load_explicit(&r->abort, memory_order_relaxed) != 0 ||
       atomic_load_explicit(&r->head, memory_order_acquire) !=
           atomic_load_explicit(&r->tail, memory_order_relaxed)) {

@@ -69,9 +69,11 @@ static accel_status_t host_device_open(accel_drv_backend_t *backend,
   d->numa_node = (int32_t)(ordinal % numa_node_count());
   long page = sysconf(_SC_PAGESIZE);
   d->page_size = page > 0 ? (uint64_t)page : 4096;
+  pthread_mutex_init(&d->fault_lock, NULL);
   accel_status_t st =
       accel_host_dma_init(d, backend->options.copy_engine_count);
   if (st != ACCEL_OK) {
+    pthread_mutex_destroy(&d->fault_lock);
     free(d);
     return st;
   }
@@ -83,6 +85,10 @@ static void host_device_close(accel_drv_device_t *device) {
   accel_host_pool_destroy(
       atomic_load_explicit(&device->pool, memory_order_acquire));
   accel_host_dma_fini(device);
+  if (device->hang_semaphore != NULL) {
+    accel_host_semaphore_destroy(device->hang_semaphore);
+  }
+  pthread_mutex_destroy(&device->fault_lock);
   free(device);
 }
 
@@ -436,6 +442,13 @@ static const accel_drv_dispatch_ops_t k_host_dispatch_ops = {
     .host_grid = accel_host_dispatch,
 };
 
+static const accel_drv_health_ops_t k_host_health_ops = {
+    .set_sink = accel_host_health_set_sink,
+    .inject_fault = accel_host_inject_fault,
+    .queue_abort = accel_host_queue_abort,
+    .reset = accel_host_health_reset,
+};
+
 const accel_driver_t accel_host_driver = {
     .name = "host",
     .device = &k_host_device_ops,
@@ -444,4 +457,5 @@ const accel_driver_t accel_host_driver = {
     .queue = &k_host_queue_ops,
     .copy = &k_host_copy_ops,
     .dispatch = &k_host_dispatch_ops,
+    .health = &k_host_health_ops,
 };

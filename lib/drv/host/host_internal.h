@@ -17,6 +17,7 @@
 #include "core/driver_copy.h"
 #include "core/driver_device.h"
 #include "core/driver_dispatch.h"
+#include "core/driver_health.h"
 #include "core/driver_memory.h"
 #include "core/driver_queue.h"
 #include "core/driver_sync.h"
@@ -29,6 +30,16 @@ struct accel_drv_backend {
 
 typedef struct accel_host_pool accel_host_pool_t;
 typedef struct accel_host_dma accel_host_dma_t;
+
+// An armed fault (host_fault.c).
+#define ACCEL_HOST_MAX_FAULTS 16
+typedef struct accel_host_fault {
+  uint32_t kind;           // accel_fault_kind_t
+  uint64_t command_index;  // hits the command_index-th eligible one
+  uint64_t not_before_ns;  // 0: at once
+  uint64_t seen;           // eligible commands seen so far
+  char queue[64];          // "": every queue
+} accel_host_fault_t;
 
 struct accel_drv_device {
   accel_drv_backend_t *backend;
@@ -45,6 +56,17 @@ struct accel_drv_device {
   // Work-group thread pool (host_dispatch.c), created on first use.
   accel_host_pool_t *_Atomic pool;
   accel_host_dma_t *dma;  // copy engines (host_dma.c)
+  // Fault injection (host_fault.c). |faults_armed| is the number of armed
+  // faults, read by workers and engines per command (relaxed); the table is
+  // guarded by |fault_lock|.
+  _Atomic uint32_t faults_armed;
+  pthread_mutex_t fault_lock;
+  uint32_t fault_count;
+  accel_host_fault_t faults[ACCEL_HOST_MAX_FAULTS];
+  // Never signalled: what a hung DMA descriptor's ring stalls on.
+  accel_drv_semaphore_t *hang_semaphore;
+  accel_drv_fault_sink_fn_t fault_sink;  // lib/core's, set once after open
+  void *fault_sink_ctx;
 };
 
 struct accel_drv_phys {
@@ -147,6 +169,37 @@ static inline uint64_t accel_host_deadline(uint64_t timeout_ns) {
   uint64_t now = accel_host_now_ns();
   return timeout_ns > UINT64_MAX - now ? UINT64_MAX - 1 : now + timeout_ns;
 }
+
+// ---------------------------------------------------------------------------
+// Fault injection (host_fault.c).
+// ---------------------------------------------------------------------------
+
+// Takes the fault, if any, that the next command of |queue| (a stream's
+// name, or a DMA ring's "queue/ringN") hits: its accel_fault_kind_t, or -1.
+int accel_host_fault_take_slow(accel_drv_device_t *device, const char *queue);
+
+static inline int accel_host_fault_take(accel_drv_device_t *device,
+                                        const char *queue) {
+  if (__builtin_expect(atomic_load_explicit(&device->faults_armed,
+                                            memory_order_relaxed) == 0,
+                       1)) {
+    return -1;
+  }
+  return accel_host_fault_take_slow(device, queue);
+}
+
+// Hands a RAS fault to lib/core's sink (any thread, no lock held).
+void accel_host_fault_report(accel_drv_device_t *device, uint32_t ras_class,
+                             accel_status_t status, const char *message);
+
+void accel_host_health_set_sink(accel_drv_device_t *device,
+                                accel_drv_fault_sink_fn_t fn, void *ctx);
+accel_status_t accel_host_inject_fault(accel_drv_device_t *device,
+                                       const accel_drv_fault_t *fault);
+accel_status_t accel_host_health_reset(accel_drv_device_t *device,
+                                       uint32_t scope);
+void accel_host_queue_abort(accel_drv_queue_t *queue, accel_status_t status,
+                            const char *message);
 
 // ---------------------------------------------------------------------------
 // Semaphores (host_semaphore.c).

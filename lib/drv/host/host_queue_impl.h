@@ -163,6 +163,9 @@ struct accel_drv_queue {
   // completion fail, in a synchronize, sees it set); producers check it
   // instead of reading the completion semaphore, whose line the worker
   // writes on every batch, and report the poison message.
+  // FAILED_POISONED by the worker; FAILED_ABORTED by queue_abort while the
+  // worker has not poisoned the queue yet (producers then report the
+  // abort's message, and do not wait for the worker: submit_finish).
   _Atomic uint32_t failed;
   // Once |failed| is set: the seq of the last command the worker skipped
   // (release, after its signal failed). A producer whose record raced the
@@ -170,6 +173,13 @@ struct accel_drv_queue {
   // skipped signal has failed by the time a synchronize sees the failure.
   _Atomic uint64_t skipped_through;
   accel_host_waiter_t waiter;  // the worker's futex word (also for waits)
+  // queue_abort (host_fault.c's callers: the device's health): the first
+  // abort claims |abort_claim|, writes its status and message, then sets
+  // |abort_ready| (release) before |cancel|.
+  _Atomic uint32_t abort_claim;
+  _Atomic uint32_t abort_ready;
+  accel_status_t abort_status;
+  char abort_message[ACCEL_ERROR_MESSAGE_MAX];
 
   // Spare chunks handed from the consumer back to producers, so that a
   // backlog that comes and goes does not allocate each time.
@@ -198,6 +208,11 @@ struct accel_drv_queue {
   bool completion_fail_pending;  // poisoned; |completion| not failed yet
   accel_status_t poison_status;
   char poison_message[ACCEL_ERROR_MESSAGE_MAX];
+};
+
+enum {
+  FAILED_POISONED = 1,
+  FAILED_ABORTED = 2,
 };
 
 static inline uint64_t header_acquire(const record_word_t *w) {

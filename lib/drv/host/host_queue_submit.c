@@ -93,8 +93,13 @@ static inline record_word_t *tail_reserve(accel_drv_queue_t *q,
 
 // The stored failure of a queue that has failed, else ACCEL_OK.
 static inline accel_status_t submit_check_failed(accel_drv_queue_t *q) {
-  // Acquire: pairs with poison_queue()'s release, so the stored error is complete.
-  if (atomic_load_explicit(&q->failed, memory_order_acquire)) {
+  // Acquire: pairs with poison_queue()'s release (or queue_abort's), so the
+  // stored error is complete.
+  uint32_t failed = atomic_load_explicit(&q->failed, memory_order_acquire);
+  if (failed == FAILED_ABORTED) {
+    return accel_error(q->abort_status, "%s", q->abort_message);
+  }
+  if (failed != 0) {
     return accel_error(q->poison_status, "%s", q->poison_message);
   }
   return ACCEL_OK;
@@ -139,8 +144,12 @@ static inline accel_status_t submit_finish(accel_drv_queue_t *q,
               atomic_load_explicit(&q->parked, memory_order_relaxed) != 0;
   // The queue failed while we wrote: the worker's drain may have missed our
   // records (poison_queue), so wait below until it skipped them.
+  // Not after an abort from outside (FAILED_ABORTED): the worker may be
+  // stuck in the command the abort is about, and aborted work owes no
+  // ordering of its skipped signals.
   bool raced = accepted > 0 &&
-               atomic_load_explicit(&q->failed, memory_order_relaxed) != 0;
+               atomic_load_explicit(&q->failed, memory_order_relaxed) ==
+                   FAILED_POISONED;
   uint64_t last = q->next_seq;
   submit_end(q, owner);
   if (wake) {

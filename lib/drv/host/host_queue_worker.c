@@ -109,6 +109,25 @@ static void count_quiet_calls(accel_drv_queue_t *q) {
   }
 }
 
+// Tells producers that the worker poisoned the queue (its poison_status and
+// poison_message are set).
+static void publish_failed(accel_drv_queue_t *q) {
+  // Release: a producer that sees the flag finds the stored message. Set
+  // under the submit lock (a biased owner: after the heavy fence), as
+  // worker_park sets |parked|: a producer whose critical section came first
+  // has published its record, which the drain sees; one that comes after
+  // sees the flag, and is refused or (submit_finish) waits for its record
+  // to be skipped.
+  submit_lock(q);
+  atomic_store_explicit(&q->failed, FAILED_POISONED, memory_order_release);
+  bool biased = atomic_load_explicit(&q->bias, memory_order_relaxed) ==
+                BIAS_OWNED;
+  submit_unlock(q);
+  if (biased) {
+    accel_host_heavy_fence();
+  }
+}
+
 // Records the first failure; the queue then aborts everything after it.
 static void poison_queue(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st,
                    const char *why) {
@@ -119,20 +138,7 @@ static void poison_queue(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t 
            "stream \"%s\" command #%llu (%s) failed: %s", q->name,
            (unsigned long long)cmd->seq, accel_cmd_kind_name(cmd->kind), why);
   accel_trace_stream_fail(q, cmd->seq, st, q->poison_message);
-  // Release: a producer that sees the flag finds the stored message. Set
-  // under the submit lock (a biased owner: after the heavy fence), as
-  // worker_park sets |parked|: a producer whose critical section came first
-  // has published its record, which the drain sees; one that comes after
-  // sees the flag, and is refused or (submit_finish) waits for its record
-  // to be skipped.
-  submit_lock(q);
-  atomic_store_explicit(&q->failed, 1, memory_order_release);
-  bool biased = atomic_load_explicit(&q->bias, memory_order_relaxed) ==
-                BIAS_OWNED;
-  submit_unlock(q);
-  if (biased) {
-    accel_host_heavy_fence();
-  }
+  publish_failed(q);
   // The completion fails once every published command was skipped (its
   // signal failed): see fail_completion_when_drained.
   q->completion_fail_pending = true;
@@ -179,14 +185,102 @@ static inline accel_trace_cmd_t trace_cmd(const accel_cmd_t *cmd) {
                                               : NULL};
 }
 
+// Blocks like a command that never completes, until the queue is aborted
+// (an injected HANG).
+static accel_status_t hang_until_aborted(accel_drv_queue_t *q) {
+  while (!atomic_load_explicit(&q->cancel, memory_order_acquire)) {
+    atomic_store_explicit(&q->waiter.word, 0, memory_order_relaxed);
+    if (atomic_load_explicit(&q->cancel, memory_order_acquire)) {
+      break;
+    }
+    // Bounded: the abort's wake-up may come between the check and the wait.
+    accel_host_futex_wait(&q->waiter.word, 0,
+                          accel_host_now_ns() + 10000000ull);
+  }
+  return accel_error(ACCEL_ERROR_ABORTED,
+                     "hung (injected fault) until the stream was failed");
+}
+
+// Runs |cmd| while faults are armed on the device: the one it hits, if any,
+// applies (docs/health.md, "Fault injection").
+static accel_status_t run_command_faulty(accel_drv_queue_t *q,
+                                         accel_cmd_t *cmd) {
+  int kind = accel_host_fault_take_slow(q->device, q->name);
+  if (kind < 0) {
+    return accel_host_queue_run_command(q, cmd);
+  }
+  char what[192];
+  snprintf(what, sizeof(what), "stream \"%s\" command #%llu (%s)", q->name,
+           (unsigned long long)cmd->seq, accel_cmd_kind_name(cmd->kind));
+  switch (kind) {
+    case ACCEL_FAULT_CORRECTED:
+      accel_host_fault_report(q->device, ACCEL_RAS_CORRECTED, ACCEL_OK, what);
+      return accel_host_queue_run_command(q, cmd);
+    case ACCEL_FAULT_UNCORRECTED:
+      accel_host_fault_report(q->device, ACCEL_RAS_UNCORRECTED, ACCEL_ERROR_IO,
+                              what);
+      return accel_error(ACCEL_ERROR_IO,
+                         "uncorrected device error (injected fault)");
+    case ACCEL_FAULT_FATAL:
+      accel_host_fault_report(q->device, ACCEL_RAS_FATAL,
+                              ACCEL_ERROR_DEVICE_LOST, what);
+      return accel_error(ACCEL_ERROR_DEVICE_LOST,
+                         "fatal device error (injected fault)");
+    default:
+      return hang_until_aborted(q);
+  }
+}
+
+// The queue was aborted while idle: it fails now, so that submits are
+// refused with the abort's error (its completion failed already).
+static void poison_aborted_idle(accel_drv_queue_t *q) {
+  count_quiet_calls(q);
+  q->poisoned = true;
+  q->poison_status = q->abort_status;
+  snprintf(q->poison_message, sizeof(q->poison_message), "%s",
+           q->abort_message);
+  publish_failed(q);
+}
+
+void accel_host_queue_abort(accel_drv_queue_t *q, accel_status_t status,
+                            const char *message) {
+  uint32_t unclaimed = 0;
+  if (atomic_compare_exchange_strong_explicit(&q->abort_claim, &unclaimed, 1,
+                                              memory_order_relaxed,
+                                              memory_order_relaxed)) {
+    q->abort_status = status;
+    snprintf(q->abort_message, sizeof(q->abort_message), "%s", message);
+    // Release: the worker that sees the flag sees the status and message.
+    atomic_store_explicit(&q->abort_ready, 1, memory_order_release);
+    // Producers refuse new work from now on, with this message (release:
+    // they read it after seeing the flag); a queue the worker poisoned
+    // already keeps its own.
+    uint32_t healthy = 0;
+    atomic_compare_exchange_strong_explicit(&q->failed, &healthy,
+                                            FAILED_ABORTED,
+                                            memory_order_release,
+                                            memory_order_relaxed);
+  }
+  // Waits on the stream return now, with this error (the first failure of
+  // the completion wins: a queue that failed before keeps its own).
+  accel_host_semaphore_fail(q->completion, status, message);
+  // Release: the worker reads |cancel| before deciding to run a command.
+  atomic_store_explicit(&q->cancel, 1, memory_order_release);
+  accel_host_waiter_wake(&q->waiter);
+}
+
 static void process_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
   const accel_trace_cmd_t tc = trace_cmd(cmd);
   accel_trace_cmd_start(q, &tc);
   if (!q->poisoned &&
       atomic_load_explicit(&q->cancel, memory_order_acquire)) {
-    char why[96];
-    snprintf(why, sizeof(why), "aborted: stream destroyed with pending work");
-    poison_queue(q, cmd, ACCEL_ERROR_ABORTED, why);
+    // Acquire: pairs with queue_abort's release after its message.
+    if (atomic_load_explicit(&q->abort_ready, memory_order_acquire)) {
+      poison_queue(q, cmd, q->abort_status, q->abort_message);
+    } else {
+      poison_queue(q, cmd, ACCEL_ERROR_ABORTED,
+                   "aborted: stream destroyed with pending work");
+    }
   }
   if (cmd->kind == ACCEL_CMD_EXECUTE) {
     q->replay_resume = cmd->execute.first;  // all of it, unless it runs
@@ -195,7 +289,12 @@ static void process_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
     accel_trace_cmd_end(q, &tc, q->poison_status);
     skip_command(q, cmd);
   } else {
-    accel_status_t st = accel_host_queue_run_command(q, cmd);
+    accel_status_t st =
+        __builtin_expect(atomic_load_explicit(&q->device->faults_armed,
+                                              memory_order_relaxed) != 0,
+                         0)
+            ? run_command_faulty(q, cmd)
+            : accel_host_queue_run_command(q, cmd);
     accel_trace_cmd_end(q, &tc, st);
     if (st != ACCEL_OK) {
       fail_command(q, cmd, st);
@@ -292,7 +391,9 @@ static void run_quiet_burst(accel_drv_queue_t *q) {
   while (consumed < end) {
     uint64_t h = header_acquire(&words[pos]);
     if ((h & 0xffffffu) != header_make(RECORD_HOST_CALL_SHORT, 2, 0, 0) ||
-        atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
+        atomic_load_explicit(&q->cancel, memory_order_relaxed) ||
+        atomic_load_explicit(&q->device->faults_armed,
+                             memory_order_relaxed) != 0) {
       break;
     }
     accel_status_t st =
@@ -393,7 +494,9 @@ static inline void worker_run_record(accel_drv_queue_t *q,
   // moved past it); the next one starts after it.
   q->head_pos += header_words(header);
   if (quiet_shape(rec, header) && q->quiet && !q->poisoned &&
-      !atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
+      !atomic_load_explicit(&q->cancel, memory_order_relaxed) &&
+      atomic_load_explicit(&q->device->faults_armed, memory_order_relaxed) ==
+          0) {
     process_quiet(q, rec, header);
     q->consumed++;
     if (!*was_idle && !q->poisoned) {
@@ -490,6 +593,13 @@ static void *worker_main(void *arg) {
       continue;
     }
     was_idle = true;
+    // Acquire: pairs with queue_abort's release after its message.
+    if (__builtin_expect(!q->poisoned &&
+                             atomic_load_explicit(&q->abort_ready,
+                                                  memory_order_acquire),
+                         0)) {
+      poison_aborted_idle(q);
+    }
     fail_completion_when_drained(q);
     post_completion(q);
     // Acquire: destroy is called after every submit returned; seeing the
