@@ -21,11 +21,17 @@ extern "C" {
 
 // One kernel the emulator can run: |run| unpacks |params| (the kernelParams
 // of cuLaunchKernel: one pointer to each parameter's value) and calls the
-// kernel.
+// kernel. |launch| (the reference kernels only, else NULL) runs a whole grid
+// in a seeded random order with the shape of the driver API test double's
+// host stand-ins (cuda_double_register_kernel), printing a refused launch's
+// message to stderr; |param_sizes| are the parameters' sizes in bytes.
 typedef struct accel_simt_kernel {
   const char *name;
   uint32_t param_count;
   void (*run)(void **params);
+  const size_t *param_sizes;
+  void (*launch)(void **params, const unsigned grid[3],
+                 const unsigned block[3]);
 } accel_simt_kernel_t;
 
 // The order of the fibers of a block between barriers.

@@ -53,11 +53,11 @@ void run2(void **params) {
 }
 
 const accel_simt_kernel_t k_test_kernels[] = {
-    {"reverse_ok", 2, run2<reverse_ok>},
-    {"reverse_racy", 2, run2<reverse_racy>},
-    {"warp_sum", 2, run2<warp_sum>},
-    {"mask_mismatch", 2, run2<mask_mismatch>},
-    {"deadlock", 2, run2<deadlock>},
+    {"reverse_ok", 2, run2<reverse_ok>, nullptr, nullptr},
+    {"reverse_racy", 2, run2<reverse_racy>, nullptr, nullptr},
+    {"warp_sum", 2, run2<warp_sum>, nullptr, nullptr},
+    {"mask_mismatch", 2, run2<mask_mismatch>, nullptr, nullptr},
+    {"deadlock", 2, run2<deadlock>, nullptr, nullptr},
 };
 
 }  // namespace
