@@ -11,7 +11,7 @@
   X(qmatmul_int8) X(qmatmul_int4) X(qmatmul_q8_0) X(qmatmul_q4_0)            \
   X(softmax) X(layernorm) X(rmsnorm) X(rope)                                 \
   X(activation) X(swiglu) X(add) X(mul)                                      \
-  X(embedding) X(argmax)                                                     \
+  X(embedding) X(argmax) X(topk)                                             \
   X(attention_prefill) X(attention_decode) X(attention_paged_decode)         \
   X(paged_kv_append)
 

@@ -507,6 +507,17 @@ static void test_row_kernels_match_float64_and_host(void **state) {
 // ---------------------------------------------------------------------------
 // Gather and selection
 
+// The ranking of topk for qsort: larger value first, numbers before NaN,
+// lower index first on ties.
+static const float *g_rank_row;
+static int rank_compare(const void *pa, const void *pb) {
+  int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+  float va = g_rank_row[a], vb = g_rank_row[b];
+  if (isnan(va) != isnan(vb)) return isnan(va) ? 1 : -1;
+  if (!isnan(va) && va != vb) return va > vb ? -1 : 1;
+  return a < b ? -1 : (a > b);
+}
+
 static void test_select_kernels_are_exact(void **state) {
   (void)state;
   test_rng_t rng;
@@ -576,6 +587,28 @@ static void test_select_kernels_are_exact(void **state) {
   assert_int_equal(((int32_t *)out[1])[2], 50);
   assert_int_equal(((int32_t *)out[1])[3], 0);
   ck_free(&as, out);
+  // topk: the first k of the rows sorted by the ranking (qsort here).
+  const uint32_t k = 37;
+  for (uint32_t i = 0; i < cols; i += 5) x[4 * cols + i] = x[4 * cols];  // ties
+  sc.k = k;
+  ck_case_t ts = {.kernel = "topk", .binding_count = 3, .data = {x, NULL, NULL},
+                  .bytes = {4ull * rows * cols, 4ull * rows * k, 4ull * rows * k},
+                  .written = 6, .constants = &sc, .constants_size = sizeof(sc)};
+  out = ck_check(&ts, rows, 1);
+  int32_t order[100];
+  for (uint32_t r = 0; r < rows; ++r) {
+    g_rank_row = x + r * cols;
+    for (uint32_t i = 0; i < cols; ++i) order[i] = (int32_t)i;
+    qsort(order, cols, sizeof(order[0]), rank_compare);
+    for (uint32_t o = 0; o < k; ++o) {
+      assert_int_equal(((int32_t *)out[2])[r * k + o], order[o]);
+      float expect = x[r * cols + order[o]], got = ((float *)out[1])[r * k + o];
+      assert_memory_equal(&got, &expect, sizeof(got));
+    }
+  }
+  ck_free(&ts, out);
+  sc.k = cols + 1;
+  ck_expect_failure(&ts, "topk: k 101 must be 1 to min(cols 100");
   free(x);
   free(table16);
   free(table32);

@@ -39,7 +39,7 @@ namespace {
 // Fiber stacks: kernels keep their arrays in __shared__ or registers, so a
 // frame is small; sanitizers grow it several times.
 #ifdef SIMT_ASAN
-constexpr size_t kStackBytes = 512 * 1024;
+constexpr size_t kStackBytes = 256 * 1024;
 #else
 constexpr size_t kStackBytes = 128 * 1024;
 #endif
@@ -260,6 +260,17 @@ bool resolve_warps(block_run *run) {
   return released;
 }
 
+// Points |f|'s context at the start of fiber_main on its own stack. Not
+// inlined: getcontext returns twice, which must not touch the caller's
+// locals.
+__attribute__((noinline)) void make_fiber_context(fiber *f) {
+  getcontext(&f->ctx);
+  f->ctx.uc_stack.ss_sp = f->stack;
+  f->ctx.uc_stack.ss_size = kStackBytes;
+  f->ctx.uc_link = nullptr;
+  makecontext(&f->ctx, fiber_main, 0);
+}
+
 // Runs block |block| of the launch on |run|'s fibers.
 void run_block(block_run *run, const uint32_t block[3], uint64_t *rng) {
   const accel_simt_launch_t *l = run->launch;
@@ -280,11 +291,7 @@ void run_block(block_run *run, const uint32_t block[3], uint64_t *rng) {
     f.lane = t % 32;
     f.warp = t / 32;
     f.fake_stack = nullptr;
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack;
-    f.ctx.uc_stack.ss_size = kStackBytes;
-    f.ctx.uc_link = nullptr;
-    makecontext(&f.ctx, fiber_main, 0);
+    make_fiber_context(&f);
   }
   std::vector<uint32_t> order(run->threads);
   for (;;) {
