@@ -37,15 +37,24 @@ KC_KERNEL embedding(const void *table, const int32_t *ids, float *out,
   }
 }
 
-// The better of two candidates (value, index): larger value, numbers before
-// NaN, lower index on ties; index -1 is no candidate.
-KC_FN void kc_better(float *v, int64_t *i, float ov, int64_t oi) {
-  if (oi < 0) return;
-  bool take = *i < 0 || (ov > *v) || (ov == *v && oi < *i) ||
-              (*v != *v && ov == ov) || (*v != *v && ov != ov && oi < *i);
-  if (take) {
+// kp_ranks_before (kp_math.h) is the ranking: argmax is its first entry,
+// since an all-NaN row's first entry is index 0.
+
+// Keeps in (*v, *i) the better of itself and (ov, oi); index -1 is none.
+KC_FN void kc_keep_better(float *v, int64_t *i, float ov, int64_t oi) {
+  if (oi >= 0 && (*i < 0 || kp_ranks_before(ov, oi, *v, *i))) {
     *v = ov;
     *i = oi;
+  }
+}
+
+// The best candidate of the group's 16 lanes, to every lane.
+KC_FN void kc_best16(float *v, int64_t *i) {
+  uint32_t mask = kc_group_mask();
+  for (uint32_t w = KC_LANES / 2; w >= 1; w /= 2) {
+    float ov = __shfl_xor_sync(mask, *v, w, KC_LANES);
+    int64_t oi = __shfl_xor_sync(mask, *i, w, KC_LANES);
+    kc_keep_better(v, i, ov, oi);
   }
 }
 
@@ -67,32 +76,18 @@ KC_KERNEL argmax(const float *x, int32_t *out, uint64_t x_bytes,
   }
   uint64_t begin, end;
   kc_units(c.rows, &begin, &end);
-  uint32_t mask = kc_group_mask();
   for (uint64_t row = begin + kc_group(); row < end; row += KC_GROUPS) {
     const float *xr = x + row * c.cols;
     float v = 0.0f;
     int64_t best = -1;
     for (uint64_t i = kc_lane(); i < c.cols; i += KC_LANES) {
-      kc_better(&v, &best, xr[i], (int64_t)i);
+      kc_keep_better(&v, &best, xr[i], (int64_t)i);
     }
-    for (uint32_t w = KC_LANES / 2; w >= 1; w /= 2) {
-      float ov = __shfl_xor_sync(mask, v, w, KC_LANES);
-      int64_t oi = __shfl_xor_sync(mask, best, w, KC_LANES);
-      kc_better(&v, &best, ov, oi);
-    }
+    kc_best16(&v, &best);
     if (kc_lane() == 0) {
       out[row] = (int32_t)(best < 0 ? 0 : best);
     }
   }
-}
-
-// 1 when (va, ia) ranks before (vb, ib): larger value, numbers before NaN,
-// lower index on ties (the host kernel's ranking, a total order).
-KC_FN bool kc_ranks_before(float va, int64_t ia, float vb, int64_t ib) {
-  bool na = va != va, nb = vb != vb;
-  if (na != nb) return nb;
-  if (!na && va != vb) return va > vb;
-  return ia < ib;
 }
 
 // The k best of each row by that ranking, in ranking order. Selection: for
@@ -117,7 +112,6 @@ KC_KERNEL topk(const float *x, float *values, int32_t *indices,
   }
   uint64_t begin, end;
   kc_units(c.rows, &begin, &end);
-  uint32_t mask = kc_group_mask();
   for (uint64_t row = begin + kc_group(); row < end; row += KC_GROUPS) {
     const float *xr = x + row * c.cols;
     float prev_v = 0.0f;
@@ -127,20 +121,11 @@ KC_KERNEL topk(const float *x, float *values, int32_t *indices,
       int64_t best = -1;
       for (uint64_t i = kc_lane(); i < c.cols; i += KC_LANES) {
         float xv = xr[i];
-        if ((prev_i < 0 || kc_ranks_before(prev_v, prev_i, xv, (int64_t)i)) &&
-            (best < 0 || kc_ranks_before(xv, (int64_t)i, v, best))) {
-          v = xv;
-          best = (int64_t)i;
+        if (prev_i < 0 || kp_ranks_before(prev_v, prev_i, xv, (int64_t)i)) {
+          kc_keep_better(&v, &best, xv, (int64_t)i);
         }
       }
-      for (uint32_t w = KC_LANES / 2; w >= 1; w /= 2) {
-        float ov = __shfl_xor_sync(mask, v, w, KC_LANES);
-        int64_t oi = __shfl_xor_sync(mask, best, w, KC_LANES);
-        if (oi >= 0 && (best < 0 || kc_ranks_before(ov, oi, v, best))) {
-          v = ov;
-          best = oi;
-        }
-      }
+      kc_best16(&v, &best);
       if (kc_lane() == 0) {
         values[row * c.k + o] = v;
         indices[row * c.k + o] = (int32_t)best;

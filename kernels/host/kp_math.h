@@ -86,4 +86,13 @@ KP_MATH_FN void kp_rope_pair(float *tok, uint32_t heads, uint32_t head_dim,
   }
 }
 
+// 1 when (va, ia) ranks before (vb, ib) in the selection kernels' ranking:
+// larger value first, numbers before NaN, lower index first on ties.
+KP_MATH_FN int kp_ranks_before(float va, int64_t ia, float vb, int64_t ib) {
+  int na = va != va, nb = vb != vb;
+  if (na != nb) return nb;
+  if (!na && va != vb) return va > vb;
+  return ia < ib;
+}
+
 #endif  // ACCEL_KERNELS_HOST_KP_MATH_H_
