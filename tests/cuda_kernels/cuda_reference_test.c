@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/accel.h"
 #include "attention_params.h"
 #include "core/driver_dispatch.h"
 #include "core/runtime_impl.h"
@@ -226,10 +227,88 @@ static void test_cuda_decode_kernels_match_host_bits(void **state) {
   free(out);
 }
 
+// reference.axe on the CUDA device: the loader hands the cuda-sm_XX code
+// object to the backend, and accel_launch runs rmsnorm and attention decode
+// through it with the kernel record's block; the bits are the host's.
+static void test_cuda_reference_axe_loads_and_launches(void **state) {
+  fixture_t *f = *state;
+  const char *path = getenv("ACCEL_TEST_REFERENCE_AXE");
+  if (path == NULL) {
+    skip();
+  }
+  accel_executable_t *exe = NULL;
+  accel_status_t st =
+      accel_executable_load_file(f->env->runtime, f->env->device, path, 0, &exe);
+  if (st == ACCEL_ERROR_UNSUPPORTED &&
+      strstr(accel_last_error(), "no code object for target") != NULL) {
+    fprintf(stderr, "skipped: %s\n", accel_last_error());
+    skip();
+  }
+  assert_accel_ok(st);
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  const uint32_t rows = 7, cols = 130;
+  float *x = random_floats(&rng, rows * cols);
+  float *gamma = random_floats(&rng, cols);
+  float *y = calloc(rows * cols, sizeof(float));
+  accel_kp_norm_constants_t nc = {.rows = rows, .cols = cols, .eps = 1e-5f};
+  void *data[3] = {x, gamma, y};
+  const uint64_t bytes[3] = {4ull * rows * cols, 4ull * cols, 4ull * rows * cols};
+  accel_kernel_t *kernel = NULL;
+  assert_accel_ok(accel_executable_kernel(exe, "rmsnorm", &kernel));
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(f->env->device, NULL, &s));
+  accel_buffer_t *buf[3];
+  accel_launch_binding_t bind[3];
+  for (int i = 0; i < 3; ++i) {
+    accel_buffer_desc_t bd = {.struct_size = sizeof(bd), .size_bytes = bytes[i]};
+    assert_accel_ok(accel_buffer_alloc(f->env->device, &bd, &buf[i]));
+    assert_accel_ok(accel_stream_copy_from_host(s, buf[i], 0, data[i], bytes[i]));
+    bind[i] = (accel_launch_binding_t){.buffer = buf[i]};
+  }
+  accel_launch_desc_t desc = {.struct_size = sizeof(desc),
+                              .workgroup_count = {3, 1, 1},
+                              .binding_count = 3,
+                              .bindings = bind,
+                              .constants_size = sizeof(nc),
+                              .constants = &nc};
+  assert_accel_ok(accel_launch(s, kernel, &desc));
+  // A launch the record refuses: the runtime's checks run first.
+  desc.binding_count = 2;
+  assert_accel_status(accel_launch(s, kernel, &desc),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  float *got = malloc(bytes[2]);
+  assert_non_null(got);
+  assert_accel_ok(accel_stream_copy_to_host(s, got, buf[2], 0, bytes[2]));
+  assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+  kernel_launch_t hl = {.fn = kernel_lib_find(f->host, "rmsnorm"),
+                        .grid = {2, 1, 1},
+                        .binding_count = 3,
+                        .constants = &nc,
+                        .constants_size = sizeof(nc),
+                        .threads = 1};
+  for (int i = 0; i < 3; ++i) {
+    hl.bindings[i] = (accel_kernel_binding_t){
+        .data = data[i], .size_bytes = bytes[i],
+        .access = ACCEL_KERNEL_ACCESS_READ | ACCEL_KERNEL_ACCESS_WRITE};
+  }
+  char message[256];
+  assert_int_equal(kernel_run(&hl, message, sizeof(message)), 0);
+  assert_memory_equal(got, y, bytes[2]);
+  accel_stream_destroy(s);
+  for (int i = 0; i < 3; ++i) accel_buffer_release(buf[i]);
+  accel_executable_release(exe);
+  free(got);
+  free(x);
+  free(gamma);
+  free(y);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cuda_row_kernels_match_host_bits),
       cmocka_unit_test(test_cuda_decode_kernels_match_host_bits),
+      cmocka_unit_test(test_cuda_reference_axe_loads_and_launches),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
