@@ -25,6 +25,16 @@
 #ifdef SIMT_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define SIMT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SIMT_TSAN 1
+#endif
+#endif
+#ifdef SIMT_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 // Every __shared__ variable of the kernels linked with the emulator lies in
 // this section (simt.h); the linker defines its bounds. Weak: a program
@@ -38,7 +48,7 @@ namespace {
 
 // Fiber stacks: kernels keep their arrays in __shared__ or registers, so a
 // frame is small; sanitizers grow it several times.
-#ifdef SIMT_ASAN
+#if defined(SIMT_ASAN) || defined(SIMT_TSAN)
 constexpr size_t kStackBytes = 256 * 1024;
 #else
 constexpr size_t kStackBytes = 128 * 1024;
@@ -58,6 +68,8 @@ struct fiber {
   uint64_t value, result;
   int32_t arg, width;
   void *fake_stack;  // ASan's fake stack while switched out
+  void *tsan_fiber;  // ThreadSanitizer's fiber, or NULL
+  uint32_t tsan_uses;  // blocks run on |tsan_fiber|
 };
 
 struct block_run {
@@ -68,6 +80,7 @@ struct block_run {
   fiber *current;
   const void *sched_bottom;  // the scheduler's stack, for ASan
   size_t sched_size;
+  void *tsan_sched;  // ThreadSanitizer's fiber of the scheduler, or NULL
   int result;
   char message[1024];
 };
@@ -106,6 +119,10 @@ void yield_to_scheduler(block_run *run, fiber *f, bool dying) {
 #else
   (void)dying;
 #endif
+#ifdef SIMT_TSAN
+  // Switching synchronizes (flag 0): the fibers run one at a time.
+  __tsan_switch_to_fiber(run->tsan_sched, 0);
+#endif
   swapcontext(&f->ctx, &run->sched);
 #ifdef SIMT_ASAN
   __sanitizer_finish_switch_fiber(f->fake_stack, &run->sched_bottom,
@@ -131,6 +148,9 @@ void switch_to(block_run *run, fiber *f) {
 #ifdef SIMT_ASAN
   void *fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f->stack, kStackBytes);
+#endif
+#ifdef SIMT_TSAN
+  __tsan_switch_to_fiber(f->tsan_fiber, 0);
 #endif
   swapcontext(&run->sched, &f->ctx);
 #ifdef SIMT_ASAN
@@ -264,6 +284,16 @@ bool resolve_warps(block_run *run) {
 // inlined: getcontext returns twice, which must not touch the caller's
 // locals.
 __attribute__((noinline)) void make_fiber_context(fiber *f) {
+#ifdef SIMT_TSAN
+  // A fiber's ThreadSanitizer state is kept from block to block (creating
+  // one costs far more than a block): each block leaves fiber_main's two
+  // frames on its shadow stack (fiber_main never returns), so it is renewed
+  // every 1024 blocks.
+  if (f->tsan_fiber == nullptr || ++f->tsan_uses % 1024 == 0) {
+    if (f->tsan_fiber != nullptr) __tsan_destroy_fiber(f->tsan_fiber);
+    f->tsan_fiber = __tsan_create_fiber(0);
+  }
+#endif
   getcontext(&f->ctx);
   f->ctx.uc_stack.ss_sp = f->stack;
   f->ctx.uc_stack.ss_size = kStackBytes;
@@ -414,20 +444,37 @@ extern "C" int accel_simt_run(const accel_simt_launch_t *launch, char *message,
   run.sched_size = 0;
   run.result = ACCEL_SIMT_OK;
   run.message[0] = '\0';
+  run.tsan_sched = nullptr;
+#ifdef SIMT_TSAN
+  run.tsan_sched = __tsan_get_current_fiber();
+#endif
   run.fibers.resize(threads);
-  size_t bytes = kStackBytes * threads;
-  char *stacks = (char *)mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-                              0);
-  if (stacks == MAP_FAILED) {
-    if (message_size > 0) {
-      snprintf(message, message_size, "no memory for %llu fiber stacks",
-               (unsigned long long)threads);
+  // Fiber stacks stay mapped from one launch to the next (under g_lock):
+  // mapping and unmapping them per launch costs the sanitizers' shadow
+  // memory far more than the kernels' work.
+  static char *s_stacks;
+  static uint64_t s_stack_count;
+  if (s_stack_count < threads) {
+    char *stacks = (char *)mmap(nullptr, kStackBytes * threads,
+                                PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                                -1, 0);
+    if (stacks == MAP_FAILED) {
+      if (message_size > 0) {
+        snprintf(message, message_size, "no memory for %llu fiber stacks",
+                 (unsigned long long)threads);
+      }
+      return ACCEL_SIMT_MISUSE;
     }
-    return ACCEL_SIMT_MISUSE;
+    if (s_stacks != nullptr) munmap(s_stacks, kStackBytes * s_stack_count);
+    s_stacks = stacks;
+    s_stack_count = threads;
   }
+  char *stacks = s_stacks;
   for (uint64_t t = 0; t < threads; ++t) {
     run.fibers[t].stack = stacks + t * kStackBytes;
+    run.fibers[t].tsan_fiber = nullptr;
+    run.fibers[t].tsan_uses = 0;
   }
   block_run *saved = t_run;
   t_run = &run;
@@ -451,7 +498,11 @@ extern "C" int accel_simt_run(const accel_simt_launch_t *launch, char *message,
     run_block(&run, id, &block_rng);
   }
   t_run = saved;
-  munmap(stacks, bytes);
+#ifdef SIMT_TSAN
+  for (fiber &f : run.fibers) {
+    if (f.tsan_fiber != nullptr) __tsan_destroy_fiber(f.tsan_fiber);
+  }
+#endif
   if (message_size > 0) snprintf(message, message_size, "%s", run.message);
   return run.result;
 }
