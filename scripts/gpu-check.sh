@@ -1,7 +1,8 @@
 #!/bin/sh
 # Checks accel on a machine with an NVIDIA GPU, in one command: builds the
 # release flavour, then on the first CUDA device runs the conformance suite,
-# the CUDA tests, the module tests that run on any device, and the
+# the CUDA tests, the CUDA reference kernels (kernels/cuda) against the host
+# kernels, the module tests that run on any device, and the
 # benchmarks, and prints a summary to paste into the note.
 #
 #   scripts/gpu-check.sh            on NVIDIA's driver (libcuda.so.1)
@@ -99,6 +100,22 @@ run_step conformance/cuda env ACCEL_CONFORMANCE_BACKEND=cuda \
   ACCEL_VISIBLE_DEVICES= "$build/tests/conformance/conformance_test"
 run_step cuda/backend "$build/tests/cuda/cuda_backend_test"
 run_step cuda/launch "$build/tests/cuda/cuda_launch_test"
+# The CUDA reference kernels (kernels/cuda): their PTX through the backend
+# and reference.axe through accel_launch, bit for bit against the host
+# kernels (on the double, each launch runs the kernel's emulator build); and
+# the emulator's own suite (no GPU involved).
+if [ -f "$build/tests/cuda_kernels/cuda_reference_test" ]; then
+  run_step cuda-kernels/reference env ACCEL_VISIBLE_DEVICES=cuda:0 \
+    ACCEL_TEST_CUDA_PTX="$build/kernels/cuda/reference_compute_80.ptx" \
+    ACCEL_TEST_KERNELS="$build/kernels/host/libaccel_kernels.so" \
+    ACCEL_TEST_REFERENCE_AXE="$build/kernels/axe/reference.axe" \
+    "$build/tests/cuda_kernels/cuda_reference_test"
+  run_step cuda-kernels/emulator env \
+    ACCEL_TEST_KERNELS="$build/kernels/host/libaccel_kernels.so" \
+    "$build/tests/cuda_kernels/cuda_kernels_test"
+else
+  record cuda-kernels SKIP "not built (no nvcc, or no OpenBLAS)"
+fi
 run_step sync/semaphore "$build/tests/sync/semaphore_test"
 run_step stream/stream "$build/tests/stream/stream_test"
 run_step stream/event "$build/tests/stream/event_test"

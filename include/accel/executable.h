@@ -212,7 +212,9 @@ typedef struct accel_executable_info {
 // and cross-reference is checked before use, section hashes are verified
 // (unless ACCEL_EXECUTABLE_LOAD_SKIP_HASHES), the requirements are checked
 // against the runtime and device, the code object for the device's target is
-// loaded, its library is initialized, and the workspace is allocated. Weights
+// loaded (a host shared object by the runtime, with its library initialized;
+// a CUDA PTX or cubin by the device's driver, every kernel's symbol looked
+// up in it), and the workspace is allocated. Weights
 // stay in the mapping (no copy) on host-visible devices.
 // On success |*out_executable| holds one reference owned by the caller.
 // Before anything else is read, the file must be a regular file (a FIFO, a
@@ -227,8 +229,9 @@ typedef struct accel_executable_info {
 //   and field.
 // ACCEL_ERROR_VERSION: the file needs a newer format major, an unknown
 //   required section or feature, a newer runtime, or another kernel ABI major.
-// ACCEL_ERROR_UNSUPPORTED: no code object for the device's target, or the
-//   device lacks a required capability.
+// ACCEL_ERROR_UNSUPPORTED: no code object for the device's target, the
+//   device cannot load its format, or the device lacks a required capability.
+// ACCEL_ERROR_NOT_FOUND: a device code object lacks a kernel's symbol.
 // ACCEL_ERROR_OUT_OF_MEMORY: the workspace or bookkeeping cannot be allocated.
 // Thread-safe.
 ACCEL_API accel_status_t accel_executable_load_file(

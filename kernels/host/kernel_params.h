@@ -41,6 +41,12 @@
 extern "C" {
 #endif
 
+// How the helpers below are declared: static inline for C; the CUDA kernels
+// (kernels/cuda/kc_common.cuh) make them __host__ __device__ too.
+#ifndef ACCEL_KP_FN
+#define ACCEL_KP_FN static inline
+#endif
+
 // ---------------------------------------------------------------------------
 // Element types. The values are those of accel_dtype_t (accel/executable.h),
 // repeated here so that kernels build without the runtime headers.
@@ -63,7 +69,7 @@ enum accel_kp_activation {
 };
 
 // Returns the f32 value of the bf16 |h| (exact).
-static inline float accel_kp_bf16_to_f32(uint16_t h) {
+ACCEL_KP_FN float accel_kp_bf16_to_f32(uint16_t h) {
   uint32_t bits = (uint32_t)h << 16;
   float f;
   memcpy(&f, &bits, sizeof(f));
@@ -71,7 +77,7 @@ static inline float accel_kp_bf16_to_f32(uint16_t h) {
 }
 
 // Returns |f| rounded to bf16, nearest-even; NaN stays a (quiet) NaN.
-static inline uint16_t accel_kp_f32_to_bf16(float f) {
+ACCEL_KP_FN uint16_t accel_kp_f32_to_bf16(float f) {
   uint32_t bits;
   memcpy(&bits, &f, sizeof(bits));
   if ((bits & 0x7fffffffu) > 0x7f800000u) {
@@ -82,7 +88,7 @@ static inline uint16_t accel_kp_f32_to_bf16(float f) {
 }
 
 // Returns the f32 value of the IEEE binary16 |h| (exact, subnormals too).
-static inline __attribute__((always_inline)) float accel_kp_f16_to_f32(uint16_t h) {
+ACCEL_KP_FN __attribute__((always_inline)) float accel_kp_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -109,7 +115,7 @@ static inline __attribute__((always_inline)) float accel_kp_f16_to_f32(uint16_t 
 
 // Returns |f| rounded to binary16, nearest-even, overflow to infinity,
 // subnormals kept; NaN stays a (quiet) NaN.
-static inline uint16_t accel_kp_f32_to_f16(float f) {
+ACCEL_KP_FN uint16_t accel_kp_f32_to_f16(float f) {
   uint32_t bits;
   memcpy(&bits, &f, sizeof(bits));
   uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
@@ -172,7 +178,7 @@ _Static_assert(sizeof(accel_kp_block_q4_0_t) == 18, "GGUF block_q4_0 size");
 // (i4, ACCEL_KP_QFLAG_SIGNED_I4).
 
 // Returns element |i| of packed 4-bit data |packed| as an unsigned 0..15.
-static inline uint32_t accel_kp_u4_get(const uint8_t *packed, uint64_t i) {
+ACCEL_KP_FN uint32_t accel_kp_u4_get(const uint8_t *packed, uint64_t i) {
   return (packed[i >> 1] >> ((i & 1u) * 4u)) & 0x0fu;
 }
 
@@ -355,18 +361,18 @@ _Static_assert(sizeof(accel_kp_select_constants_t) == 16, "select constants");
 // ---------------------------------------------------------------------------
 // Units of each kernel, to size the grid (at most that many work-groups are
 // useful). |c| points at the kernel's constants.
-static inline uint64_t accel_kp_matmul_units(
+ACCEL_KP_FN uint64_t accel_kp_matmul_units(
     const accel_kp_matmul_constants_t *c) {
   uint64_t tm = c->tile_m ? c->tile_m : ACCEL_KP_MM_DEFAULT_TILE_M(c->m, c->n);
   uint64_t tn = c->tile_n ? c->tile_n : ACCEL_KP_MM_DEFAULT_TILE_N(c->m, c->n);
   return ((c->m + tm - 1) / tm) * ((c->n + tn - 1) / tn);
 }
-static inline uint64_t accel_kp_qmatmul_units(
+ACCEL_KP_FN uint64_t accel_kp_qmatmul_units(
     const accel_kp_qmatmul_constants_t *c) {
   uint64_t tn = c->tile_n ? c->tile_n : ACCEL_KP_QMM_TILE_N;
   return (c->n + tn - 1) / tn;
 }
-static inline uint64_t accel_kp_eltwise_units(
+ACCEL_KP_FN uint64_t accel_kp_eltwise_units(
     const accel_kp_eltwise_constants_t *c) {
   return (c->count + (uint64_t)ACCEL_KP_EW_CHUNK - 1) / ACCEL_KP_EW_CHUNK;
 }

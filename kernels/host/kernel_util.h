@@ -16,6 +16,7 @@
 
 #include "accel/kernel_abi.h"
 #include "kernel_params.h"
+#include "kp_math.h"
 
 // Lanes of the fixed reduction: a sum over i accumulates element i into lane
 // i % KP_LANES (in increasing i), then folds lanes l += l + 8, l += l + 4,
@@ -114,47 +115,6 @@ static inline float kp_fold(float acc[KP_LANES]) {
   return acc[0];
 }
 
-typedef union kp_bits {
-  float f;
-  int32_t i;
-  uint32_t u;
-} kp_bits_t;
-
-// exp(x) in f32 with this exact sequence (about 2 ulp): x above 88.7228
-// gives +inf, below -87.33 gives 0, NaN stays NaN; otherwise n = round-to-nearest-even(x * log2 e)
-// (by adding and subtracting 1.5 * 2^23), r = (x - n * ln2_hi) - n * ln2_lo,
-// p = the degree-6 Taylor polynomial of exp(r) by Horner from 1/720, and
-// the result p * 2^n with 2^n built from exponent bits (p * 2^(n-1) * 2 for
-// n > 0).
-static inline float kp_expf(float x) {
-  const float magic = 12582912.0f;  // 1.5 * 2^23
-  // NaN computes with 0 (its result is replaced by x below): a NaN n would
-  // make the int conversion and the exponent shift undefined.
-  float xc = x != x         ? 0.0f
-             : x < -87.33f   ? -87.33f
-             : x > 88.7228f  ? 88.7228f
-                             : x;
-  float n = (xc * 1.44269504f + magic) - magic;
-  float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.38888889e-3f;
-  p = p * r + 8.33333333e-3f;
-  p = p * r + 4.16666667e-2f;
-  p = p * r + 1.66666667e-1f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  // 2^n for n up to 128: 2^(n - 1) * 2 when n > 0, so that the scale stays
-  // a finite f32.
-  int32_t k = (int32_t)n;
-  kp_bits_t scale;
-  scale.i = ((k > 0 ? k - 1 : k) + 127) << 23;
-  float y = p * scale.f;
-  y = k > 0 ? y * 2.0f : y;
-  y = x < -87.33f ? 0.0f : y;
-  y = x > 88.7228f ? __builtin_inff() : y;
-  return x != x ? x : y;
-}
-
 // 16 f32 lanes as one value (GCC/Clang vector extension): the compiler
 // lowers each operation lane by lane to whatever the clone's ISA has, so the
 // roundings are those of the scalar code.
@@ -207,23 +167,6 @@ KP_ALWAYS_INLINE kp_v16 kp_expf16(kp_v16 x) {
   y = kp_select16(x < lo, kp_splat16(0.0f), y);
   y = kp_select16(x > hi, kp_splat16(__builtin_inff()), y);
   return kp_select16(x != x, x, y);
-}
-
-// GELU with the tanh approximation: tanh(u) = 1 - 2 / (exp(2u) + 1).
-static inline float kp_gelu_tanh(float v) {
-  float u = 0.7978845608f * (v + 0.044715f * (v * v * v));
-  float t = 1.0f - 2.0f / (kp_expf(2.0f * u) + 1.0f);
-  return 0.5f * v * (1.0f + t);
-}
-
-// SiLU: v / (1 + exp(-v)).
-static inline float kp_silu(float v) {
-  return v / (1.0f + kp_expf(-v));
-}
-
-// GELU with erf: 0.5 v (1 + erff(v * 0.70710678)), erff from the C library.
-static inline float kp_gelu_erf(float v) {
-  return 0.5f * v * (1.0f + erff(v * 0.70710678f));
 }
 
 // y[i] = act(x[i] + bias[i]) for i < n (x[i] alone when |bias| is NULL; y

@@ -201,17 +201,10 @@ int32_t rope(const accel_kernel_dispatch_t *d,
     }
     float *tok = x + t * c.heads * c.head_dim;
     for (uint32_t p = 0; p < half; ++p) {
-      double inv_freq = pow((double)c.base, -(double)(2u * p) / (double)rd);
-      double angle = (double)positions[t] * inv_freq;
-      float cs = (float)cos(angle), sn = (float)sin(angle);
       uint32_t i0 = c.mode == ACCEL_KP_ROPE_HALF ? p : 2u * p;
       uint32_t i1 = c.mode == ACCEL_KP_ROPE_HALF ? p + half : 2u * p + 1u;
-      for (uint32_t h = 0; h < c.heads; ++h) {
-        float *head = tok + (uint64_t)h * c.head_dim;
-        float a = head[i0], b = head[i1];
-        head[i0] = a * cs - b * sn;
-        head[i1] = a * sn + b * cs;
-      }
+      kp_rope_pair(tok, c.heads, c.head_dim, c.base, p, rd, positions[t], i0,
+                   i1);
     }
   }
   return 0;

@@ -98,21 +98,12 @@ int32_t argmax(const accel_kernel_dispatch_t *d,
   return 0;
 }
 
-// 1 when (va, ia) ranks before (vb, ib): larger value, numbers before NaN,
-// lower index on ties.
-static int ranks_before(float va, int32_t ia, float vb, int32_t ib) {
-  int na = va != va, nb = vb != vb;
-  if (na != nb) return nb;
-  if (!na && va != vb) return va > vb;
-  return ia < ib;
-}
-
 // Restores the heap below |i|: the root of a heap ranks last of its heap.
 static void sift_down(float *v, int32_t *idx, uint32_t n, uint32_t i) {
   for (;;) {
     uint32_t worst = i, l = 2 * i + 1, r = l + 1;
-    if (l < n && ranks_before(v[worst], idx[worst], v[l], idx[l])) worst = l;
-    if (r < n && ranks_before(v[worst], idx[worst], v[r], idx[r])) worst = r;
+    if (l < n && kp_ranks_before(v[worst], idx[worst], v[l], idx[l])) worst = l;
+    if (r < n && kp_ranks_before(v[worst], idx[worst], v[r], idx[r])) worst = r;
     if (worst == i) return;
     float tv = v[i];
     int32_t ti = idx[i];
@@ -142,7 +133,7 @@ int32_t topk(const accel_kernel_dispatch_t *d,
     }
     for (uint32_t i = c.k / 2; i-- > 0;) sift_down(v, idx, c.k, i);
     for (uint32_t i = c.k; i < c.cols; ++i) {
-      if (ranks_before(x[i], (int32_t)i, v[0], idx[0])) {
+      if (kp_ranks_before(x[i], (int32_t)i, v[0], idx[0])) {
         v[0] = x[i];
         idx[0] = (int32_t)i;
         sift_down(v, idx, c.k, 0);

@@ -1,12 +1,11 @@
 // Executables: loading a validated .axe image for a device (requirements,
 // code object, kernels, workspace), and the lookups on a loaded executable.
 //
-// Code loading lives here rather than behind a driver op: host-target code
-// objects are ELF shared objects that any device with
+// Host-target code objects are ELF shared objects that any device with
 // ACCEL_DEVICE_CAP_HOST_KERNELS runs on host threads, so loading them is
-// generic. Devices with other targets (cuda-sm_XX) will get a driver op
-// (code_load) with their backend; until then their code objects are refused
-// with ACCEL_ERROR_UNSUPPORTED.
+// generic and lives here. Device code objects (cuda-sm_XX: PTX or cubin) go
+// to the device's driver (the dispatch table's module_load and kernel_get)
+// and their kernels launch through its kernel_launch (launch.c).
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,6 +28,12 @@ static void executable_destroy(accel_object_t *object) {
   accel_executable_t *exe = (accel_executable_t *)object;
   accel_tuning_detach(exe);
   accel_host_code_unload(&exe->code);
+  for (uint32_t i = 0; exe->kernels != NULL && i < exe->view.kernel_count; ++i) {
+    free(exe->kernels[i].drv_kernel);  // the driver's kernel_get allocated it
+  }
+  if (exe->module != NULL) {
+    exe->device->driver->dispatch->module_unload(exe->module);
+  }
   accel_buffer_release(exe->workspace_buffer);
   for (uint32_t i = 0; exe->kernels != NULL && i < exe->view.kernel_count; ++i) {
     free(atomic_load_explicit(&exe->kernels[i].record_cache,
@@ -135,6 +140,36 @@ static accel_status_t find_code(const axe_view_t *v, const accel_device_t *dev,
   return ACCEL_OK;
 }
 
+// Loads a device code object (PTX or cubin) through |exe|'s driver and finds
+// every kernel's symbol in it.
+static accel_status_t load_device_code(accel_executable_t *exe,
+                                       const axe_section_t *code) {
+  const axe_view_t *v = &exe->view;
+  accel_device_t *dev = exe->device;
+  const accel_drv_dispatch_ops_t *ops = dev->driver->dispatch;
+  if (ops == NULL || ops->module_load == NULL || ops->kernel_launch == NULL) {
+    return accel_error(ACCEL_ERROR_UNSUPPORTED,
+                       "%s cannot load code format %u for %s (its driver "
+                       "loads no code objects)",
+                       dev->info.id, code->info, dev->info.target);
+  }
+  accel_status_t st = ops->module_load(dev->drv, v->data + code->offset,
+                                       code->size, &exe->module);
+  if (st != ACCEL_OK) {
+    return accel_error_context(st, "code object for %s", dev->info.target);
+  }
+  for (uint32_t i = 0; i < v->kernel_count; ++i) {
+    const axe_kernel_t *k = &v->kernels[i];
+    st = ops->kernel_get(exe->module, axe_string(v, k->symbol),
+                         &exe->kernels[i].drv_kernel);
+    if (st != ACCEL_OK) {
+      return accel_error_context(st, "kernel %u (\"%s\")", i,
+                                 axe_string(v, k->name));
+    }
+  }
+  return ACCEL_OK;
+}
+
 static accel_status_t load_code(accel_executable_t *exe) {
   const axe_view_t *v = &exe->view;
   accel_device_t *dev = exe->device;
@@ -144,6 +179,11 @@ static accel_status_t load_code(accel_executable_t *exe) {
   }
   const axe_section_t *code;
   ACCEL_RETURN_IF_ERROR(find_code(v, dev, &code));
+  if ((dev->info.caps & ACCEL_DEVICE_CAP_HOST_KERNELS) == 0 &&
+      (code->info == ACCEL_CODE_FORMAT_PTX ||
+       code->info == ACCEL_CODE_FORMAT_CUBIN)) {
+    return load_device_code(exe, code);
+  }
   if ((dev->info.caps & ACCEL_DEVICE_CAP_HOST_KERNELS) == 0 ||
       code->info != ACCEL_CODE_FORMAT_ELF_SO) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
@@ -283,6 +323,10 @@ static accel_status_t load_image(accel_device_t *device, const void *image,
   for (uint32_t i = 0; st == ACCEL_OK && i < exe->view.kernel_count; ++i) {
     exe->kernels[i].workspace = exe->workspace;
     exe->kernels[i].workspace_size = exe->workspace_size;
+    exe->kernels[i].workspace_address =
+        exe->workspace_buffer != NULL
+            ? accel_buffer_address(exe->workspace_buffer)
+            : 0;
     accel_kernel_init_single_dispatch(&exe->kernels[i]);
   }
   if (st != ACCEL_OK) {

@@ -7,6 +7,7 @@
 #include "abi/axe_reader.h"
 #include "abi/launch_owner.h"
 #include "accel/executable.h"
+#include "core/driver_dispatch.h"
 #include "core/object.h"
 #include "core/runtime_impl.h"
 
@@ -39,9 +40,15 @@ struct accel_kernel {
   accel_kernel_binding_decl_t *bindings;  // owned
   char *name;                             // owned (run-time) or borrowed
   bool owns_strings;
-  // The executable's workspace (NULL for run-time kernels).
+  // The executable's workspace (NULL for run-time kernels; NULL on devices
+  // that are not host-visible, where |workspace_address| is its address).
   void *workspace;
   uint64_t workspace_size;
+  uint64_t workspace_address;
+  // Kernels of a device code object (CUDA PTX or cubin): the driver's
+  // kernel, launched through its dispatch table's kernel_launch (owned,
+  // freed before the module is unloaded); NULL for host kernels.
+  accel_drv_kernel_t *drv_kernel;
   // The dispatch of a launch with one work-group, no bindings and no
   // constants: such launches point the queue at this (immutable) record
   // instead of building one.
@@ -70,6 +77,8 @@ struct accel_executable {
   uint64_t image_size;
   bool mapped;
   accel_host_code_t code;  // handle NULL when no code was loaded
+  // The device code object loaded through the driver (CUDA), or NULL.
+  accel_drv_module_t *module;
   accel_kernel_t *kernels;  // view.kernel_count entries
   accel_kernel_binding_decl_t *binding_decls;  // all kernels' declarations
   // Tuned configurations (tuning_cache.c); NULL when none were loaded.

@@ -379,6 +379,27 @@ static accel_status_t launch_checked(accel_stream_t *stream,
                                      accel_kernel_t *kernel,
                                      const accel_launch_desc_t *desc);
 
+// Checks a launch's grid and arguments against the kernel's declaration;
+// |lengths| receives each binding's bound length.
+static accel_status_t check_args(const accel_stream_t *stream,
+                                 const accel_kernel_t *k,
+                                 const accel_launch_desc_t *desc,
+                                 uint64_t lengths[AXE_MAX_BINDINGS]) {
+  ACCEL_RETURN_IF_ERROR(accel_launch_check_shape(
+      k, desc->workgroup_count, desc->binding_count, desc->constants_size,
+      desc->bindings != NULL, desc->constants != NULL, ""));
+  for (uint32_t i = 0; i < desc->binding_count; ++i) {
+    const accel_launch_binding_t *b = &desc->bindings[i];
+    ACCEL_RETURN_IF_ERROR(accel_launch_check_binding(
+        stream->device, k, i, b->buffer, b->offset, b->length, "",
+        &lengths[i]));
+  }
+  return ACCEL_OK;
+}
+static accel_status_t launch_device(accel_stream_t *stream,
+                                    accel_kernel_t *kernel,
+                                    const accel_launch_desc_t *desc);
+
 accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
                             const accel_launch_desc_t *desc) {
   ACCEL_CHECK_ARG(stream != NULL, "stream (NULL)");
@@ -394,6 +415,9 @@ accel_status_t accel_launch(accel_stream_t *stream, accel_kernel_t *kernel,
                            (stream->device->info.caps &
                             ACCEL_DEVICE_CAP_HOST_KERNELS) == 0,
                        0)) {
+    if (k->drv_kernel != NULL && k->device == stream->device) {
+      return launch_device(stream, kernel, desc);
+    }
     return accel_launch_check_target(stream->device, k);
   }
   const uint32_t *n = desc->workgroup_count;
@@ -415,16 +439,8 @@ static __attribute__((noinline)) accel_status_t launch_checked(
     const accel_launch_desc_t *desc) {
   const accel_kernel_t *k = kernel;
   const uint32_t *n = desc->workgroup_count;
-  ACCEL_RETURN_IF_ERROR(accel_launch_check_shape(
-      k, n, desc->binding_count, desc->constants_size, desc->bindings != NULL,
-      desc->constants != NULL, ""));
   uint64_t lengths[AXE_MAX_BINDINGS];
-  for (uint32_t i = 0; i < desc->binding_count; ++i) {
-    const accel_launch_binding_t *b = &desc->bindings[i];
-    ACCEL_RETURN_IF_ERROR(accel_launch_check_binding(
-        stream->device, k, i, b->buffer, b->offset, b->length, "",
-        &lengths[i]));
-  }
+  ACCEL_RETURN_IF_ERROR(check_args(stream, k, desc, lengths));
 
   if (desc->binding_count == 0 && desc->constants_size == 0 && n[0] == 1 &&
       n[1] == 1 && n[2] == 1) {
@@ -481,4 +497,63 @@ static __attribute__((noinline)) accel_status_t launch_checked(
                              mem + constants_at, &l->dispatch);
   return accel_stream_submit_launch(stream, launch_exec, l, &l->object,
                                     accel_launch_owner_take(k->owner));
+}
+
+// The buffers a device launch holds until it completes (the queue's ref0).
+typedef struct device_launch_refs {
+  accel_object_t object;
+  uint32_t count;
+  accel_buffer_t *buffers[AXE_MAX_BINDINGS];
+} device_launch_refs_t;
+
+static void device_launch_refs_destroy(accel_object_t *object) {
+  device_launch_refs_t *r = (device_launch_refs_t *)object;
+  for (uint32_t i = 0; i < r->count; ++i) {
+    accel_buffer_release(r->buffers[i]);
+  }
+  free(r);
+}
+
+// accel_launch of a kernel of a device code object (CUDA): the same checks
+// as a host launch, then the driver's kernel_launch on the stream's queue
+// with the kernel ABI's device parameters (docs/kernel-abi.md): the grid,
+// the kernel's declared workgroup size as the block, each binding's device
+// address and bound length, the workspace and the constants.
+static __attribute__((noinline)) accel_status_t launch_device(
+    accel_stream_t *stream, accel_kernel_t *kernel,
+    const accel_launch_desc_t *desc) {
+  const accel_kernel_t *k = kernel;
+  const uint32_t *n = desc->workgroup_count;
+  uint64_t lengths[AXE_MAX_BINDINGS], addresses[AXE_MAX_BINDINGS];
+  ACCEL_RETURN_IF_ERROR(check_args(stream, k, desc, lengths));
+  for (uint32_t i = 0; i < desc->binding_count; ++i) {
+    addresses[i] = desc->bindings[i].buffer->address + desc->bindings[i].offset;
+  }
+  device_launch_refs_t *refs = malloc(sizeof(*refs));
+  if (refs == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "launch of \"%s\": cannot allocate its references",
+                       k->name);
+  }
+  accel_object_init(&refs->object, device_launch_refs_destroy);
+  refs->count = desc->binding_count;
+  for (uint32_t i = 0; i < desc->binding_count; ++i) {
+    accel_buffer_retain(desc->bindings[i].buffer);
+    refs->buffers[i] = desc->bindings[i].buffer;
+  }
+  accel_drv_launch_t l = {
+      .grid = {n[0], n[1], n[2]},
+      .block = {k->workgroup_size[0], k->workgroup_size[1],
+                k->workgroup_size[2]},
+      .binding_count = desc->binding_count,
+      .binding_addresses = addresses,
+      .binding_lengths = lengths,
+      .workspace_address = k->workspace_address,
+      .workspace_bytes = k->workspace_address != 0 ? k->workspace_size : 0,
+      .constants = desc->constants_size ? desc->constants : NULL,
+      .constants_size = desc->constants_size};
+  // The queue owns both references from here, also on failure.
+  return stream->device->driver->dispatch->kernel_launch(
+      stream->queue, k->drv_kernel, &l, &refs->object,
+      accel_launch_owner_take(k->owner), NULL);
 }

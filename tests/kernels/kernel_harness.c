@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "kernel_params.h"
+
 #define KT_MAX_KERNELS 32
 
 typedef struct kt_runtime {
@@ -320,5 +322,18 @@ void kt_assert_close(const char *what, const float *got, const double *want,
                   want[i], err, allowed);
       fail();
     }
+  }
+}
+
+double kt_activation(uint32_t op, double v) {
+  switch (op) {
+    case ACCEL_KP_ACT_GELU_TANH:
+      return 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    case ACCEL_KP_ACT_GELU_ERF:
+      return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    case ACCEL_KP_ACT_SILU:
+      return v / (1.0 + exp(-v));
+    default:
+      return v;
   }
 }

@@ -61,6 +61,8 @@ double kt_bf16_value(uint16_t h);
 uint16_t kt_bf16_from(double v);  // truncation: any bf16 is fine as input
 double kt_f16_value(uint16_t h);
 uint16_t kt_f16_from(double v);
+// The activation |op| (accel_kp_activation) of |v| in float64.
+double kt_activation(uint32_t op, double v);
 // Largest |got - want| / (tol_abs + tol_rel * scale[i]) over n values,
 // printing the first failure; asserts it is <= 1.
 void kt_assert_close(const char *what, const float *got, const double *want,
