@@ -36,6 +36,7 @@
 #include "accel/event.h"
 #include "accel/executable.h"
 #include "accel/gguf.h"
+#include "accel/gguf_import.h"
 #include "accel/kv_cache.h"
 #include "accel/memory.h"
 #include "accel/runtime.h"
@@ -296,6 +297,10 @@ extern "C" {
   X(accel_serve_step) \
   X(accel_serve_wait_work) \
   X(accel_serve_stats) \
+  /* gguf_import.h */ \
+  X(accel_gguf_import_file) \
+  X(accel_gguf_import_memory) \
+  X(accel_gguf_file_is_gguf) \
   /* end of 0.2 */
 
 #define ACCEL_API_TABLE_FIELD_(fn) __typeof__(&fn) fn;

@@ -243,8 +243,11 @@
   PIN(accel_serve_step, 217) \
   PIN(accel_serve_wait_work, 218) \
   PIN(accel_serve_stats, 219) \
+  PIN(accel_gguf_import_file, 220) \
+  PIN(accel_gguf_import_memory, 221) \
+  PIN(accel_gguf_file_is_gguf, 222) \
   /* end of 0.2 */
-#define ACCEL_API_ENTRY_COUNT_0_2 220
+#define ACCEL_API_ENTRY_COUNT_0_2 223
 
 ACCEL_API_PINS_0_2
 

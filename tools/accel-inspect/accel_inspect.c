@@ -17,18 +17,7 @@
 #include "tool_cli.h"
 
 static void json_string(const char *s) {
-  putchar('"');
-  for (; *s; ++s) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      printf("\\%c", c);
-    } else if (c < 0x20) {
-      printf("\\u%04x", c);
-    } else {
-      putchar(c);
-    }
-  }
-  putchar('"');
+  accel_tool_json_string(s, strlen(s));
 }
 
 static void uuid_string(const uint8_t *u, char out[37]) {

@@ -124,3 +124,18 @@ int accel_tool_parse(const accel_tool_spec_t *spec, int argc, char **argv,
   }
   return check_positional(spec, out->positional_count);
 }
+
+void accel_tool_json_string(const char *s, size_t size) {
+  putchar('"');
+  for (size_t i = 0; i < size; ++i) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') {
+      printf("\\%c", c);
+    } else if (c < 0x20) {
+      printf("\\u%04x", c);
+    } else {
+      putchar(c);
+    }
+  }
+  putchar('"');
+}

@@ -68,4 +68,9 @@ int accel_tool_parse(const accel_tool_spec_t *spec, int argc, char **argv,
 int accel_tool_usage_error(const accel_tool_spec_t *spec, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+// Prints the |size| bytes at |s| as a JSON string on stdout: quotes and
+// backslashes escaped, control bytes as \u00XX, other bytes as they are
+// (UTF-8 passes through). Not thread-safe (stdout).
+void accel_tool_json_string(const char *s, size_t size);
+
 #endif  // ACCEL_TOOLS_COMMON_TOOL_CLI_H_

@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""GGUF import and accel-run against a float64 numpy evaluation.
+
+usage: gguf_run_test.py ACCEL_PACK ACCEL_RUN REFERENCE_AXE WORK_DIR
+
+Small random llama models are written with the `gguf` package (one per
+tensor type; tied and untied output heads), imported with
+`accel-pack --from-gguf`, and run with `accel-run --logits` both from the
+.gguf and from its .axe. Each run's logits must equal the other's bit for
+bit, and match a float64 evaluation of the same (dequantized by
+`gguf.quants.dequantize`) weights within the type's tolerance, with the same
+top-1 token at every position. Greedy generation must give the same tokens
+for every --threads. Malformed and unsupported files must be refused with a
+message naming what is wrong.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as Q
+
+PACK, RUN, KERNELS, WORK = sys.argv[1:5]
+
+# Max |logit error| against float64 per projection type. The kernels keep
+# activations in f32 (nothing is quantized on the fly), so what is left is
+# f32 rounding over a few layers.
+TOLERANCE = {Q.F32: 2e-4, Q.F16: 2e-4, Q.BF16: 2e-4, Q.Q8_0: 2e-4,
+             Q.Q4_0: 2e-4}
+
+CONFIG = dict(layers=2, dim=64, heads=4, kv_heads=2, ffn=96, vocab=80,
+              rope_base=10000.0, eps=1e-5)
+
+
+def rms(x, g, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * g
+
+
+def rope(x, pos, base):
+    # llama.cpp's LLAMA_ROPE_TYPE_NORM: adjacent pairs (2p, 2p + 1).
+    t, h, d = x.shape
+    p = np.arange(d // 2, dtype=np.float64)
+    theta = pos[:, None] * base ** (-2.0 * p / d)  # [t, d/2]
+    c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = x0 * c - x1 * s
+    out[..., 1::2] = x0 * s + x1 * c
+    return out
+
+
+def reference(w, tokens, cfg):
+    """float64 logits of every position."""
+    dim, H, KV = cfg["dim"], cfg["heads"], cfg["kv_heads"]
+    hd = dim // H
+    eps, base = cfg["eps"], cfg["rope_base"]
+    T = len(tokens)
+    pos = np.arange(T, dtype=np.float64)
+    x = w["token_embd.weight"][tokens]
+    mask = np.triu(np.full((T, T), -np.inf), 1)
+    for l in range(cfg["layers"]):
+        b = "blk.%d." % l
+        h = rms(x, w[b + "attn_norm.weight"], eps)
+        q = (h @ w[b + "attn_q.weight"].T).reshape(T, H, hd)
+        k = (h @ w[b + "attn_k.weight"].T).reshape(T, KV, hd)
+        v = (h @ w[b + "attn_v.weight"].T).reshape(T, KV, hd)
+        q, k = rope(q, pos, base), rope(k, pos, base)
+        att = np.empty((T, H, hd))
+        for i in range(H):
+            j = i // (H // KV)
+            s = q[:, i, :] @ k[:, j, :].T / np.sqrt(hd) + mask
+            s = np.exp(s - s.max(axis=1, keepdims=True))
+            att[:, i, :] = (s / s.sum(axis=1, keepdims=True)) @ v[:, j, :]
+        x = x + att.reshape(T, dim) @ w[b + "attn_output.weight"].T
+        h = rms(x, w[b + "ffn_norm.weight"], eps)
+        g = h @ w[b + "ffn_gate.weight"].T
+        u = h @ w[b + "ffn_up.weight"].T
+        x = x + (g / (1 + np.exp(-g)) * u) @ w[b + "ffn_down.weight"].T
+    h = rms(x, w["output_norm.weight"], eps)
+    head = w.get("output.weight", w["token_embd.weight"])
+    return h @ head.T
+
+
+def shapes(cfg, tied):
+    dim, ffn = cfg["dim"], cfg["ffn"]
+    hd = dim // cfg["heads"]
+    kvd = cfg["kv_heads"] * hd
+    out = {"token_embd.weight": (cfg["vocab"], dim), "output_norm.weight": (dim,)}
+    if not tied:
+        out["output.weight"] = (cfg["vocab"], dim)
+    for l in range(cfg["layers"]):
+        b = "blk.%d." % l
+        out.update({b + "attn_norm.weight": (dim,), b + "ffn_norm.weight": (dim,),
+                    b + "attn_q.weight": (dim, dim),
+                    b + "attn_k.weight": (kvd, dim),
+                    b + "attn_v.weight": (kvd, dim),
+                    b + "attn_output.weight": (dim, dim),
+                    b + "ffn_gate.weight": (ffn, dim),
+                    b + "ffn_up.weight": (ffn, dim),
+                    b + "ffn_down.weight": (dim, ffn)})
+    return out
+
+
+def write_model(path, qtype, seed, tied=True, cfg=CONFIG, arch="llama",
+                extra=None, skip=(), override=None):
+    """Writes a random llama GGUF; returns the float64 weights it holds."""
+    rng = np.random.default_rng(seed)
+    w = gguf.GGUFWriter(path, arch)
+    w.add_block_count(cfg["layers"])
+    w.add_context_length(256)
+    w.add_embedding_length(cfg["dim"])
+    w.add_feed_forward_length(cfg["ffn"])
+    w.add_head_count(cfg["heads"])
+    w.add_head_count_kv(cfg["kv_heads"])
+    w.add_rope_freq_base(cfg["rope_base"])
+    w.add_layer_norm_rms_eps(cfg["eps"])
+    held = {}
+    for name, shape in shapes(cfg, tied).items():
+        if name in skip:
+            continue
+        if len(shape) == 1:
+            data = (1 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+            w.add_tensor(name, data)
+            held[name] = data.astype(np.float64)
+            continue
+        data = (rng.standard_normal(shape) / np.sqrt(shape[1])).astype(
+            np.float32)
+        if name == "token_embd.weight":
+            data *= np.sqrt(shape[1])  # embeddings of unit scale
+        t = qtype
+        if override and name in override:
+            t = override[name]
+        if t == Q.F32:
+            w.add_tensor(name, data)
+            held[name] = data.astype(np.float64)
+        elif t == Q.F16:
+            w.add_tensor(name, data.astype(np.float16))
+            held[name] = data.astype(np.float16).astype(np.float64)
+        else:
+            q = gguf.quants.quantize(data, t)
+            w.add_tensor(name, q, raw_dtype=t)
+            held[name] = gguf.quants.dequantize(q, t).astype(np.float64)
+    for name, data in (extra or {}).items():
+        w.add_tensor(name, data)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return held
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, **kw)
+
+
+def logits_of(model, tokens, extra=()):
+    out = os.path.join(WORK, "logits.npy")
+    got = run([RUN, "--model", model, "--kernels", KERNELS, "--tokens",
+               ",".join(map(str, tokens)), "--logits", out] + list(extra))
+    if got.returncode != 0:
+        raise RuntimeError("accel-run %s: rc %d: %s" % (model, got.returncode,
+                                                        got.stderr))
+    return np.load(out)
+
+
+FAILURES = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAILURES.append(what)
+
+
+def test_types():
+    rng = np.random.default_rng(7)
+    tokens = [int(t) for t in rng.integers(0, CONFIG["vocab"], 37)]
+    cases = [(Q.F32, True), (Q.F16, False), (Q.BF16, True), (Q.Q8_0, True),
+             (Q.Q8_0, False), (Q.Q4_0, True), (Q.Q4_0, False)]
+    for i, (qtype, tied) in enumerate(cases):
+        name = "%s-%s" % (qtype.name, "tied" if tied else "untied")
+        path = os.path.join(WORK, "m-%s.gguf" % name)
+        axe = os.path.join(WORK, "m-%s.axe" % name)
+        w = write_model(path, qtype, seed=100 + i, tied=tied)
+        want = reference(w, tokens, CONFIG)
+        got = run([PACK, "--from-gguf", path, "-o", axe, "--quiet"])
+        check(got.returncode == 0, "%s: accel-pack --from-gguf (%s)" % (
+            name, got.stderr.strip()))
+        a = logits_of(path, tokens)
+        b = logits_of(axe, tokens)
+        check(a.shape == want.shape, "%s: logits shape %s" % (name, a.shape))
+        check(np.array_equal(a, b), "%s: .gguf and .axe logits identical" % name)
+        err = float(np.max(np.abs(a - want)))
+        top1 = float(np.mean(a.argmax(1) == want.argmax(1)))
+        check(err <= TOLERANCE[qtype],
+              "%s: max |logit - float64| %.2e <= %.0e" % (
+                  name, err, TOLERANCE[qtype]))
+        check(top1 == 1.0, "%s: top-1 agreement %.3f" % (name, top1))
+        # The .axe keeps the GGUF's bytes: no wider than the file's tensors
+        # plus the f32 copy of a quantized token embedding.
+        if qtype in (Q.Q8_0, Q.Q4_0):
+            emb = CONFIG["vocab"] * CONFIG["dim"] * 4
+            check(os.path.getsize(axe) <=
+                  os.path.getsize(path) * 2 + emb + (1 << 20),
+                  "%s: .axe %d bytes for a %d-byte .gguf" % (
+                      name, os.path.getsize(axe), os.path.getsize(path)))
+
+
+def test_generation_threads():
+    path = os.path.join(WORK, "m-Q8_0-tied.gguf")
+    outs = []
+    for threads in ("1", "2", "3"):
+        got = run([RUN, "--model", path, "--kernels", KERNELS, "--tokens",
+                   "1,2,3,4,5", "--generate", "12", "--json", "--threads",
+                   threads])
+        check(got.returncode == 0, "generate --threads %s (%s)" % (
+            threads, got.stderr.strip()))
+        if got.returncode == 0:
+            j = json.loads(got.stdout)
+            for key in ("prompt_tokens", "generated", "text", "prefill_tok_s",
+                        "decode_tok_s"):
+                check(key in j, "--json has %s" % key)
+            outs.append(j["generated"])
+    check(len(outs) == 3 and outs[0] == outs[1] == outs[2] and
+          len(outs[0]) == 12,
+          "greedy tokens identical across --threads 1, 2, 3: %s" % outs)
+    # Greedy generation continues the prompt as its logits say.
+    lg = logits_of(path, [1, 2, 3, 4, 5])
+    check(len(outs) > 0 and outs[0][0] == int(lg[-1].argmax()),
+          "first generated token is the argmax of the prompt's last logits")
+
+
+def refused(path, needle, what):
+    axe = os.path.join(WORK, "refused.axe")
+    got = run([PACK, "--from-gguf", path, "-o", axe, "--quiet"])
+    check(got.returncode == 1 and needle in got.stderr and
+          not os.path.exists(axe),
+          "%s refused naming %r (rc %d: %s)" % (what, needle, got.returncode,
+                                                got.stderr.strip()))
+    got = run([RUN, "--model", path, "--kernels", KERNELS, "--tokens", "1",
+               "--generate", "1"])
+    check(got.returncode == 1 and needle in got.stderr,
+          "accel-run: %s refused naming %r" % (what, needle))
+
+
+def write_zeros(path, cfg, ffn_meta=None, raw=None):
+    """A llama GGUF of zero f32 tensors; |raw| maps names to (bytes, type)."""
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(cfg["layers"])
+    w.add_embedding_length(cfg["dim"])
+    w.add_feed_forward_length(ffn_meta or cfg["ffn"])
+    w.add_head_count(cfg["heads"])
+    w.add_head_count_kv(cfg["kv_heads"])
+    for name, shape in shapes(cfg, True).items():
+        if raw and name in raw:
+            w.add_tensor(name, raw[name][0], raw_dtype=raw[name][1])
+        else:
+            w.add_tensor(name, np.zeros(shape, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_malformed():
+    p = os.path.join(WORK, "bad.gguf")
+    write_model(p, Q.F32, 1, arch="gpt2")
+    refused(p, "gpt2", "architecture gpt2")
+    # A Q4_K tensor (random bytes: refused by its type before they matter);
+    # K-quant blocks take 256 inputs.
+    cfg = dict(CONFIG, dim=256, ffn=256)
+    k4 = np.random.default_rng(3).integers(0, 255, (256, 144), dtype=np.uint8)
+    write_zeros(p, cfg, raw={"blk.0.ffn_up.weight": (k4, Q.Q4_K)})
+    refused(p, "Q4_K", "a Q4_K tensor")
+    write_model(p, Q.F32, 1, skip=("blk.1.attn_k.weight",))
+    refused(p, "blk.1.attn_k.weight", "a missing tensor")
+    write_model(p, Q.F32, 1, extra={
+        "rope_freqs.weight": np.ones(8, np.float32)})
+    refused(p, "rope_freqs.weight", "an extra tensor")
+    # Wrong shape: ffn 96 in the metadata, 128 in the tensors.
+    write_zeros(p, dict(CONFIG, ffn=128), ffn_meta=96)
+    refused(p, "blk.0.ffn_gate.weight", "a tensor of the wrong shape")
+    # Truncated: the reader's checks come first.
+    good = os.path.join(WORK, "m-F32-tied.gguf")
+    with open(good, "rb") as f:
+        data = f.read()
+    with open(p, "wb") as f:
+        f.write(data[:len(data) - 100])
+    refused(p, "FORMAT", "a truncated file")
+    got = run([PACK, "-o", os.path.join(WORK, "x.axe")])
+    check(got.returncode == 2 and "--from-gguf" in got.stderr,
+          "accel-pack without MANIFEST or --from-gguf: usage error")
+    got = run([RUN, "--model", os.path.join(WORK, "m-F32-tied.axe"),
+               "--kernels", KERNELS, "--prompt", "hi"])
+    check(got.returncode == 1 and "GGUF" in got.stderr,
+          "accel-run --prompt with an .axe: refused, not a GGUF (%s)" %
+          got.stderr.strip())
+    got = run([RUN, "--model", good, "--kernels", KERNELS, "--prompt", "hi"])
+    check(got.returncode == 1 and "tokenizer" in got.stderr,
+          "accel-run --prompt with a GGUF without a vocabulary: refused (%s)"
+          % got.stderr.strip())
+    got = run([RUN, "--model", good, "--kernels", KERNELS, "--tokens",
+               "1,9999", "--generate", "1"])
+    check(got.returncode == 1 and "vocab" in got.stderr,
+          "accel-run: a token outside the vocabulary refused (%s)" %
+          got.stderr.strip())
+
+
+def main():
+    os.makedirs(WORK, exist_ok=True)
+    test_types()
+    test_generation_threads()
+    test_malformed()
+    if FAILURES:
+        print("%d failures" % len(FAILURES))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
