@@ -203,9 +203,20 @@ static accel_status_t read_config(const accel_executable_t *exe,
   return ACCEL_OK;
 }
 
-// The optional decoder.rope_base, decoder.norm_eps (positive finite floats)
-// and decoder.rope_mode ("half", the default, or "interleaved").
+// The optional decoder.version (1 or 2), decoder.rope_base,
+// decoder.norm_eps (positive finite floats) and decoder.rope_mode ("half",
+// the default, or "interleaved"); docs/executable-format.md "Decoder
+// models".
 static accel_status_t read_rope_norm(serve_model_t *m) {
+  const char *version = NULL;
+  if (accel_executable_metadata(m->weights, "decoder.version", &version) ==
+          ACCEL_OK &&
+      strcmp(version, "1") != 0 && strcmp(version, "2") != 0) {
+    return accel_error(ACCEL_ERROR_VERSION,
+                       "model: decoder.version \"%.16s\": this runtime reads "
+                       "decoder layouts 1 and 2",
+                       version);
+  }
   const struct {
     const char *key;
     float *out, fallback;
