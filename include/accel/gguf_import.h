@@ -1,11 +1,10 @@
 // Importing a GGUF model into a decoder .axe (docs/gguf.md, "Importing a
 // model"; the decoder format in docs/executable-format.md, "Decoder models"):
 // what `accel-pack --from-gguf` writes and what the serving engine builds in
-// memory when it is given a .gguf. Projection tensors keep the GGUF's own
-// bytes (F32, F16, BF16 as they are; Q8_0 and Q4_0 in their block form, read
-// directly by the quantized kernels), never widened to f32; a quantized token
-// embedding is the one tensor expanded (to f32, for the embedding lookup),
-// and a tied output head reads the embedding's GGUF bytes.
+// memory when it is given a .gguf. Tensors keep the GGUF's own bytes (F32,
+// F16, BF16 as they are; Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K
+// in their block form, read directly by the block kernels), never widened
+// to f32; a tied output head is the embedding weight itself.
 #ifndef ACCEL_GGUF_IMPORT_H_
 #define ACCEL_GGUF_IMPORT_H_
 
@@ -27,8 +26,9 @@ extern "C" {
 // written.
 // ACCEL_ERROR_INVALID_ARGUMENT: NULL |gguf| or |path|.
 // ACCEL_ERROR_UNSUPPORTED: another architecture, a tensor type other than
-//   F32, F16, BF16, Q8_0 and Q4_0, or a feature the decoder lacks (rope
-//   scaling, rope frequency factors, a rope over part of a head); each named.
+//   F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (norms:
+//   F32 only), a tensor the decoder does not use (rope frequency factors,
+//   biases), rope scaling, or a rope over part of a head; each named.
 // ACCEL_ERROR_FORMAT: missing or contradictory metadata, a missing tensor or
 //   one of the wrong shape (named, with the shape found and expected).
 // ACCEL_ERROR_IO: |path| cannot be written. ACCEL_ERROR_OUT_OF_MEMORY.

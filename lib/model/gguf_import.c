@@ -23,8 +23,7 @@ typedef struct import {
   char arch[32];
   uint32_t layers, dim, heads, kv_heads, head_dim, ffn, vocab;
   double rope_base, norm_eps;
-  // A dequantized token embedding (owned; the builder borrows it).
-  float *embed_f32;
+  bool tied;  // no output.weight: the head reads the embedding
 } import_t;
 
 // The .axe name of each per-layer tensor and its GGUF name.
@@ -36,21 +35,6 @@ static const char *const k_axe_parts[P_COUNT] = {
 static const char *const k_gguf_parts[P_COUNT] = {
     "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
     "ffn_gate", "ffn_up", "ffn_down"};
-
-static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f,
-           man = h & 0x3ff, bits;
-  if (exp == 0) {
-    // Zero or subnormal: man * 2^-24 is exact in f32.
-    float v = (float)man * 0x1p-24f;
-    return sign ? -v : v;
-  }
-  bits = exp == 31 ? sign | 0x7f800000u | (man << 13)
-                   : sign | ((exp + 112) << 23) | (man << 13);
-  float f;
-  memcpy(&f, &bits, sizeof(f));
-  return f;
-}
 
 static accel_status_t meta_u32(const import_t *im, const char *suffix,
                                bool required, uint32_t fallback,
@@ -158,11 +142,24 @@ static accel_status_t read_config(import_t *im) {
   return ACCEL_OK;
 }
 
-// The .axe form of a tensor type: a dtype, or U8 bytes of blocks with the
-// type named in metadata.
-static bool is_block_type(uint32_t type) {
-  return type == ACCEL_GGUF_TYPE_Q8_0 || type == ACCEL_GGUF_TYPE_Q4_0;
+// The block types the decoder's kernels read in place, by their .axe name
+// (decoder.type.<weight>); NULL for the others.
+static const char *block_type_name(uint32_t type) {
+  switch (type) {
+    case ACCEL_GGUF_TYPE_Q8_0: return "q8_0";
+    case ACCEL_GGUF_TYPE_Q4_0: return "q4_0";
+    case ACCEL_GGUF_TYPE_Q4_1: return "q4_1";
+    case ACCEL_GGUF_TYPE_Q5_0: return "q5_0";
+    case ACCEL_GGUF_TYPE_Q5_1: return "q5_1";
+    case ACCEL_GGUF_TYPE_Q4_K: return "q4_k";
+    case ACCEL_GGUF_TYPE_Q5_K: return "q5_k";
+    case ACCEL_GGUF_TYPE_Q6_K: return "q6_k";
+    default: return NULL;
+  }
 }
+
+#define IMPORT_TYPES \
+  "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"
 
 static accel_dtype_t float_dtype(uint32_t type) {
   switch (type) {
@@ -253,46 +250,17 @@ static accel_status_t add_projection(const import_t *im,
   if (dtype != ACCEL_DTYPE_INVALID) {
     return add(im, axe_name, dtype, rows, cols, t->data, t->size_bytes);
   }
-  if (!is_block_type(t->type)) {
-    return unsupported_type(gguf_name, t->type, "F32, F16, BF16, Q8_0, Q4_0");
+  const char *block = block_type_name(t->type);
+  if (block == NULL) {
+    return unsupported_type(gguf_name, t->type, IMPORT_TYPES);
   }
-  char key[128], value[16];
+  char key[128];
   snprintf(key, sizeof(key), "decoder.type.%s", axe_name);
-  snprintf(value, sizeof(value), "%s",
-           t->type == ACCEL_GGUF_TYPE_Q8_0 ? "q8_0" : "q4_0");
-  ACCEL_RETURN_IF_ERROR(accel_exe_builder_add_metadata(im->b, key, value));
+  ACCEL_RETURN_IF_ERROR(accel_exe_builder_add_metadata(im->b, key, block));
   // The reader checked that rows * cols elements fill whole blocks of
   // size_bytes; one row is a whole number of blocks since cols is.
   return add(im, axe_name, ACCEL_DTYPE_U8, rows, t->size_bytes / rows, t->data,
              t->size_bytes);
-}
-
-// Expands a Q8_0 or Q4_0 token embedding to f32 (the embedding lookup reads
-// float tables only).
-static accel_status_t dequantize(import_t *im, const accel_gguf_tensor_t *t) {
-  uint64_t n = t->element_count;
-  im->embed_f32 = malloc(n * sizeof(float));
-  if (im->embed_f32 == NULL) {
-    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
-                       "gguf import: cannot allocate %llu bytes for the f32 "
-                       "token embedding",
-                       (unsigned long long)(n * sizeof(float)));
-  }
-  const uint8_t *p = t->data;
-  bool q8 = t->type == ACCEL_GGUF_TYPE_Q8_0;
-  uint32_t block_bytes = q8 ? 34 : 18;
-  for (uint64_t b = 0; b < n / 32; ++b, p += block_bytes) {
-    uint16_t h;
-    memcpy(&h, p, sizeof(h));
-    float d = f16_to_f32(h);
-    float *out = im->embed_f32 + 32 * b;
-    for (int i = 0; i < 32; ++i) {
-      int32_t q = q8 ? (int8_t)p[2 + i]
-                     : (int32_t)((p[2 + i % 16] >> (i < 16 ? 0 : 4)) & 15) - 8;
-      out[i] = d * (float)q;
-    }
-  }
-  return ACCEL_OK;
 }
 
 static accel_status_t add_embedding(import_t *im) {
@@ -306,32 +274,21 @@ static accel_status_t add_embedding(import_t *im) {
   }
   im->vocab = (uint32_t)t.dims[1];
   ACCEL_RETURN_IF_ERROR(find(im, "token_embd.weight", im->vocab, im->dim, &t));
-  accel_dtype_t dtype = float_dtype(t.type);
-  if (dtype != ACCEL_DTYPE_INVALID) {
-    ACCEL_RETURN_IF_ERROR(add(im, "embed", dtype, im->vocab, im->dim, t.data,
-                              t.size_bytes));
-  } else if (is_block_type(t.type)) {
-    ACCEL_RETURN_IF_ERROR(dequantize(im, &t));
-    ACCEL_RETURN_IF_ERROR(add(im, "embed", ACCEL_DTYPE_F32, im->vocab, im->dim,
-                              im->embed_f32,
-                              (uint64_t)im->vocab * im->dim * sizeof(float)));
-  } else {
-    return unsupported_type("token_embd.weight", t.type,
-                            "F32, F16, BF16, Q8_0, Q4_0");
-  }
-  // The head: output.weight, or the embedding itself when tied (its GGUF
-  // bytes, not the expanded copy).
+  // The embedding in its GGUF form too: the engine reads block rows with
+  // embedding_gguf.
+  ACCEL_RETURN_IF_ERROR(add_projection(im, &t, "token_embd.weight", "embed",
+                                       im->vocab, im->dim));
+  // The head: output.weight, or (tied) the embedding's own weight.
   accel_gguf_tensor_t head;
-  const char *head_name = "output.weight";
-  accel_status_t st = accel_gguf_find_tensor(im->g, head_name, &head);
+  accel_status_t st = accel_gguf_find_tensor(im->g, "output.weight", &head);
   if (st == ACCEL_ERROR_NOT_FOUND) {
-    head = t;
-    head_name = "token_embd.weight";
-  } else {
-    ACCEL_RETURN_IF_ERROR(st);
-    ACCEL_RETURN_IF_ERROR(find(im, head_name, im->vocab, im->dim, &head));
+    im->tied = true;
+    return ACCEL_OK;
   }
-  return add_projection(im, &head, head_name, "lm_head", im->vocab, im->dim);
+  ACCEL_RETURN_IF_ERROR(st);
+  ACCEL_RETURN_IF_ERROR(find(im, "output.weight", im->vocab, im->dim, &head));
+  return add_projection(im, &head, "output.weight", "lm_head", im->vocab,
+                        im->dim);
 }
 
 static accel_status_t add_layer(const import_t *im, uint32_t l) {
@@ -362,9 +319,7 @@ static accel_status_t check_known_tensors(const import_t *im) {
   uint64_t n = accel_gguf_tensor_count(im->g);
   uint64_t want = 3 + (uint64_t)im->layers * P_COUNT;
   accel_gguf_tensor_t t;
-  bool has_output = accel_gguf_find_tensor(im->g, "output.weight", &t) ==
-                    ACCEL_OK;
-  if (!has_output) --want;
+  if (im->tied) --want;
   if (n == want) {
     return ACCEL_OK;
   }
@@ -416,6 +371,10 @@ static accel_status_t add_metadata(const import_t *im) {
       accel_exe_builder_add_metadata(im->b, "decoder.source", "gguf"));
   ACCEL_RETURN_IF_ERROR(
       accel_exe_builder_add_metadata(im->b, "decoder.architecture", im->arch));
+  if (im->tied) {
+    ACCEL_RETURN_IF_ERROR(
+        accel_exe_builder_add_metadata(im->b, "decoder.tied_head", "1"));
+  }
   for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); ++i) {
     snprintf(key, sizeof(key), "decoder.%s", counts[i].key);
     snprintf(value, sizeof(value), "%u", counts[i].value);
@@ -461,7 +420,6 @@ static accel_status_t import_run(const accel_gguf_t *gguf, const char *path,
              : accel_exe_builder_write_memory(im.b, out_data, out_size);
   }
   accel_exe_builder_destroy(im.b);
-  free(im.embed_f32);
   return st;
 }
 

@@ -28,19 +28,41 @@ static const char *const kPartNames[W_COUNT] = {
     "w_down"};
 
 enum { K_EMBEDDING, K_RMSNORM, K_QMATMUL, K_ROPE, K_ADD, K_SWIGLU, K_PREFILL,
-       K_PAGED, K_APPEND, K_Q8_0, K_Q4_0, K_MATMUL, K_COUNT };
+       K_PAGED, K_APPEND, K_MATMUL, K_EMBED_BLOCKS, K_Q8_0, K_Q4_0, K_Q4_1,
+       K_Q5_0, K_Q5_1, K_Q4_K, K_Q5_K, K_Q6_K, K_COUNT };
 static const char *const kKernelNames[K_COUNT] = {
     "embedding", "rmsnorm", "qmatmul_int8", "rope", "add", "swiglu",
     "attention_prefill", "attention_paged_decode", "paged_kv_append",
-    "qmatmul_q8_0", "qmatmul_q4_0", "matmul"};
+    "matmul", "embedding_gguf", "qmatmul_q8_0", "qmatmul_q4_0",
+    "qmatmul_q4_1", "qmatmul_q5_0", "qmatmul_q5_1", "qmatmul_q4_k",
+    "qmatmul_q5_k", "qmatmul_q6_k"};
+
+// The GGUF block forms (docs/executable-format.md, "Decoder models"): the
+// name in decoder.type.<weight>, the kernel, ggml's type number (for
+// embedding_gguf), and the block.
+static const struct block_form {
+  const char *name;
+  int kernel;
+  uint32_t ggml_type, block, bytes;
+} kBlockForms[] = {
+    {"q8_0", K_Q8_0, ACCEL_KP_GGML_Q8_0, 32, 34},
+    {"q4_0", K_Q4_0, ACCEL_KP_GGML_Q4_0, 32, 18},
+    {"q4_1", K_Q4_1, ACCEL_KP_GGML_Q4_1, 32, 20},
+    {"q5_0", K_Q5_0, ACCEL_KP_GGML_Q5_0, 32, 22},
+    {"q5_1", K_Q5_1, ACCEL_KP_GGML_Q5_1, 32, 24},
+    {"q4_k", K_Q4_K, ACCEL_KP_GGML_Q4_K, 256, 144},
+    {"q5_k", K_Q5_K, ACCEL_KP_GGML_Q5_K, 256, 176},
+    {"q6_k", K_Q6_K, ACCEL_KP_GGML_Q6_K, 256, 210},
+};
 
 // A projection's weight form (docs/executable-format.md, "Decoder models"),
 // read per tensor: the kernel that multiplies by it.
 typedef struct serve_proj {
   accel_buffer_t *w;
   accel_buffer_t *scale;  // int8: per-channel f32 scales; NULL otherwise
-  int kernel;             // K_QMATMUL (int8), K_Q8_0, K_Q4_0 or K_MATMUL
+  int kernel;             // K_QMATMUL (int8), K_MATMUL or a block kernel
   uint32_t dtype;         // K_MATMUL: the weight's accel_kp_dtype
+  uint32_t ggml_type;     // a block form: ggml's type number
 } serve_proj_t;
 
 typedef struct serve_layer {
@@ -67,8 +89,10 @@ struct serve_model {
   accel_executable_t *kernels, *weights;
   void *image;  // the .axe image imported from a .gguf (|weights| reads it)
   accel_kernel_t *k[K_COUNT];
-  accel_buffer_t *embed, *final_norm;
-  uint32_t embed_dtype;  // accel_kp_dtype of the embedding table
+  accel_buffer_t *final_norm;
+  // The embedding table (.w) in any projection form but int8; a tied head
+  // (decoder.tied_head) is the same weight.
+  serve_proj_t embed;
   serve_proj_t lm_head;
   float rope_base, norm_eps;
   uint32_t rope_mode;  // accel_kp_rope_mode
@@ -324,34 +348,43 @@ static accel_status_t proj_weight(serve_model_t *m, const char *name,
                        name, accel_dtype_name(info.dtype),
                        type == NULL ? "out" : "", key);
   }
-  uint32_t block_bytes = strcmp(type, "q8_0") == 0   ? 34
-                         : strcmp(type, "q4_0") == 0 ? 18
-                                                     : 0;
-  if (block_bytes == 0 || in % 32 != 0) {
+  const struct block_form *f = NULL;
+  for (size_t i = 0; i < sizeof(kBlockForms) / sizeof(kBlockForms[0]); ++i) {
+    if (strcmp(type, kBlockForms[i].name) == 0) f = &kBlockForms[i];
+  }
+  if (f == NULL || in % f->block != 0) {
     return accel_error(ACCEL_ERROR_FORMAT,
                        "model: weight \"%s\": block type \"%.16s\" with %u "
-                       "inputs (q8_0 or q4_0, inputs a multiple of 32)",
+                       "inputs (q8_0, q4_0, q4_1, q5_0, q5_1 with inputs a "
+                       "multiple of 32; q4_k, q5_k, q6_k of 256)",
                        name, type, in);
   }
-  p->kernel = block_bytes == 34 ? K_Q8_0 : K_Q4_0;
-  return weight(m, name, ACCEL_DTYPE_U8, out, (uint64_t)in / 32 * block_bytes,
-                &p->w);
+  p->kernel = f->kernel;
+  p->ggml_type = f->ggml_type;
+  return weight(m, name, ACCEL_DTYPE_U8, out,
+                (uint64_t)in / f->block * f->bytes, &p->w);
 }
 
 static accel_status_t open_weights(serve_model_t *m) {
   const serve_model_config_t *c = &m->c;
-  accel_weight_info_t info = {.struct_size = sizeof(info)};
-  if (accel_executable_weight(m->weights, "embed", &info) == ACCEL_OK) {
-    m->embed_dtype = kp_float_dtype(info.dtype);
+  ACCEL_RETURN_IF_ERROR(proj_weight(m, "embed", c->vocab, c->dim, &m->embed));
+  if (m->embed.kernel == K_QMATMUL) {
+    return accel_error(ACCEL_ERROR_FORMAT,
+                       "model: weight \"embed\" is i8: the embedding is f32, "
+                       "f16, bf16 or GGUF blocks");
   }
-  ACCEL_RETURN_IF_ERROR(weight(
-      m, "embed",
-      m->embed_dtype ? (accel_dtype_t)info.dtype : ACCEL_DTYPE_F32, c->vocab,
-      c->dim, &m->embed));
   ACCEL_RETURN_IF_ERROR(
       weight(m, "final_norm", ACCEL_DTYPE_F32, c->dim, 0, &m->final_norm));
-  ACCEL_RETURN_IF_ERROR(
-      proj_weight(m, "lm_head", c->vocab, c->dim, &m->lm_head));
+  const char *tied = NULL;
+  if (accel_executable_metadata(m->weights, "decoder.tied_head", &tied) ==
+          ACCEL_OK &&
+      strcmp(tied, "1") == 0) {
+    ACCEL_RETURN_IF_ERROR(
+        proj_weight(m, "embed", c->vocab, c->dim, &m->lm_head));
+  } else {
+    ACCEL_RETURN_IF_ERROR(
+        proj_weight(m, "lm_head", c->vocab, c->dim, &m->lm_head));
+  }
   for (uint32_t l = 0; l < c->layers; ++l) {
     serve_layer_t *L = &m->layers[l];
     uint32_t out[W_COUNT] = {0, m->qd, m->kvd, m->kvd, c->dim, 0, c->ffn,
@@ -572,7 +605,7 @@ void serve_model_destroy(serve_model_t *m) {
   if (m->s != NULL) {
     (void)accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE);
   }
-  accel_buffer_t *bufs[] = {m->embed, m->final_norm, m->lm_head.w,
+  accel_buffer_t *bufs[] = {m->embed.w, m->final_norm, m->lm_head.w,
                             m->lm_head.scale,
                             m->x, m->h, m->o, m->q, m->attn, m->kn, m->vn,
                             m->gate, m->up, m->gk, m->gv, m->tokens,
@@ -754,6 +787,23 @@ static accel_status_t layer_forward(serve_model_t *m, const serve_layer_t *L,
   return add_into(m, m->x, m->o, rows * c->dim);
 }
 
+// x = the embedding rows of the step's tokens.
+static accel_status_t embed(serve_model_t *m, uint32_t rows) {
+  const serve_model_config_t *c = &m->c;
+  bind_t eb[3] = {{m->embed.w, 0}, {m->tokens, 0}, {m->x, 0}};
+  if (m->embed.kernel == K_MATMUL) {
+    accel_kp_embedding_constants_t ec = {.tokens = rows, .vocab = c->vocab,
+                                         .dim = c->dim,
+                                         .dtype = m->embed.dtype};
+    return launch(m, K_EMBEDDING, rows, eb, 3, &ec, sizeof(ec));
+  }
+  accel_kp_embedding_gguf_constants_t ec = {.tokens = rows,
+                                            .vocab = c->vocab,
+                                            .dim = c->dim,
+                                            .type = m->embed.ggml_type};
+  return launch(m, K_EMBED_BLOCKS, rows, eb, 3, &ec, sizeof(ec));
+}
+
 // Orders the entries (decode-shaped first), fills the staging arrays, and
 // returns the number of decode-shaped entries and of sampled rows.
 static void stage(serve_model_t *m, const accel_sched_plan_t *plan,
@@ -836,11 +886,7 @@ accel_status_t serve_model_run(serve_model_t *m, const accel_sched_plan_t *plan,
   if (!m->direct) {
     ACCEL_RETURN_IF_ERROR(upload(m, rows, samples, nd));
   }
-  accel_kp_embedding_constants_t ec = {.tokens = rows, .vocab = c->vocab,
-                                       .dim = c->dim,
-                                       .dtype = m->embed_dtype};
-  bind_t eb[3] = {{m->embed, 0}, {m->tokens, 0}, {m->x, 0}};
-  ACCEL_RETURN_IF_ERROR(launch(m, K_EMBEDDING, rows, eb, 3, &ec, sizeof(ec)));
+  ACCEL_RETURN_IF_ERROR(embed(m, rows));
   for (uint32_t l = 0; l < c->layers; ++l) {
     ACCEL_RETURN_IF_ERROR(layer_forward(m, &m->layers[l], plan, rows, nd));
   }

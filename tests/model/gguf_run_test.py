@@ -27,8 +27,25 @@ PACK, RUN, KERNELS, WORK = sys.argv[1:5]
 # Max |logit error| against float64 per projection type. The kernels keep
 # activations in f32 (nothing is quantized on the fly), so what is left is
 # f32 rounding over a few layers.
-TOLERANCE = {Q.F32: 2e-4, Q.F16: 2e-4, Q.BF16: 2e-4, Q.Q8_0: 2e-4,
-             Q.Q4_0: 2e-4}
+TOLERANCE = {t: 2e-4 for t in (Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1,
+                               Q.Q5_0, Q.Q5_1, Q.Q4_K, Q.Q5_K, Q.Q6_K)}
+
+# K-quant super-blocks: bytes, and the offsets of their f16 scales (d, dmin)
+# with the magnitude that gives weights of about 1 / sqrt(inputs).
+K_BLOCKS = {Q.Q4_K: (144, (0, 2), 2e-4), Q.Q5_K: (176, (0, 2), 1e-4),
+            Q.Q6_K: (210, (208,), 3e-5)}
+
+
+def random_blocks(rows, cols, qtype, rng):
+    """Random valid K-quant blocks (gguf-py does not quantize to them):
+    random bytes, with finite f16 scales of a sane size."""
+    size, scales, mag = K_BLOCKS[qtype]
+    raw = rng.integers(0, 256, (rows, cols // 256, size), dtype=np.uint8)
+    for off in scales:
+        d = (np.abs(rng.standard_normal((rows, cols // 256))) * mag + mag / 4)
+        raw[:, :, off:off + 2] = d.astype(np.float16).view(np.uint8).reshape(
+            rows, cols // 256, 2)
+    return raw.reshape(rows, cols // 256 * size)
 
 CONFIG = dict(layers=2, dim=64, heads=4, kv_heads=2, ffn=96, vocab=80,
               rope_base=10000.0, eps=1e-5)
@@ -138,6 +155,10 @@ def write_model(path, qtype, seed, tied=True, cfg=CONFIG, arch="llama",
         elif t == Q.F16:
             w.add_tensor(name, data.astype(np.float16))
             held[name] = data.astype(np.float16).astype(np.float64)
+        elif t in K_BLOCKS:
+            q = random_blocks(shape[0], shape[1], t, rng)
+            w.add_tensor(name, q, raw_dtype=t)
+            held[name] = gguf.quants.dequantize(q, t).astype(np.float64)
         else:
             q = gguf.quants.quantize(data, t)
             w.add_tensor(name, q, raw_dtype=t)
@@ -174,17 +195,24 @@ def check(cond, what):
         FAILURES.append(what)
 
 
+# K-quant blocks take 256 inputs: a wider model.
+K_CONFIG = dict(CONFIG, dim=256, ffn=512)
+
+
 def test_types():
     rng = np.random.default_rng(7)
     tokens = [int(t) for t in rng.integers(0, CONFIG["vocab"], 37)]
     cases = [(Q.F32, True), (Q.F16, False), (Q.BF16, True), (Q.Q8_0, True),
-             (Q.Q8_0, False), (Q.Q4_0, True), (Q.Q4_0, False)]
+             (Q.Q8_0, False), (Q.Q4_0, True), (Q.Q4_0, False),
+             (Q.Q4_1, True), (Q.Q5_0, False), (Q.Q5_1, True),
+             (Q.Q4_K, True), (Q.Q5_K, False), (Q.Q6_K, True)]
     for i, (qtype, tied) in enumerate(cases):
+        cfg = K_CONFIG if qtype in K_BLOCKS else CONFIG
         name = "%s-%s" % (qtype.name, "tied" if tied else "untied")
         path = os.path.join(WORK, "m-%s.gguf" % name)
         axe = os.path.join(WORK, "m-%s.axe" % name)
-        w = write_model(path, qtype, seed=100 + i, tied=tied)
-        want = reference(w, tokens, CONFIG)
+        w = write_model(path, qtype, seed=100 + i, tied=tied, cfg=cfg)
+        want = reference(w, tokens, cfg)
         got = run([PACK, "--from-gguf", path, "-o", axe, "--quiet"])
         check(got.returncode == 0, "%s: accel-pack --from-gguf (%s)" % (
             name, got.stderr.strip()))
@@ -192,18 +220,21 @@ def test_types():
         b = logits_of(axe, tokens)
         check(a.shape == want.shape, "%s: logits shape %s" % (name, a.shape))
         check(np.array_equal(a, b), "%s: .gguf and .axe logits identical" % name)
+        # Logits of order one, so that the tolerance means something.
+        scale = float(np.std(want))
+        check(0.2 < scale < 20, "%s: logits' spread %.3f" % (name, scale))
         err = float(np.max(np.abs(a - want)))
         top1 = float(np.mean(a.argmax(1) == want.argmax(1)))
         check(err <= TOLERANCE[qtype],
               "%s: max |logit - float64| %.2e <= %.0e" % (
                   name, err, TOLERANCE[qtype]))
         check(top1 == 1.0, "%s: top-1 agreement %.3f" % (name, top1))
-        # The .axe keeps the GGUF's bytes: no wider than the file's tensors
-        # plus the f32 copy of a quantized token embedding.
-        if qtype in (Q.Q8_0, Q.Q4_0):
-            emb = CONFIG["vocab"] * CONFIG["dim"] * 4
+        # The .axe keeps the GGUF's bytes: the file's tensors plus at most
+        # a page of alignment per weight.
+        if qtype not in (Q.F32, Q.F16, Q.BF16):
+            weights = 3 + 9 * cfg["layers"]
             check(os.path.getsize(axe) <=
-                  os.path.getsize(path) * 2 + emb + (1 << 20),
+                  os.path.getsize(path) + 4096 * (weights + 4),
                   "%s: .axe %d bytes for a %d-byte .gguf" % (
                       name, os.path.getsize(axe), os.path.getsize(path)))
 
@@ -268,12 +299,12 @@ def test_malformed():
     p = os.path.join(WORK, "bad.gguf")
     write_model(p, Q.F32, 1, arch="gpt2")
     refused(p, "gpt2", "architecture gpt2")
-    # A Q4_K tensor (random bytes: refused by its type before they matter);
+    # A Q2_K tensor (random bytes: refused by its type before they matter);
     # K-quant blocks take 256 inputs.
     cfg = dict(CONFIG, dim=256, ffn=256)
-    k4 = np.random.default_rng(3).integers(0, 255, (256, 144), dtype=np.uint8)
-    write_zeros(p, cfg, raw={"blk.0.ffn_up.weight": (k4, Q.Q4_K)})
-    refused(p, "Q4_K", "a Q4_K tensor")
+    k2 = np.random.default_rng(3).integers(0, 255, (256, 84), dtype=np.uint8)
+    write_zeros(p, cfg, raw={"blk.0.ffn_up.weight": (k2, Q.Q2_K)})
+    refused(p, "Q2_K", "a Q2_K tensor")
     write_model(p, Q.F32, 1, skip=("blk.1.attn_k.weight",))
     refused(p, "blk.1.attn_k.weight", "a missing tensor")
     write_model(p, Q.F32, 1, extra={
