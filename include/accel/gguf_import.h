@@ -20,7 +20,7 @@ extern "C" {
 
 // Writes the decoder .axe of the model in |gguf| to |path| (atomically, as
 // accel_exe_builder_write_file). The architecture (general.architecture)
-// must be "llama"; every tensor the model needs must be present with the
+// must be "llama" or "qwen2" (Q, K and V biases); every tensor the model needs must be present with the
 // shape the metadata implies and a supported type; the file's other tensors
 // are refused by name. |progress| (may be NULL) is called as weight bytes are
 // written.

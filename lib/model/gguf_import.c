@@ -21,6 +21,7 @@ typedef struct import {
   const accel_gguf_t *g;
   accel_exe_builder_t *b;
   char arch[32];
+  const struct arch_info *info;
   uint32_t layers, dim, heads, kv_heads, head_dim, ffn, vocab;
   double rope_base, norm_eps;
   bool tied;  // no output.weight: the head reads the embedding
@@ -83,6 +84,20 @@ static accel_status_t meta_f64(const import_t *im, const char *suffix,
   return ACCEL_OK;
 }
 
+// The architectures the decoder runs: llama GGUF files hold Q and K
+// permuted for rotation of adjacent pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM);
+// qwen2's are not permuted (LLAMA_ROPE_TYPE_NEOX, pairs (p, p + d / 2)) and
+// add biases to Q, K and V.
+typedef struct arch_info {
+  const char *name;
+  const char *rope_mode;  // decoder.rope_mode
+  bool qkv_bias;
+} arch_info_t;
+static const arch_info_t k_archs[] = {
+    {"llama", "interleaved", false},
+    {"qwen2", "half", true},
+};
+
 static accel_status_t read_arch(import_t *im) {
   accel_gguf_string_t a;
   accel_status_t st = accel_gguf_find_string(im->g, "general.architecture", &a);
@@ -91,10 +106,16 @@ static accel_status_t read_arch(import_t *im) {
                        "gguf import: no metadata \"general.architecture\"");
   }
   ACCEL_RETURN_IF_ERROR(st);
-  if (a.size != 5 || memcmp(a.data, "llama", 5) != 0) {
+  for (size_t i = 0; i < sizeof(k_archs) / sizeof(k_archs[0]); ++i) {
+    if (a.size == strlen(k_archs[i].name) &&
+        memcmp(a.data, k_archs[i].name, a.size) == 0) {
+      im->info = &k_archs[i];
+    }
+  }
+  if (im->info == NULL) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
                        "gguf import: architecture \"%.*s\" is not supported "
-                       "(llama)",
+                       "(llama, qwen2)",
                        (int)(a.size > 64 ? 64 : a.size), a.data);
   }
   snprintf(im->arch, sizeof(im->arch), "%.*s", (int)a.size, a.data);
@@ -228,15 +249,15 @@ static accel_status_t unsupported_type(const char *name, uint32_t type,
                      name, accel_gguf_type_name(type), allowed);
 }
 
-// A norm's gain: f32 [dim].
-static accel_status_t add_norm(const import_t *im, const char *gguf_name,
-                               const char *axe_name) {
+// A norm's gain or a bias: f32 [rows].
+static accel_status_t add_vector(const import_t *im, const char *gguf_name,
+                                 const char *axe_name, uint32_t rows) {
   accel_gguf_tensor_t t;
-  ACCEL_RETURN_IF_ERROR(find(im, gguf_name, im->dim, 0, &t));
+  ACCEL_RETURN_IF_ERROR(find(im, gguf_name, rows, 0, &t));
   if (t.type != ACCEL_GGUF_TYPE_F32) {
     return unsupported_type(gguf_name, t.type, "F32");
   }
-  return add(im, axe_name, ACCEL_DTYPE_F32, im->dim, 0, t.data, t.size_bytes);
+  return add(im, axe_name, ACCEL_DTYPE_F32, rows, 0, t.data, t.size_bytes);
 }
 
 // A projection [rows, cols] in its GGUF form: a float dtype, or U8 blocks
@@ -302,12 +323,17 @@ static accel_status_t add_layer(const import_t *im, uint32_t l) {
     snprintf(gn, sizeof(gn), "blk.%u.%s.weight", l, k_gguf_parts[p]);
     snprintf(an, sizeof(an), "l%u.%s", l, k_axe_parts[p]);
     if (cols[p] == 0) {
-      ACCEL_RETURN_IF_ERROR(add_norm(im, gn, an));
+      ACCEL_RETURN_IF_ERROR(add_vector(im, gn, an, im->dim));
       continue;
     }
     accel_gguf_tensor_t t;
     ACCEL_RETURN_IF_ERROR(find(im, gn, rows[p], cols[p], &t));
     ACCEL_RETURN_IF_ERROR(add_projection(im, &t, gn, an, rows[p], cols[p]));
+    if (im->info->qkv_bias && (p == P_Q || p == P_K || p == P_V)) {
+      snprintf(gn, sizeof(gn), "blk.%u.%s.bias", l, k_gguf_parts[p]);
+      snprintf(an, sizeof(an), "l%u.%s.bias", l, k_axe_parts[p]);
+      ACCEL_RETURN_IF_ERROR(add_vector(im, gn, an, rows[p]));
+    }
   }
   return ACCEL_OK;
 }
@@ -317,7 +343,8 @@ static accel_status_t add_layer(const import_t *im, uint32_t l) {
 // silently and give other logits than the model's.
 static accel_status_t check_known_tensors(const import_t *im) {
   uint64_t n = accel_gguf_tensor_count(im->g);
-  uint64_t want = 3 + (uint64_t)im->layers * P_COUNT;
+  uint64_t want =
+      3 + (uint64_t)im->layers * (P_COUNT + (im->info->qkv_bias ? 3 : 0));
   accel_gguf_tensor_t t;
   if (im->tied) --want;
   if (n == want) {
@@ -329,16 +356,21 @@ static accel_status_t check_known_tensors(const import_t *im) {
     char name[ACCEL_GGUF_MAX_NAME + 1];
     snprintf(name, sizeof(name), "%.*s", (int)t.name.size, t.name.data);
     unsigned l = 0;
-    char part[32] = {0};
+    char part[32] = {0}, kind[8] = {0};
     int used = 0;
     bool known = strcmp(name, "token_embd.weight") == 0 ||
                  strcmp(name, "output_norm.weight") == 0 ||
                  strcmp(name, "output.weight") == 0;
-    if (!known && sscanf(name, "blk.%u.%31[a-z_].weight%n", &l, part, &used) ==
-                      2 &&
+    if (!known &&
+        sscanf(name, "blk.%u.%31[a-z_].%7[a-z]%n", &l, part, kind, &used) ==
+            3 &&
         name[used] == '\0' && l < im->layers) {
+      bool bias = strcmp(kind, "bias") == 0;
       for (int p = 0; p < P_COUNT; ++p) {
-        known |= strcmp(part, k_gguf_parts[p]) == 0;
+        bool qkv = p == P_Q || p == P_K || p == P_V;
+        known |= strcmp(part, k_gguf_parts[p]) == 0 &&
+                 (strcmp(kind, "weight") == 0 ||
+                  (bias && qkv && im->info->qkv_bias));
       }
     }
     if (!known) {
@@ -387,16 +419,15 @@ static accel_status_t add_metadata(const import_t *im) {
   snprintf(value, sizeof(value), "%.9g", (double)(float)im->norm_eps);
   ACCEL_RETURN_IF_ERROR(
       accel_exe_builder_add_metadata(im->b, "decoder.norm_eps", value));
-  // llama GGUF files hold Q and K permuted for rotation of adjacent pairs
-  // (llama.cpp's LLAMA_ROPE_TYPE_NORM).
   return accel_exe_builder_add_metadata(im->b, "decoder.rope_mode",
-                                        "interleaved");
+                                        im->info->rope_mode);
 }
 
 static accel_status_t build(import_t *im) {
   ACCEL_RETURN_IF_ERROR(read_config(im));
   ACCEL_RETURN_IF_ERROR(add_embedding(im));
-  ACCEL_RETURN_IF_ERROR(add_norm(im, "output_norm.weight", "final_norm"));
+  ACCEL_RETURN_IF_ERROR(
+      add_vector(im, "output_norm.weight", "final_norm", im->dim));
   for (uint32_t l = 0; l < im->layers; ++l) {
     ACCEL_RETURN_IF_ERROR(add_layer(im, l));
   }

@@ -60,6 +60,7 @@ static const struct block_form {
 typedef struct serve_proj {
   accel_buffer_t *w;
   accel_buffer_t *scale;  // int8: per-channel f32 scales; NULL otherwise
+  accel_buffer_t *bias;   // "<name>.bias", f32 [out], added; NULL: none
   int kernel;             // K_QMATMUL (int8), K_MATMUL or a block kernel
   uint32_t dtype;         // K_MATMUL: the weight's accel_kp_dtype
   uint32_t ggml_type;     // a block form: ggml's type number
@@ -146,10 +147,27 @@ static accel_status_t rmsnorm(serve_model_t *m, bind_t x, accel_buffer_t *g,
   return launch(m, K_RMSNORM, rows, b, 3, &c, sizeof(c));
 }
 
-// y = x W^T over |rows| rows with the kernel of the weight's form.
+static accel_status_t project_weight(serve_model_t *m, accel_buffer_t *x,
+                                     const serve_proj_t *p, accel_buffer_t *y,
+                                     uint32_t rows, uint32_t out, uint32_t in);
+
+// y = x W^T (+ bias, broadcast over the rows) over |rows| rows with the
+// kernel of the weight's form.
 static accel_status_t project(serve_model_t *m, accel_buffer_t *x,
                               const serve_proj_t *p, accel_buffer_t *y,
                               uint32_t rows, uint32_t out, uint32_t in) {
+  ACCEL_RETURN_IF_ERROR(project_weight(m, x, p, y, rows, out, in));
+  if (p->bias == NULL || rows == 0) {
+    return ACCEL_OK;
+  }
+  accel_kp_eltwise_constants_t c = {.count = rows * out, .b_count = out};
+  bind_t b[3] = {{y, 0}, {p->bias, 0}, {y, 0}};
+  return launch(m, K_ADD, accel_kp_eltwise_units(&c), b, 3, &c, sizeof(c));
+}
+
+static accel_status_t project_weight(serve_model_t *m, accel_buffer_t *x,
+                                     const serve_proj_t *p, accel_buffer_t *y,
+                                     uint32_t rows, uint32_t out, uint32_t in) {
   if (p->kernel == K_MATMUL) {
     accel_kp_matmul_constants_t c = {.m = rows, .n = out, .k = in,
                                      .flags = ACCEL_KP_MM_TRANS_B,
@@ -318,8 +336,25 @@ static uint32_t kp_float_dtype(uint32_t dtype) {
 // f32 [out] scales "<name>.scale"; f32, f16 or bf16; or u8 GGUF blocks
 // [out, in / 32 * block bytes] with "decoder.type.<name>" naming the block
 // type (q8_0, q4_0).
+static accel_status_t proj_form(serve_model_t *m, const char *name,
+                                uint32_t out, uint32_t in, serve_proj_t *p);
+
+// A projection in its form (proj_form) and its optional f32 [out] bias
+// "<name>.bias".
 static accel_status_t proj_weight(serve_model_t *m, const char *name,
                                   uint32_t out, uint32_t in, serve_proj_t *p) {
+  ACCEL_RETURN_IF_ERROR(proj_form(m, name, out, in, p));
+  char bn[128];
+  snprintf(bn, sizeof(bn), "%s.bias", name);
+  accel_weight_info_t info = {.struct_size = sizeof(info)};
+  if (accel_executable_weight(m->weights, bn, &info) != ACCEL_OK) {
+    return ACCEL_OK;
+  }
+  return weight(m, bn, ACCEL_DTYPE_F32, out, 0, &p->bias);
+}
+
+static accel_status_t proj_form(serve_model_t *m, const char *name,
+                                uint32_t out, uint32_t in, serve_proj_t *p) {
   accel_weight_info_t info = {.struct_size = sizeof(info)};
   if (accel_executable_weight(m->weights, name, &info) != ACCEL_OK) {
     return accel_error(ACCEL_ERROR_FORMAT, "model: no weight \"%s\"", name);
@@ -605,8 +640,8 @@ void serve_model_destroy(serve_model_t *m) {
   if (m->s != NULL) {
     (void)accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE);
   }
-  accel_buffer_t *bufs[] = {m->embed.w, m->final_norm, m->lm_head.w,
-                            m->lm_head.scale,
+  accel_buffer_t *bufs[] = {m->embed.w, m->embed.bias, m->final_norm,
+                            m->lm_head.w, m->lm_head.scale, m->lm_head.bias,
                             m->x, m->h, m->o, m->q, m->attn, m->kn, m->vn,
                             m->gate, m->up, m->gk, m->gv, m->tokens,
                             m->positions, m->slots, m->rows, m->tables,
@@ -624,6 +659,7 @@ void serve_model_destroy(serve_model_t *m) {
         if (L->w[p] != NULL) accel_buffer_release(L->w[p]);
         if (L->p[p].w != NULL) accel_buffer_release(L->p[p].w);
         if (L->p[p].scale != NULL) accel_buffer_release(L->p[p].scale);
+        if (L->p[p].bias != NULL) accel_buffer_release(L->p[p].bias);
       }
       for (int i = 0; i < 4; ++i) {
         if (lb[i] != NULL) accel_buffer_release(lb[i]);

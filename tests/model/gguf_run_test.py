@@ -55,21 +55,28 @@ def rms(x, g, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * g
 
 
-def rope(x, pos, base):
-    # llama.cpp's LLAMA_ROPE_TYPE_NORM: adjacent pairs (2p, 2p + 1).
+def rope(x, pos, base, neox):
+    # llama.cpp's LLAMA_ROPE_TYPE_NORM (llama): adjacent pairs (2p, 2p + 1);
+    # LLAMA_ROPE_TYPE_NEOX (qwen2): pairs (p, p + d/2).
     t, h, d = x.shape
     p = np.arange(d // 2, dtype=np.float64)
     theta = pos[:, None] * base ** (-2.0 * p / d)  # [t, d/2]
     c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
-    x0, x1 = x[..., 0::2], x[..., 1::2]
+    i0, i1 = (slice(0, d // 2), slice(d // 2, d)) if neox else (
+        slice(0, d, 2), slice(1, d, 2))
+    x0, x1 = x[..., i0], x[..., i1]
     out = np.empty_like(x)
-    out[..., 0::2] = x0 * c - x1 * s
-    out[..., 1::2] = x0 * s + x1 * c
+    out[..., i0] = x0 * c - x1 * s
+    out[..., i1] = x0 * s + x1 * c
     return out
 
 
-def reference(w, tokens, cfg):
+def reference(w, tokens, cfg, arch="llama"):
     """float64 logits of every position."""
+    neox = arch == "qwen2"
+
+    def bias(name):
+        return w.get(name, 0.0)
     dim, H, KV = cfg["dim"], cfg["heads"], cfg["kv_heads"]
     hd = dim // H
     eps, base = cfg["eps"], cfg["rope_base"]
@@ -80,10 +87,13 @@ def reference(w, tokens, cfg):
     for l in range(cfg["layers"]):
         b = "blk.%d." % l
         h = rms(x, w[b + "attn_norm.weight"], eps)
-        q = (h @ w[b + "attn_q.weight"].T).reshape(T, H, hd)
-        k = (h @ w[b + "attn_k.weight"].T).reshape(T, KV, hd)
-        v = (h @ w[b + "attn_v.weight"].T).reshape(T, KV, hd)
-        q, k = rope(q, pos, base), rope(k, pos, base)
+        q = (h @ w[b + "attn_q.weight"].T + bias(b + "attn_q.bias")).reshape(
+            T, H, hd)
+        k = (h @ w[b + "attn_k.weight"].T + bias(b + "attn_k.bias")).reshape(
+            T, KV, hd)
+        v = (h @ w[b + "attn_v.weight"].T + bias(b + "attn_v.bias")).reshape(
+            T, KV, hd)
+        q, k = rope(q, pos, base, neox), rope(k, pos, base, neox)
         att = np.empty((T, H, hd))
         for i in range(H):
             j = i // (H // KV)
@@ -100,7 +110,7 @@ def reference(w, tokens, cfg):
     return h @ head.T
 
 
-def shapes(cfg, tied):
+def shapes(cfg, tied, biases=False):
     dim, ffn = cfg["dim"], cfg["ffn"]
     hd = dim // cfg["heads"]
     kvd = cfg["kv_heads"] * hd
@@ -117,6 +127,9 @@ def shapes(cfg, tied):
                     b + "ffn_gate.weight": (ffn, dim),
                     b + "ffn_up.weight": (ffn, dim),
                     b + "ffn_down.weight": (dim, ffn)})
+        if biases:
+            out.update({b + "attn_q.bias": (dim,), b + "attn_k.bias": (kvd,),
+                        b + "attn_v.bias": (kvd,)})
     return out
 
 
@@ -134,11 +147,13 @@ def write_model(path, qtype, seed, tied=True, cfg=CONFIG, arch="llama",
     w.add_rope_freq_base(cfg["rope_base"])
     w.add_layer_norm_rms_eps(cfg["eps"])
     held = {}
-    for name, shape in shapes(cfg, tied).items():
+    for name, shape in shapes(cfg, tied, biases=arch == "qwen2").items():
         if name in skip:
             continue
         if len(shape) == 1:
             data = (1 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+            if name.endswith(".bias"):
+                data = (0.5 * rng.standard_normal(shape)).astype(np.float32)
             w.add_tensor(name, data)
             held[name] = data.astype(np.float64)
             continue
@@ -239,6 +254,36 @@ def test_types():
                       name, os.path.getsize(axe), os.path.getsize(path)))
 
 
+def test_qwen2():
+    """qwen2: Q/K/V biases and the NEOX rope, per projection type."""
+    rng = np.random.default_rng(11)
+    tokens = [int(t) for t in rng.integers(0, CONFIG["vocab"], 29)]
+    for i, (qtype, tied) in enumerate([(Q.F16, True), (Q.Q8_0, False),
+                                       (Q.Q4_K, True)]):
+        cfg = K_CONFIG if qtype in K_BLOCKS else CONFIG
+        name = "qwen2-%s" % qtype.name
+        path = os.path.join(WORK, "%s.gguf" % name)
+        axe = os.path.join(WORK, "%s.axe" % name)
+        w = write_model(path, qtype, seed=200 + i, tied=tied, cfg=cfg,
+                        arch="qwen2")
+        want = reference(w, tokens, cfg, arch="qwen2")
+        got = run([PACK, "--from-gguf", path, "-o", axe, "--quiet"])
+        check(got.returncode == 0, "%s: accel-pack --from-gguf (%s)" % (
+            name, got.stderr.strip()))
+        a = logits_of(path, tokens)
+        check(np.array_equal(a, logits_of(axe, tokens)),
+              "%s: .gguf and .axe logits identical" % name)
+        err = float(np.max(np.abs(a - want)))
+        check(err <= TOLERANCE[qtype], "%s: max |logit - float64| %.2e" % (
+            name, err))
+        check(np.array_equal(a.argmax(1), want.argmax(1)),
+              "%s: top-1 agreement" % name)
+    # Without its biases a qwen2 file is refused, naming the first missing.
+    p = os.path.join(WORK, "bad.gguf")
+    write_model(p, Q.F32, 1, arch="qwen2", skip=("blk.0.attn_k.bias",))
+    refused(p, "blk.0.attn_k.bias", "a qwen2 file without a K bias")
+
+
 def test_generation_threads():
     path = os.path.join(WORK, "m-Q8_0-tied.gguf")
     outs = []
@@ -310,6 +355,9 @@ def test_malformed():
     write_model(p, Q.F32, 1, extra={
         "rope_freqs.weight": np.ones(8, np.float32)})
     refused(p, "rope_freqs.weight", "an extra tensor")
+    write_model(p, Q.F32, 1, extra={
+        "blk.0.attn_q.bias": np.ones(CONFIG["dim"], np.float32)})
+    refused(p, "blk.0.attn_q.bias", "a bias in a llama file")
     # Wrong shape: ffn 96 in the metadata, 128 in the tensors.
     write_zeros(p, dict(CONFIG, ffn=128), ffn_meta=96)
     refused(p, "blk.0.ffn_gate.weight", "a tensor of the wrong shape")
@@ -342,6 +390,7 @@ def test_malformed():
 def main():
     os.makedirs(WORK, exist_ok=True)
     test_types()
+    test_qwen2()
     test_generation_threads()
     test_malformed()
     if FAILURES:

@@ -706,7 +706,8 @@ static const accel_tool_option_t k_options[] = {
      "not on a terminal"},
     {"--quiet", NULL, 1, "print nothing but errors and warnings"},
     {"--from-gguf", "FILE", 0,
-     "import a GGUF model (llama) into a decoder .axe instead of reading a "
+     "import a GGUF model (llama, qwen2) into a decoder .axe instead of "
+     "reading a "
      "manifest"},
 };
 enum { OPT_OUT, OPT_PROGRESS, OPT_QUIET, OPT_FROM_GGUF };

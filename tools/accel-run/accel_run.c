@@ -19,7 +19,7 @@
 #include "tool_cli.h"
 
 static const accel_tool_option_t k_options[] = {
-    {"--model", "FILE", 0, "the model: a .gguf (llama) or a decoder .axe"},
+    {"--model", "FILE", 0, "the model: a .gguf (llama, qwen2) or a decoder .axe"},
     {"--prompt", "TEXT", 1, "the prompt, tokenized by the .gguf's vocabulary"},
     {"--tokens", "ID,...", 1, "the prompt as token ids"},
     {"--tokenize", NULL, 0,
