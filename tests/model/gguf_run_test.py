@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GGUF import and accel-run against a float64 numpy evaluation.
 
-usage: gguf_run_test.py ACCEL_PACK ACCEL_RUN REFERENCE_AXE WORK_DIR
+usage: gguf_run_test.py ACCEL_PACK ACCEL_RUN REFERENCE_AXE WORK_DIR [ACCEL_BENCH]
 
 Small random llama models are written with the `gguf` package (one per
 tensor type; tied and untied output heads), imported with
@@ -11,7 +11,8 @@ bit, and match a float64 evaluation of the same (dequantized by
 `gguf.quants.dequantize`) weights within the type's tolerance, with the same
 top-1 token at every position. Greedy generation must give the same tokens
 for every --threads. Malformed and unsupported files must be refused with a
-message naming what is wrong.
+message naming what is wrong. With ACCEL_BENCH, `accel-bench llm --quick
+--json` runs on one of the models and must report its four figures.
 """
 import json
 import os
@@ -23,6 +24,7 @@ import gguf
 from gguf import GGMLQuantizationType as Q
 
 PACK, RUN, KERNELS, WORK = sys.argv[1:5]
+BENCH = sys.argv[5] if len(sys.argv) > 5 else None
 
 # Max |logit error| against float64 per projection type. The kernels keep
 # activations in f32 (nothing is quantized on the fly), so what is left is
@@ -387,11 +389,31 @@ def test_malformed():
           got.stderr.strip())
 
 
+def test_bench_llm():
+    if BENCH is None:
+        return
+    path = os.path.join(WORK, "m-Q4_K-tied.gguf")
+    env = dict(os.environ, ACCEL_REFERENCE_AXE=KERNELS)
+    got = run([BENCH, "llm", "--model", path, "--quick", "--json"], env=env)
+    check(got.returncode == 0, "accel-bench llm --quick --json (%s)" %
+          got.stderr.strip())
+    if got.returncode == 0:
+        j = json.loads(got.stdout)
+        names = {r["name"]: r["value"] for r in j["results"]}
+        for n in ("llm_prefill_batch1", "llm_decode_batch1",
+                  "llm_prefill_batch8", "llm_decode_batch8"):
+            check(names.get(n, 0) > 0, "accel-bench llm reports %s > 0" % n)
+    got = run([BENCH, "llm"], env=env)
+    check(got.returncode == 2 and "--model" in got.stderr,
+          "accel-bench llm without --model: usage error")
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     test_types()
     test_qwen2()
     test_generation_threads()
+    test_bench_llm()
     test_malformed()
     if FAILURES:
         print("%d failures" % len(FAILURES))
