@@ -135,11 +135,31 @@ def shapes(cfg, tied, biases=False):
     return out
 
 
+# A SentencePiece vocabulary with byte fallback: <unk>, <s>, </s>, the 256
+# byte tokens, then a few pieces (the model's vocabulary is its size).
+SPM_PIECES = ["\u2581", "a", "b", "\u2581a", "ab", "\u2581ab", "c", "\u2581c"]
+SPM_TOKENS = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + \
+    SPM_PIECES
+
+
+def add_spm_vocab(w):
+    w.add_tokenizer_model("llama")
+    w.add_token_list(SPM_TOKENS)
+    w.add_token_scores([0.0, 0.0, 0.0] + [0.0] * 256 +
+                       [-float(i) for i in range(len(SPM_PIECES))])
+    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * len(SPM_PIECES))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+
+
 def write_model(path, qtype, seed, tied=True, cfg=CONFIG, arch="llama",
-                extra=None, skip=(), override=None):
+                extra=None, skip=(), override=None, vocab=False):
     """Writes a random llama GGUF; returns the float64 weights it holds."""
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path, arch)
+    if vocab:
+        add_spm_vocab(w)
     w.add_block_count(cfg["layers"])
     w.add_context_length(256)
     w.add_embedding_length(cfg["dim"])
@@ -389,6 +409,54 @@ def test_malformed():
           got.stderr.strip())
 
 
+def test_prompt_and_text():
+    """--prompt through the file's own vocabulary, generation to text."""
+    cfg = dict(CONFIG, vocab=len(SPM_TOKENS))
+    path = os.path.join(WORK, "spm.gguf")
+    write_model(path, Q.Q8_0, 5, cfg=cfg, vocab=True)
+    prompt = "ab c\u00e9"
+    got = run([RUN, "--model", path, "--tokenize", "--prompt", prompt])
+    check(got.returncode == 0, "--tokenize on a model with a vocabulary (%s)"
+          % got.stderr.strip())
+    ids = json.loads(got.stdout) if got.returncode == 0 else []
+    check(ids[:1] == [1] and len(ids) > 2, "BOS first, then the pieces: %s"
+          % ids)
+    got = run([RUN, "--model", path, "--kernels", KERNELS, "--prompt", prompt,
+               "--generate", "6", "--json"])
+    check(got.returncode == 0, "--prompt --generate --json (%s)" %
+          got.stderr.strip())
+    if got.returncode != 0:
+        return
+    j = json.loads(got.stdout)
+    check(j["prompt_tokens"] == len(ids), "prompt_tokens %d is the ids' %d"
+          % (j["prompt_tokens"], len(ids)))
+    gen = j["generated"]
+    check(1 <= len(gen) <= 6 and all(0 <= t < cfg["vocab"] for t in gen),
+          "generated ids in the vocabulary: %s" % gen)
+    check(len(gen) == 6 or gen[-1] == 2, "stops after 6 tokens or at EOS")
+    # The text is the pieces of the generated ids (byte tokens as bytes,
+    # U+2581 as a space), stopping before EOS, as valid UTF-8.
+    raw = b""
+    for t in gen:
+        piece = SPM_TOKENS[t]
+        if t < 3:
+            continue
+        if t < 259:
+            raw += bytes([t - 3])
+        else:
+            raw += piece.replace("\u2581", " ").encode()
+    want = raw.decode("utf-8", errors="replace")
+    if want.startswith(" "):
+        want = want[1:]
+    check(j["text"] == want, "text %r is the pieces' %r" % (j["text"], want))
+    check(j["prefill_tok_s"] > 0 and (len(gen) < 2 or j["decode_tok_s"] > 0),
+          "speeds reported")
+    plain = run([RUN, "--model", path, "--kernels", KERNELS, "--prompt",
+                 prompt, "--generate", "6"])
+    check(plain.returncode == 0 and plain.stdout == j["text"] + "\n" and
+          "tok/s" in plain.stderr, "plain output: the text, speeds on stderr")
+
+
 def test_bench_llm():
     if BENCH is None:
         return
@@ -414,6 +482,7 @@ def main():
     test_qwen2()
     test_generation_threads()
     test_bench_llm()
+    test_prompt_and_text()
     test_malformed()
     if FAILURES:
         print("%d failures" % len(FAILURES))
