@@ -238,7 +238,8 @@ K_CONFIG = dict(CONFIG, dim=256, ffn=512)
 
 def test_types():
     rng = np.random.default_rng(7)
-    tokens = [int(t) for t in rng.integers(0, CONFIG["vocab"], 37)]
+    # Longer than the 64 positions accel-run's context has at least.
+    tokens = [int(t) for t in rng.integers(0, CONFIG["vocab"], 70)]
     cases = [(Q.F32, True), (Q.F16, False), (Q.BF16, True), (Q.Q8_0, True),
              (Q.Q8_0, False), (Q.Q4_0, True), (Q.Q4_0, False),
              (Q.Q4_1, True), (Q.Q5_0, False), (Q.Q5_1, True),

@@ -360,7 +360,8 @@ static int run_model(const opts_t *o, run_t *r, accel_tokenizer_t *tok) {
   accel_device_t *dev = NULL;
   accel_serve_engine_t *engine = NULL;
   accel_serve_model_info_t info = {.struct_size = sizeof(info)};
-  uint32_t ctx = (uint32_t)r->prompt_count + o->generate;
+  // --logits runs each prefix with one generated token.
+  uint32_t ctx = (uint32_t)r->prompt_count + (o->generate ? o->generate : 1);
   accel_serve_engine_desc_t d = {
       .struct_size = sizeof(d),
       .flags = ACCEL_SERVE_PREFIX_CACHING | ACCEL_SERVE_CHUNKED_PREFILL,
