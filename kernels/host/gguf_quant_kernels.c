@@ -33,6 +33,9 @@ typedef struct gtype {
   uint32_t block;  // elements per block
   uint32_t bytes;  // bytes per block
   void (*dequantize)(const uint8_t *b, float *out);
+  // The same values from AVX2 (the same roundings: bit-identical); NULL:
+  // the portable one serves.
+  void (*dequantize_avx2)(const uint8_t *b, float *out);
 } gtype_t;
 
 static float f16_at(const uint8_t *p) {
@@ -171,13 +174,112 @@ static void dq_q6_k(const uint8_t *b, float *y) {
   }
 }
 
+#if defined(__x86_64__)
+#define KP_AVX2 __attribute__((target("avx2")))
+
+// Eight unsigned bytes at |p| as eight int32.
+KP_AVX2 static inline __m256i bytes8(const uint8_t *p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+
+// y = d * (float)q - m, as the portable loops round it (no FMA).
+KP_AVX2 static inline void store_dq(float *y, __m256 d, __m256i q, __m256 m) {
+  _mm256_storeu_ps(y, _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q)),
+                                    m));
+}
+
+KP_AVX2 static void dq_q4_k_avx2(const uint8_t *b, float *y) {
+  float d = f16_at(b), dmin = f16_at(b + 2);
+  const uint8_t *scales = b + 4, *q = b + 16;
+  const __m256i low4 = _mm256_set1_epi32(0xF);
+  for (int j = 0, is = 0; j < QK_K; j += 64, is += 2, q += 32) {
+    float d1, m1, d2, m2;
+    pair_scales(is, scales, d, dmin, &d1, &m1, &d2, &m2);
+    __m256 vd1 = _mm256_set1_ps(d1), vm1 = _mm256_set1_ps(m1);
+    __m256 vd2 = _mm256_set1_ps(d2), vm2 = _mm256_set1_ps(m2);
+    for (int l = 0; l < 32; l += 8) {
+      __m256i v = bytes8(q + l);
+      store_dq(y + j + l, vd1, _mm256_and_si256(v, low4), vm1);
+      store_dq(y + j + 32 + l, vd2, _mm256_srli_epi32(v, 4), vm2);
+    }
+  }
+}
+
+KP_AVX2 static void dq_q5_k_avx2(const uint8_t *b, float *y) {
+  float d = f16_at(b), dmin = f16_at(b + 2);
+  const uint8_t *scales = b + 4, *qh = b + 16, *ql = b + 48;
+  const __m256i low4 = _mm256_set1_epi32(0xF), one = _mm256_set1_epi32(1);
+  for (int j = 0, is = 0, shift = 0; j < QK_K;
+       j += 64, is += 2, ql += 32, shift += 2) {
+    float d1, m1, d2, m2;
+    pair_scales(is, scales, d, dmin, &d1, &m1, &d2, &m2);
+    __m256 vd1 = _mm256_set1_ps(d1), vm1 = _mm256_set1_ps(m1);
+    __m256 vd2 = _mm256_set1_ps(d2), vm2 = _mm256_set1_ps(m2);
+    __m128i s1 = _mm_cvtsi32_si128(shift), s2 = _mm_cvtsi32_si128(shift + 1);
+    for (int l = 0; l < 32; l += 8) {
+      __m256i v = bytes8(ql + l), h = bytes8(qh + l);
+      __m256i h1 = _mm256_slli_epi32(
+          _mm256_and_si256(_mm256_srl_epi32(h, s1), one), 4);
+      __m256i h2 = _mm256_slli_epi32(
+          _mm256_and_si256(_mm256_srl_epi32(h, s2), one), 4);
+      store_dq(y + j + l, vd1, _mm256_add_epi32(_mm256_and_si256(v, low4), h1),
+               vm1);
+      store_dq(y + j + 32 + l, vd2,
+               _mm256_add_epi32(_mm256_srli_epi32(v, 4), h2), vm2);
+    }
+  }
+}
+
+KP_AVX2 static void dq_q6_k_avx2(const uint8_t *b, float *y) {
+  const uint8_t *ql = b, *qh = b + 128;
+  const int8_t *sc = (const int8_t *)(b + 192);
+  float d = f16_at(b + 208);
+  const __m256i low4 = _mm256_set1_epi32(0xF), three = _mm256_set1_epi32(3),
+                k32 = _mm256_set1_epi32(32);
+  const __m256 zero = _mm256_setzero_ps();
+  for (int n = 0; n < QK_K; n += 128, ql += 64, qh += 32, sc += 8) {
+    for (int l = 0; l < 32; l += 8) {
+      int is = l / 16;
+      __m256i a = bytes8(ql + l), c = bytes8(ql + l + 32), h = bytes8(qh + l);
+      __m256i q1 = _mm256_or_si256(
+          _mm256_and_si256(a, low4),
+          _mm256_slli_epi32(_mm256_and_si256(h, three), 4));
+      __m256i q2 = _mm256_or_si256(
+          _mm256_and_si256(c, low4),
+          _mm256_slli_epi32(
+              _mm256_and_si256(_mm256_srli_epi32(h, 2), three), 4));
+      __m256i q3 = _mm256_or_si256(
+          _mm256_srli_epi32(a, 4),
+          _mm256_slli_epi32(
+              _mm256_and_si256(_mm256_srli_epi32(h, 4), three), 4));
+      __m256i q4 = _mm256_or_si256(
+          _mm256_srli_epi32(c, 4),
+          _mm256_slli_epi32(
+              _mm256_and_si256(_mm256_srli_epi32(h, 6), three), 4));
+      // (d * sc) * (q - 32): the portable order; x - 0 leaves x as is.
+      store_dq(y + n + l, _mm256_set1_ps(d * (float)sc[is]),
+               _mm256_sub_epi32(q1, k32), zero);
+      store_dq(y + n + l + 32, _mm256_set1_ps(d * (float)sc[is + 2]),
+               _mm256_sub_epi32(q2, k32), zero);
+      store_dq(y + n + l + 64, _mm256_set1_ps(d * (float)sc[is + 4]),
+               _mm256_sub_epi32(q3, k32), zero);
+      store_dq(y + n + l + 96, _mm256_set1_ps(d * (float)sc[is + 6]),
+               _mm256_sub_epi32(q4, k32), zero);
+    }
+  }
+}
+#define DQ_AVX2(fn) fn
+#else
+#define DQ_AVX2(fn) NULL
+#endif
+
 static const gtype_t k_types[G_COUNT] = {
     [G_Q4_1] = {"qmatmul_q4_1", 32, 20, dq_q4_1},
     [G_Q5_0] = {"qmatmul_q5_0", 32, 22, dq_q5_0},
     [G_Q5_1] = {"qmatmul_q5_1", 32, 24, dq_q5_1},
-    [G_Q4_K] = {"qmatmul_q4_k", QK_K, 144, dq_q4_k},
-    [G_Q5_K] = {"qmatmul_q5_k", QK_K, 176, dq_q5_k},
-    [G_Q6_K] = {"qmatmul_q6_k", QK_K, 210, dq_q6_k},
+    [G_Q4_K] = {"qmatmul_q4_k", QK_K, 144, dq_q4_k, DQ_AVX2(dq_q4_k_avx2)},
+    [G_Q5_K] = {"qmatmul_q5_k", QK_K, 176, dq_q5_k, DQ_AVX2(dq_q5_k_avx2)},
+    [G_Q6_K] = {"qmatmul_q6_k", QK_K, 210, dq_q6_k, DQ_AVX2(dq_q6_k_avx2)},
     // Dequantized by embedding_gguf only (quant_kernels.c multiplies them).
     [G_Q8_0] = {"q8_0", 32, 34, dq_q8_0},
     [G_Q4_0] = {"q4_0", 32, 18, dq_q4_0},
@@ -208,7 +310,7 @@ static void block_dot_portable(float *acc, const float *x, const float *w,
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) static void block_dot_avx2(
+KP_AVX2 static void block_dot_avx2(
     float *acc, const float *x, const float *w, uint32_t count) {
   __m256 a0 = _mm256_loadu_ps(acc), a1 = _mm256_loadu_ps(acc + 8);
   for (uint32_t i = 0; i < count; i += 16) {
@@ -268,12 +370,14 @@ static int32_t gmatmul(const accel_kernel_dispatch_t *d,
     return 1;
   }
   int avx2 = use_avx2();
+  void (*dequantize)(const uint8_t *, float *) =
+      avx2 && t->dequantize_avx2 != NULL ? t->dequantize_avx2 : t->dequantize;
   float block[QK_K];
   for (uint64_t j = j0; j < j1; ++j) {
     memset(acc, 0, (uint64_t)c.m * KP_LANES * sizeof(float));
     const uint8_t *row = w + j * row_bytes;
     for (uint64_t b = 0; b < c.k / t->block; ++b) {
-      t->dequantize(row + b * t->bytes, block);
+      dequantize(row + b * t->bytes, block);
       for (uint64_t r = 0; r < c.m; ++r) {
         const float *xb = x + r * c.k + b * t->block;
 #if defined(__x86_64__)
