@@ -217,6 +217,7 @@ int accel_bench_topo(const bench_args_t *args);
 int accel_bench_load(const bench_args_t *args);
 int accel_bench_trace(const bench_args_t *args);
 int accel_bench_serve(const bench_args_t *args);
+int accel_bench_llm(const bench_args_t *args);
 int accel_bench_shim(const bench_args_t *args);
 int accel_bench_cuda(const bench_args_t *args);
 int accel_bench_recovery(const bench_args_t *args);

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Builds a libFuzzer target over lib/model (the GGUF reader and the
-# tokenizers) with clang, ASan and UBSan; shared by scripts/fuzz-gguf.sh and
+# Builds a libFuzzer target over lib/model (the GGUF reader, the tokenizers
+# and the import, with the .axe writer and validator it uses) with clang,
+# ASan and UBSan; shared by scripts/fuzz-gguf.sh and
 # scripts/fuzz-tokenizer.sh.
 #
 #   fuzz/build-model-fuzzer.sh ROOT BUILD_DIR TARGET   (fuzz/TARGET.c -> BUILD_DIR/TARGET)
@@ -18,4 +19,5 @@ clang -std=gnu17 -O1 -g -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=undefined \
   -I"$build" -I"$root/include" -I"$root/lib" \
   "$root/fuzz/$target.c" "$root"/lib/model/*.c "$root/lib/core/error.c" \
+  "$root/lib/abi/axe_writer.c" "$root/lib/abi/axe_reader.c" \
   $(pkg-config --libs icu-uc libxxhash) -o "$build/$target"

@@ -6,12 +6,18 @@
 // checks shows up as an out-of-bounds read. A tokenizer is built from every
 // accepted file: it must build or be refused with FORMAT, UNSUPPORTED,
 // NOT_FOUND (or OUT_OF_MEMORY) and a message, and one that builds encodes
-// the input itself and decodes the ids. Built by scripts/fuzz-gguf.sh.
+// the input itself and decodes the ids. Every accepted file is also
+// imported as a decoder model (gguf_import.h): refused with FORMAT,
+// UNSUPPORTED (or OUT_OF_MEMORY) and a message, or turned into an .axe
+// image that the .axe validator accepts, hashes included. Built by
+// scripts/fuzz-gguf.sh.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi/axe_reader.h"
 #include "accel/gguf.h"
+#include "accel/gguf_import.h"
 #include "accel/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -101,6 +107,25 @@ static void try_tokenizer(const accel_gguf_t *g, const uint8_t *data,
   accel_tokenizer_destroy(t);
 }
 
+static void try_import(const accel_gguf_t *g) {
+  void *image = NULL;
+  uint64_t image_size = 0;
+  accel_status_t st = accel_gguf_import_memory(g, &image, &image_size);
+  if (st != ACCEL_OK) {
+    if ((st != ACCEL_ERROR_FORMAT && st != ACCEL_ERROR_UNSUPPORTED &&
+         st != ACCEL_ERROR_OUT_OF_MEMORY) ||
+        image != NULL || accel_last_error()[0] == '\0') {
+      abort();
+    }
+    return;
+  }
+  axe_view_t view;
+  if (accel_axe_parse(image, image_size, false, &view) != ACCEL_OK) {
+    abort();  // the import wrote a file the loader refuses
+  }
+  free(image);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // A copy of exactly |size| bytes, so that any read past it is caught.
   uint8_t *copy = malloc(size != 0 ? size : 1);
@@ -113,6 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (st == ACCEL_OK) {
     walk(g);
     try_tokenizer(g, data, size);
+    try_import(g);
     accel_gguf_close(g);
   } else if (st != ACCEL_ERROR_FORMAT && st != ACCEL_ERROR_VERSION &&
              st != ACCEL_ERROR_UNSUPPORTED &&

@@ -2,8 +2,9 @@
 # Builds the GGUF reader's libFuzzer target with clang (ASan + UBSan) and runs
 # it for a bounded time from a few seed files it writes itself (a llama-like
 # file with every metadata value type, string arrays and tensors of several
-# block types, and small SentencePiece and BPE vocabularies, from which the
-# target also builds tokenizers). Crashes are written to the build folder
+# block types, small SentencePiece and BPE vocabularies, from which the
+# target also builds tokenizers, and whole small llama and qwen2 models that
+# the target imports as decoders). Crashes are written to the build folder
 # (crash-*): fix them and add the input to the seeds below.
 #
 #   scripts/fuzz-gguf.sh [--seconds N] [--build-dir DIR] [-- LIBFUZZER_ARGS]
@@ -69,6 +70,29 @@ seed('bpe.gguf', [kv('tokenizer.ggml.model', 8, s('gpt2')), kv('tokenizer.ggml.p
                   strings('tokenizer.ggml.tokens', bpe_tokens),
                   numbers('tokenizer.ggml.token_type', 5, 'i', [1] * (len(bpe_tokens) - 1) + [4]),
                   strings('tokenizer.ggml.merges', ['\u0120 a', 'a b'])], [])
+# Whole decoder models the import takes (dim 32, 2 heads, 1 KV head, ffn
+# 32, vocabulary 4, one layer): llama with Q8_0 and Q4_1 projections and a
+# tied head, and qwen2 with its biases and an output head.
+def u32(key, v):
+    return kv(key, 4, struct.pack('<I', v))
+def model(name, arch, biases, head):
+    kvs = [kv('general.architecture', 8, s(arch)), u32(arch + '.block_count', 1),
+           u32(arch + '.embedding_length', 32), u32(arch + '.feed_forward_length', 32),
+           u32(arch + '.attention.head_count', 2), u32(arch + '.attention.head_count_kv', 1),
+           kv(arch + '.rope.freq_base', 6, struct.pack('<f', 10000.0))]
+    ts = [('token_embd.weight', [32, 4], 8, 4 * 34), ('output_norm.weight', [32], 0, 128)]
+    if head:
+        ts.append(('output.weight', [32, 4], 3, 4 * 20))
+    for part, rows, t in [('attn_q', 32, 8), ('attn_k', 16, 3), ('attn_v', 16, 8),
+                          ('attn_output', 32, 3), ('ffn_gate', 32, 8), ('ffn_up', 32, 3),
+                          ('ffn_down', 32, 8)]:
+        ts.append(('blk.0.%s.weight' % part, [32, rows], t, rows * (34 if t == 8 else 20)))
+        if biases and part in ('attn_q', 'attn_k', 'attn_v'):
+            ts.append(('blk.0.%s.bias' % part, [rows], 0, rows * 4))
+    ts += [('blk.0.attn_norm.weight', [32], 0, 128), ('blk.0.ffn_norm.weight', [32], 0, 128)]
+    seed(name, kvs, ts)
+model('llama-model.gguf', 'llama', False, False)
+model('qwen2-model.gguf', 'qwen2', True, True)
 PY
 "$root/fuzz/build-model-fuzzer.sh" "$root" "$build" fuzz_gguf
 cd "$build"

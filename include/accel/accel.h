@@ -13,6 +13,7 @@
 #include "accel/event.h"
 #include "accel/executable.h"
 #include "accel/gguf.h"
+#include "accel/gguf_import.h"
 #include "accel/health.h"
 #include "accel/kv_cache.h"
 #include "accel/scheduler.h"

@@ -36,6 +36,7 @@
 #include "accel/event.h"
 #include "accel/executable.h"
 #include "accel/gguf.h"
+#include "accel/gguf_import.h"
 #include "accel/health.h"
 #include "accel/kv_cache.h"
 #include "accel/memory.h"
@@ -303,6 +304,10 @@ extern "C" {
   X(accel_device_inject_fault) \
   X(accel_device_reset) \
   X(accel_device_state_name) \
+  /* gguf_import.h */ \
+  X(accel_gguf_import_file) \
+  X(accel_gguf_import_memory) \
+  X(accel_gguf_file_is_gguf) \
   /* end of 0.2 */
 
 #define ACCEL_API_TABLE_FIELD_(fn) __typeof__(&fn) fn;

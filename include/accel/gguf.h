@@ -137,6 +137,12 @@ ACCEL_API accel_status_t accel_gguf_open_memory(const void *data, size_t size,
 // |gguf|.
 ACCEL_API void accel_gguf_close(accel_gguf_t *gguf);
 
+// Whether |path| names a regular file that starts with the GGUF magic (a
+// cheap probe before choosing a loader; accel_gguf_open_file does the
+// checks). False for NULL, a file that cannot be opened, or anything else.
+// Never sets an error. Thread-safe.
+ACCEL_API bool accel_gguf_file_is_gguf(const char *path);
+
 // The file's GGUF version (2 or 3), its alignment (general.alignment, 32 when
 // absent) and its number of metadata entries and tensors. Never fail on an
 // open file. Thread-safe: an open file is read-only.

@@ -49,7 +49,9 @@ enum accel_serve_flag_bits {
 typedef struct accel_serve_engine_desc {
   uint32_t struct_size;      // sizeof(accel_serve_engine_desc_t)
   uint32_t flags;            // accel_serve_flag_bits
-  const char *model_path;    // the decoder model .axe (borrowed for the call)
+  const char *model_path;    // the decoder model: an .axe, or a GGUF file
+                             // (imported in memory, gguf_import.h);
+                             // borrowed for the call
   const char *kernels_path;  // reference.axe (borrowed for the call)
   uint64_t kv_bytes;         // device KV-cache budget; 0: 64 MiB
   uint64_t swap_bytes;       // pinned host swap space; 0: none
@@ -134,8 +136,10 @@ typedef struct accel_serve_stats {
 // struct_size, unknown flags, reserved field set, swap preemption without
 // swap_bytes, a budget smaller than one request of max_context tokens.
 // ACCEL_ERROR_FORMAT: the model lacks a configuration entry or a weight, or
-// one has the wrong dtype or shape (named). Loader errors as
-// accel_executable_load_file. ACCEL_ERROR_OUT_OF_MEMORY.
+// one has the wrong dtype or shape (named). ACCEL_ERROR_VERSION: a
+// decoder.version this runtime does not read. Loader errors as
+// accel_executable_load_file; a GGUF model's as accel_gguf_open_file and
+// accel_gguf_import_memory. ACCEL_ERROR_OUT_OF_MEMORY.
 // Thread-safe.
 ACCEL_API accel_status_t accel_serve_engine_create(
     accel_device_t *device, const accel_serve_engine_desc_t *desc,

@@ -10,6 +10,9 @@
 #define ACCEL_KP_MATMUL_KERNELS(X) X(matmul)
 #define ACCEL_KP_QUANT_KERNELS(X) \
   X(qmatmul_int8) X(qmatmul_int4) X(qmatmul_q8_0) X(qmatmul_q4_0)
+#define ACCEL_KP_GGUF_KERNELS(X)                                        \
+  X(qmatmul_q4_1) X(qmatmul_q5_0) X(qmatmul_q5_1) X(qmatmul_q4_k)       \
+  X(qmatmul_q5_k) X(qmatmul_q6_k) X(embedding_gguf)
 #define ACCEL_KP_ROW_KERNELS(X) X(softmax) X(layernorm) X(rmsnorm) X(rope)
 #define ACCEL_KP_ELTWISE_KERNELS(X) X(activation) X(swiglu) X(add) X(mul)
 #define ACCEL_KP_SELECT_KERNELS(X) X(embedding) X(argmax) X(topk)
@@ -19,6 +22,7 @@
                                   const accel_kernel_workgroup_t *wg);
 ACCEL_KP_MATMUL_KERNELS(ACCEL_KP_DECLARE)
 ACCEL_KP_QUANT_KERNELS(ACCEL_KP_DECLARE)
+ACCEL_KP_GGUF_KERNELS(ACCEL_KP_DECLARE)
 ACCEL_KP_ROW_KERNELS(ACCEL_KP_DECLARE)
 ACCEL_KP_ELTWISE_KERNELS(ACCEL_KP_DECLARE)
 ACCEL_KP_SELECT_KERNELS(ACCEL_KP_DECLARE)

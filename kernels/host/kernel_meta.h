@@ -94,6 +94,14 @@ static const accel_kernel_meta_t k_kp_metas[] __attribute__((unused)) = {
             KP_COUNT(k_kp_grid_tunables), KP_F32, KP_F32, KP_F32, KP_OPQ,
             KP_OPQ, KP_F32),
     KP_META(paged_kv_append, NULL, 0, KP_F32, KP_F32, KP_I32, KP_OPQ, KP_OPQ),
+    // GGUF block kernels (20..26): no tunables (one row per unit).
+    KP_META(qmatmul_q4_1, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META(qmatmul_q5_0, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META(qmatmul_q5_1, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META(qmatmul_q4_k, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META(qmatmul_q5_k, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META(qmatmul_q6_k, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META(embedding_gguf, NULL, 0, KP_OPQ, KP_I32, KP_F32),
 };
 
 // Each family's slice of k_kp_metas: first entry and count.
@@ -103,6 +111,7 @@ static const accel_kernel_meta_t k_kp_metas[] __attribute__((unused)) = {
 #define ACCEL_KP_META_ELTWISE 9u, 4u
 #define ACCEL_KP_META_SELECT 13u, 3u
 #define ACCEL_KP_META_ATTENTION 16u, 4u
-#define ACCEL_KP_META_ALL 0u, 20u
+#define ACCEL_KP_META_GGUF 20u, 7u
+#define ACCEL_KP_META_ALL 0u, 27u
 
 #endif  // ACCEL_KERNELS_HOST_KERNEL_META_H_

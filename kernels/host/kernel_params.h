@@ -238,6 +238,12 @@ _Static_assert(sizeof(accel_kp_matmul_constants_t) == 48, "matmul constants");
 //                   [n, k / 32]), 2 y (write, f32 [m, n])
 //   "qmatmul_q4_0"  0 x (read, f32 [m, k]), 1 w (read, block_q4_0
 //                   [n, k / 32]), 2 y (write, f32 [m, n])
+//   "qmatmul_q4_1", "qmatmul_q5_0", "qmatmul_q5_1" (blocks of 32),
+//   "qmatmul_q4_k", "qmatmul_q5_k", "qmatmul_q6_k" (super-blocks of 256):
+//                   0 x (read, f32 [m, k]), 1 w (read, ggml's block_<type>
+//                   [n, k / block], byte for byte as in a GGUF file),
+//                   2 y (write, f32 [m, n]); k a multiple of the block;
+//                   flags 0. kernels/README.md gives each block layout.
 //   k must be a multiple of 32 for q8_0/q4_0, of group_size for int4
 //   (group_size 32, 64 or 128); group_size is ignored by the others.
 //   unit: tile_n (default ACCEL_KP_QMM_TILE_N) output columns for all m
@@ -341,6 +347,33 @@ typedef struct accel_kp_embedding_constants {
 } accel_kp_embedding_constants_t;
 _Static_assert(sizeof(accel_kp_embedding_constants_t) == 16,
                "embedding constants");
+
+// "embedding_gguf": out[t, :] = the dequantized row ids[t] of a table of
+// ggml blocks (the GGUF token embedding, kept in its block form).
+//   0 table (read, ggml block_<type> [vocab, dim / block]), 1 ids (read,
+//   i32 [tokens]), 2 out (write, f32 [tokens, dim]). type: ggml's number
+//   of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or Q6_K; dim a multiple of
+//   its block. Values as ggml's dequantize_row_<type> (kernels/README.md).
+//   An id outside 0..vocab-1 fails the launch naming the token and the id.
+//   unit: one token.
+enum accel_kp_ggml_type {
+  ACCEL_KP_GGML_Q4_0 = 2,
+  ACCEL_KP_GGML_Q4_1 = 3,
+  ACCEL_KP_GGML_Q5_0 = 6,
+  ACCEL_KP_GGML_Q5_1 = 7,
+  ACCEL_KP_GGML_Q8_0 = 8,
+  ACCEL_KP_GGML_Q4_K = 12,
+  ACCEL_KP_GGML_Q5_K = 13,
+  ACCEL_KP_GGML_Q6_K = 14,
+};
+typedef struct accel_kp_embedding_gguf_constants {
+  uint32_t tokens, vocab, dim;
+  uint32_t type;      // accel_kp_ggml_type
+  uint32_t reserved;  // zero
+  uint32_t pad[3];    // zero (unread)
+} accel_kp_embedding_gguf_constants_t;
+_Static_assert(sizeof(accel_kp_embedding_gguf_constants_t) == 32,
+               "embedding_gguf constants");
 
 // "argmax": out[r] = the index of the largest x[r, :], the lowest index on
 //   ties; NaN is never chosen unless the row is all NaN (then 0).

@@ -162,6 +162,13 @@ static accel_status_t load_device_code(accel_executable_t *exe,
     const axe_kernel_t *k = &v->kernels[i];
     st = ops->kernel_get(exe->module, axe_string(v, k->symbol),
                          &exe->kernels[i].drv_kernel);
+    if (st == ACCEL_ERROR_NOT_FOUND) {
+      // A kernel the device code does not carry (reference.axe's GGUF
+      // block kernels have host code only): the executable loads, and a
+      // launch of that kernel on this device answers UNSUPPORTED.
+      exe->kernels[i].drv_kernel = NULL;
+      continue;
+    }
     if (st != ACCEL_OK) {
       return accel_error_context(st, "kernel %u (\"%s\")", i,
                                  axe_string(v, k->name));

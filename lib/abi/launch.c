@@ -369,8 +369,9 @@ accel_status_t accel_launch_check_target(const accel_device_t *device,
   }
   if ((device->info.caps & ACCEL_DEVICE_CAP_HOST_KERNELS) == 0) {
     return accel_error(ACCEL_ERROR_UNSUPPORTED,
-                       "launch of \"%s\": %s does not run host kernels",
-                       k->name, device->info.id);
+                       "launch of \"%s\": %s does not run host kernels and "
+                       "the executable's code for %s has no such kernel",
+                       k->name, device->info.id, device->info.target);
   }
   return ACCEL_OK;
 }

@@ -602,6 +602,22 @@ accel_status_t accel_gguf_open_memory(const void *data, size_t size,
   return ACCEL_OK;
 }
 
+bool accel_gguf_file_is_gguf(const char *path) {
+  if (path == NULL) {
+    return false;
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return false;
+  }
+  struct stat sb;
+  uint32_t magic = 0;
+  bool yes = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+             pread(fd, &magic, 4, 0) == 4 && magic == GGUF_MAGIC;
+  close(fd);
+  return yes;
+}
+
 accel_status_t accel_gguf_open_file(const char *path, accel_gguf_t **out) {
   ACCEL_CHECK_ARG(path != NULL, "path (NULL)");
   ACCEL_CHECK_ARG(out != NULL, "out (NULL)");

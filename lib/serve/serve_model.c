@@ -13,9 +13,11 @@
 #include <string.h>
 
 #include "attention_params.h"
+#include "accel/gguf_import.h"
 #include "core/error.h"
 #include "kernel_params.h"
 
+// Defaults of the optional decoder.rope_base and decoder.norm_eps.
 #define SERVE_ROPE_BASE 10000.0f
 #define SERVE_NORM_EPS 1e-5f
 
@@ -26,14 +28,47 @@ static const char *const kPartNames[W_COUNT] = {
     "w_down"};
 
 enum { K_EMBEDDING, K_RMSNORM, K_QMATMUL, K_ROPE, K_ADD, K_SWIGLU, K_PREFILL,
-       K_PAGED, K_APPEND, K_COUNT };
+       K_PAGED, K_APPEND, K_MATMUL, K_EMBED_BLOCKS, K_Q8_0, K_Q4_0, K_Q4_1,
+       K_Q5_0, K_Q5_1, K_Q4_K, K_Q5_K, K_Q6_K, K_COUNT };
 static const char *const kKernelNames[K_COUNT] = {
     "embedding", "rmsnorm", "qmatmul_int8", "rope", "add", "swiglu",
-    "attention_prefill", "attention_paged_decode", "paged_kv_append"};
+    "attention_prefill", "attention_paged_decode", "paged_kv_append",
+    "matmul", "embedding_gguf", "qmatmul_q8_0", "qmatmul_q4_0",
+    "qmatmul_q4_1", "qmatmul_q5_0", "qmatmul_q5_1", "qmatmul_q4_k",
+    "qmatmul_q5_k", "qmatmul_q6_k"};
+
+// The GGUF block forms (docs/executable-format.md, "Decoder models"): the
+// name in decoder.type.<weight>, the kernel, ggml's type number (for
+// embedding_gguf), and the block.
+static const struct block_form {
+  const char *name;
+  int kernel;
+  uint32_t ggml_type, block, bytes;
+} kBlockForms[] = {
+    {"q8_0", K_Q8_0, ACCEL_KP_GGML_Q8_0, 32, 34},
+    {"q4_0", K_Q4_0, ACCEL_KP_GGML_Q4_0, 32, 18},
+    {"q4_1", K_Q4_1, ACCEL_KP_GGML_Q4_1, 32, 20},
+    {"q5_0", K_Q5_0, ACCEL_KP_GGML_Q5_0, 32, 22},
+    {"q5_1", K_Q5_1, ACCEL_KP_GGML_Q5_1, 32, 24},
+    {"q4_k", K_Q4_K, ACCEL_KP_GGML_Q4_K, 256, 144},
+    {"q5_k", K_Q5_K, ACCEL_KP_GGML_Q5_K, 256, 176},
+    {"q6_k", K_Q6_K, ACCEL_KP_GGML_Q6_K, 256, 210},
+};
+
+// A projection's weight form (docs/executable-format.md, "Decoder models"),
+// read per tensor: the kernel that multiplies by it.
+typedef struct serve_proj {
+  accel_buffer_t *w;
+  accel_buffer_t *scale;  // int8: per-channel f32 scales; NULL otherwise
+  accel_buffer_t *bias;   // "<name>.bias", f32 [out], added; NULL: none
+  int kernel;             // K_QMATMUL (int8), K_MATMUL or a block kernel
+  uint32_t dtype;         // K_MATMUL: the weight's accel_kp_dtype
+  uint32_t ggml_type;     // a block form: ggml's type number
+} serve_proj_t;
 
 typedef struct serve_layer {
-  accel_buffer_t *w[W_COUNT];
-  accel_buffer_t *s[W_COUNT];  // per-channel scales (NULL for the norms)
+  accel_buffer_t *w[W_COUNT];  // the norms' gains (NULL for projections)
+  serve_proj_t p[W_COUNT];     // the projections (empty for the norms)
   accel_buffer_t *k, *v;       // [device_blocks, block, kv_heads, head_dim]
   accel_buffer_t *hk, *hv;     // swap space, same layout, host_blocks
 } serve_layer_t;
@@ -53,8 +88,15 @@ struct serve_model {
   accel_device_t *dev;
   accel_stream_t *s;
   accel_executable_t *kernels, *weights;
+  void *image;  // the .axe image imported from a .gguf (|weights| reads it)
   accel_kernel_t *k[K_COUNT];
-  accel_buffer_t *embed, *final_norm, *lm_head, *lm_scale;
+  accel_buffer_t *final_norm;
+  // The embedding table (.w) in any projection form but int8; a tied head
+  // (decoder.tied_head) is the same weight.
+  serve_proj_t embed;
+  serve_proj_t lm_head;
+  float rope_base, norm_eps;
+  uint32_t rope_mode;  // accel_kp_rope_mode
   serve_layer_t *layers;
   accel_mempool_t *kv_pool;
   // Activations of max_step_tokens rows; gather scratch of max_context rows.
@@ -100,18 +142,50 @@ static accel_status_t launch(serve_model_t *m, int kernel, uint64_t units,
 static accel_status_t rmsnorm(serve_model_t *m, bind_t x, accel_buffer_t *g,
                               bind_t y, uint32_t rows) {
   accel_kp_norm_constants_t c = {.rows = rows, .cols = m->c.dim,
-                                 .eps = SERVE_NORM_EPS};
+                                 .eps = m->norm_eps};
   bind_t b[3] = {x, {g, 0}, y};
   return launch(m, K_RMSNORM, rows, b, 3, &c, sizeof(c));
 }
 
+static accel_status_t project_weight(serve_model_t *m, accel_buffer_t *x,
+                                     const serve_proj_t *p, accel_buffer_t *y,
+                                     uint32_t rows, uint32_t out, uint32_t in);
+
+// y = x W^T (+ bias, broadcast over the rows) over |rows| rows with the
+// kernel of the weight's form.
 static accel_status_t project(serve_model_t *m, accel_buffer_t *x,
-                              accel_buffer_t *w, accel_buffer_t *scale,
-                              accel_buffer_t *y, uint32_t rows, uint32_t out,
-                              uint32_t in) {
+                              const serve_proj_t *p, accel_buffer_t *y,
+                              uint32_t rows, uint32_t out, uint32_t in) {
+  ACCEL_RETURN_IF_ERROR(project_weight(m, x, p, y, rows, out, in));
+  if (p->bias == NULL || rows == 0) {
+    return ACCEL_OK;
+  }
+  accel_kp_eltwise_constants_t c = {.count = rows * out, .b_count = out};
+  bind_t b[3] = {{y, 0}, {p->bias, 0}, {y, 0}};
+  return launch(m, K_ADD, accel_kp_eltwise_units(&c), b, 3, &c, sizeof(c));
+}
+
+static accel_status_t project_weight(serve_model_t *m, accel_buffer_t *x,
+                                     const serve_proj_t *p, accel_buffer_t *y,
+                                     uint32_t rows, uint32_t out, uint32_t in) {
+  if (p->kernel == K_MATMUL) {
+    accel_kp_matmul_constants_t c = {.m = rows, .n = out, .k = in,
+                                     .flags = ACCEL_KP_MM_TRANS_B,
+                                     .dtype_a = ACCEL_KP_DTYPE_F32,
+                                     .dtype_b = p->dtype};
+    // No bias: the bias binding is ignored; x stands in for it.
+    bind_t b[4] = {{x, 0}, {p->w, 0}, {x, 0}, {y, 0}};
+    return launch(m, K_MATMUL, accel_kp_matmul_units(&c), b, 4, &c,
+                  sizeof(c));
+  }
   accel_kp_qmatmul_constants_t c = {.m = rows, .n = out, .k = in};
-  bind_t b[4] = {{x, 0}, {w, 0}, {scale, 0}, {y, 0}};
-  return launch(m, K_QMATMUL, accel_kp_qmatmul_units(&c), b, 4, &c,
+  if (p->kernel == K_QMATMUL) {
+    bind_t b[4] = {{x, 0}, {p->w, 0}, {p->scale, 0}, {y, 0}};
+    return launch(m, K_QMATMUL, accel_kp_qmatmul_units(&c), b, 4, &c,
+                  sizeof(c));
+  }
+  bind_t b[3] = {{x, 0}, {p->w, 0}, {y, 0}};
+  return launch(m, p->kernel, accel_kp_qmatmul_units(&c), b, 3, &c,
                 sizeof(c));
 }
 
@@ -119,8 +193,8 @@ static accel_status_t rope(serve_model_t *m, accel_buffer_t *x, uint32_t rows,
                            uint32_t heads) {
   accel_kp_rope_constants_t c = {.tokens = rows, .heads = heads,
                                  .head_dim = m->c.head_dim,
-                                 .mode = ACCEL_KP_ROPE_HALF,
-                                 .base = SERVE_ROPE_BASE};
+                                 .mode = m->rope_mode,
+                                 .base = m->rope_base};
   bind_t b[2] = {{x, 0}, {m->positions, 0}};
   return launch(m, K_ROPE, rows, b, 2, &c, sizeof(c));
 }
@@ -171,6 +245,57 @@ static accel_status_t read_config(const accel_executable_t *exe,
   return ACCEL_OK;
 }
 
+// The optional decoder.version (1 or 2), decoder.rope_base,
+// decoder.norm_eps (positive finite floats) and decoder.rope_mode ("half",
+// the default, or "interleaved"); docs/executable-format.md "Decoder
+// models".
+static accel_status_t read_rope_norm(serve_model_t *m) {
+  const char *version = NULL;
+  if (accel_executable_metadata(m->weights, "decoder.version", &version) ==
+          ACCEL_OK &&
+      strcmp(version, "1") != 0 && strcmp(version, "2") != 0) {
+    return accel_error(ACCEL_ERROR_VERSION,
+                       "model: decoder.version \"%.16s\": this runtime reads "
+                       "decoder layouts 1 and 2",
+                       version);
+  }
+  const struct {
+    const char *key;
+    float *out, fallback;
+  } floats[] = {{"decoder.rope_base", &m->rope_base, SERVE_ROPE_BASE},
+                {"decoder.norm_eps", &m->norm_eps, SERVE_NORM_EPS}};
+  for (size_t i = 0; i < sizeof(floats) / sizeof(floats[0]); ++i) {
+    const char *v = NULL;
+    *floats[i].out = floats[i].fallback;
+    if (accel_executable_metadata(m->weights, floats[i].key, &v) != ACCEL_OK) {
+      continue;
+    }
+    char *end = NULL;
+    float f = strtof(v, &end);
+    if (end == v || *end != '\0' || !(f > 0) || !isfinite(f)) {
+      return accel_error(ACCEL_ERROR_FORMAT,
+                         "model: metadata \"%s\" is \"%.32s\", not a "
+                         "positive finite number",
+                         floats[i].key, v);
+    }
+    *floats[i].out = f;
+  }
+  const char *mode = NULL;
+  m->rope_mode = ACCEL_KP_ROPE_HALF;
+  if (accel_executable_metadata(m->weights, "decoder.rope_mode", &mode) ==
+      ACCEL_OK) {
+    if (strcmp(mode, "interleaved") == 0) {
+      m->rope_mode = ACCEL_KP_ROPE_INTERLEAVED;
+    } else if (strcmp(mode, "half") != 0) {
+      return accel_error(ACCEL_ERROR_FORMAT,
+                         "model: metadata \"decoder.rope_mode\" is "
+                         "\"%.32s\", not \"half\" or \"interleaved\"",
+                         mode);
+    }
+  }
+  return ACCEL_OK;
+}
+
 // Opens weight |name| after checking its dtype and shape (cols 0: rank 1).
 static accel_status_t weight(serve_model_t *m, const char *name,
                              accel_dtype_t dtype, uint64_t rows,
@@ -194,24 +319,107 @@ static accel_status_t weight(serve_model_t *m, const char *name,
   return accel_executable_weight_buffer(m->weights, name, out);
 }
 
-// An int8 [out, in] projection and its f32 [out] scales.
-static accel_status_t qweight(serve_model_t *m, const char *name, uint32_t out,
-                              uint32_t in, accel_buffer_t **w,
-                              accel_buffer_t **s) {
-  char sn[128];
-  snprintf(sn, sizeof(sn), "%s.scale", name);
-  ACCEL_RETURN_IF_ERROR(weight(m, sn, ACCEL_DTYPE_F32, out, 0, s));
-  return weight(m, name, ACCEL_DTYPE_I8, out, in, w);
+static uint32_t kp_float_dtype(uint32_t dtype) {
+  switch (dtype) {
+    case ACCEL_DTYPE_F32:
+      return ACCEL_KP_DTYPE_F32;
+    case ACCEL_DTYPE_F16:
+      return ACCEL_KP_DTYPE_F16;
+    case ACCEL_DTYPE_BF16:
+      return ACCEL_KP_DTYPE_BF16;
+    default:
+      return 0;
+  }
+}
+
+// A [out, in] projection in any form the decoder format allows: i8 with its
+// f32 [out] scales "<name>.scale"; f32, f16 or bf16; or u8 GGUF blocks
+// [out, in / 32 * block bytes] with "decoder.type.<name>" naming the block
+// type (q8_0, q4_0).
+static accel_status_t proj_form(serve_model_t *m, const char *name,
+                                uint32_t out, uint32_t in, serve_proj_t *p);
+
+// A projection in its form (proj_form) and its optional f32 [out] bias
+// "<name>.bias".
+static accel_status_t proj_weight(serve_model_t *m, const char *name,
+                                  uint32_t out, uint32_t in, serve_proj_t *p) {
+  ACCEL_RETURN_IF_ERROR(proj_form(m, name, out, in, p));
+  char bn[128];
+  snprintf(bn, sizeof(bn), "%s.bias", name);
+  accel_weight_info_t info = {.struct_size = sizeof(info)};
+  if (accel_executable_weight(m->weights, bn, &info) != ACCEL_OK) {
+    return ACCEL_OK;
+  }
+  return weight(m, bn, ACCEL_DTYPE_F32, out, 0, &p->bias);
+}
+
+static accel_status_t proj_form(serve_model_t *m, const char *name,
+                                uint32_t out, uint32_t in, serve_proj_t *p) {
+  accel_weight_info_t info = {.struct_size = sizeof(info)};
+  if (accel_executable_weight(m->weights, name, &info) != ACCEL_OK) {
+    return accel_error(ACCEL_ERROR_FORMAT, "model: no weight \"%s\"", name);
+  }
+  if (info.dtype == ACCEL_DTYPE_I8) {
+    char sn[128];
+    snprintf(sn, sizeof(sn), "%s.scale", name);
+    p->kernel = K_QMATMUL;
+    ACCEL_RETURN_IF_ERROR(weight(m, sn, ACCEL_DTYPE_F32, out, 0, &p->scale));
+    return weight(m, name, ACCEL_DTYPE_I8, out, in, &p->w);
+  }
+  if (kp_float_dtype(info.dtype) != 0) {
+    p->kernel = K_MATMUL;
+    p->dtype = kp_float_dtype(info.dtype);
+    return weight(m, name, (accel_dtype_t)info.dtype, out, in, &p->w);
+  }
+  char key[128];
+  const char *type = NULL;
+  snprintf(key, sizeof(key), "decoder.type.%s", name);
+  if (info.dtype != ACCEL_DTYPE_U8 ||
+      accel_executable_metadata(m->weights, key, &type) != ACCEL_OK) {
+    return accel_error(ACCEL_ERROR_FORMAT,
+                       "model: weight \"%s\" is %s with%s metadata \"%s\": a "
+                       "projection is i8, f32, f16, bf16, or u8 blocks named "
+                       "by that metadata",
+                       name, accel_dtype_name(info.dtype),
+                       type == NULL ? "out" : "", key);
+  }
+  const struct block_form *f = NULL;
+  for (size_t i = 0; i < sizeof(kBlockForms) / sizeof(kBlockForms[0]); ++i) {
+    if (strcmp(type, kBlockForms[i].name) == 0) f = &kBlockForms[i];
+  }
+  if (f == NULL || in % f->block != 0) {
+    return accel_error(ACCEL_ERROR_FORMAT,
+                       "model: weight \"%s\": block type \"%.16s\" with %u "
+                       "inputs (q8_0, q4_0, q4_1, q5_0, q5_1 with inputs a "
+                       "multiple of 32; q4_k, q5_k, q6_k of 256)",
+                       name, type, in);
+  }
+  p->kernel = f->kernel;
+  p->ggml_type = f->ggml_type;
+  return weight(m, name, ACCEL_DTYPE_U8, out,
+                (uint64_t)in / f->block * f->bytes, &p->w);
 }
 
 static accel_status_t open_weights(serve_model_t *m) {
   const serve_model_config_t *c = &m->c;
-  ACCEL_RETURN_IF_ERROR(
-      weight(m, "embed", ACCEL_DTYPE_F32, c->vocab, c->dim, &m->embed));
+  ACCEL_RETURN_IF_ERROR(proj_weight(m, "embed", c->vocab, c->dim, &m->embed));
+  if (m->embed.kernel == K_QMATMUL) {
+    return accel_error(ACCEL_ERROR_FORMAT,
+                       "model: weight \"embed\" is i8: the embedding is f32, "
+                       "f16, bf16 or GGUF blocks");
+  }
   ACCEL_RETURN_IF_ERROR(
       weight(m, "final_norm", ACCEL_DTYPE_F32, c->dim, 0, &m->final_norm));
-  ACCEL_RETURN_IF_ERROR(
-      qweight(m, "lm_head", c->vocab, c->dim, &m->lm_head, &m->lm_scale));
+  const char *tied = NULL;
+  if (accel_executable_metadata(m->weights, "decoder.tied_head", &tied) ==
+          ACCEL_OK &&
+      strcmp(tied, "1") == 0) {
+    ACCEL_RETURN_IF_ERROR(
+        proj_weight(m, "embed", c->vocab, c->dim, &m->lm_head));
+  } else {
+    ACCEL_RETURN_IF_ERROR(
+        proj_weight(m, "lm_head", c->vocab, c->dim, &m->lm_head));
+  }
   for (uint32_t l = 0; l < c->layers; ++l) {
     serve_layer_t *L = &m->layers[l];
     uint32_t out[W_COUNT] = {0, m->qd, m->kvd, m->kvd, c->dim, 0, c->ffn,
@@ -225,7 +433,7 @@ static accel_status_t open_weights(serve_model_t *m) {
         ACCEL_RETURN_IF_ERROR(weight(m, n, ACCEL_DTYPE_F32, c->dim, 0,
                                      &L->w[p]));
       } else {
-        ACCEL_RETURN_IF_ERROR(qweight(m, n, out[p], in[p], &L->w[p], &L->s[p]));
+        ACCEL_RETURN_IF_ERROR(proj_weight(m, n, out[p], in[p], &L->p[p]));
       }
     }
   }
@@ -318,6 +526,27 @@ static accel_status_t alloc_activations(serve_model_t *m) {
   return ACCEL_OK;
 }
 
+// Loads the model: an .axe as it is, a .gguf imported into an .axe image in
+// memory (gguf_import.h: the same checks as accel-pack --from-gguf).
+static accel_status_t load_weights(serve_model_t *m, accel_runtime_t *rt) {
+  if (!accel_gguf_file_is_gguf(m->d.model_path)) {
+    return accel_executable_load_file(rt, m->dev, m->d.model_path, 0,
+                                      &m->weights);
+  }
+  accel_gguf_t *g = NULL;
+  uint64_t size = 0;
+  ACCEL_RETURN_IF_ERROR(accel_gguf_open_file(m->d.model_path, &g));
+  accel_status_t st = accel_gguf_import_memory(g, &m->image, &size);
+  accel_gguf_close(g);
+  if (st != ACCEL_OK) {
+    return st;
+  }
+  // Built here from a checked file, so the section hashes are not re-read.
+  return accel_executable_load_memory(rt, m->dev, m->image, size,
+                                      ACCEL_EXECUTABLE_LOAD_SKIP_HASHES,
+                                      &m->weights);
+}
+
 static accel_status_t model_open(serve_model_t *m) {
   accel_runtime_t *rt = accel_device_runtime(m->dev);
   accel_status_t st = accel_executable_load_file(rt, m->dev,
@@ -326,7 +555,7 @@ static accel_status_t model_open(serve_model_t *m) {
   if (st != ACCEL_OK) {
     return accel_error_context(st, "kernels %s", m->d.kernels_path);
   }
-  st = accel_executable_load_file(rt, m->dev, m->d.model_path, 0, &m->weights);
+  st = load_weights(m, rt);
   if (st != ACCEL_OK) {
     return accel_error_context(st, "model %s", m->d.model_path);
   }
@@ -344,6 +573,9 @@ static accel_status_t model_open(serve_model_t *m) {
                        m->d.model_path);
   }
   st = read_config(m->weights, &m->c);
+  if (st == ACCEL_OK) {
+    st = read_rope_norm(m);
+  }
   if (st != ACCEL_OK) {
     return accel_error_context(st, "%s", m->d.model_path);
   }
@@ -408,7 +640,8 @@ void serve_model_destroy(serve_model_t *m) {
   if (m->s != NULL) {
     (void)accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE);
   }
-  accel_buffer_t *bufs[] = {m->embed, m->final_norm, m->lm_head, m->lm_scale,
+  accel_buffer_t *bufs[] = {m->embed.w, m->embed.bias, m->final_norm,
+                            m->lm_head.w, m->lm_head.scale, m->lm_head.bias,
                             m->x, m->h, m->o, m->q, m->attn, m->kn, m->vn,
                             m->gate, m->up, m->gk, m->gv, m->tokens,
                             m->positions, m->slots, m->rows, m->tables,
@@ -424,7 +657,9 @@ void serve_model_destroy(serve_model_t *m) {
       accel_buffer_t *lb[] = {L->k, L->v, L->hk, L->hv};
       for (int p = 0; p < W_COUNT; ++p) {
         if (L->w[p] != NULL) accel_buffer_release(L->w[p]);
-        if (L->s[p] != NULL) accel_buffer_release(L->s[p]);
+        if (L->p[p].w != NULL) accel_buffer_release(L->p[p].w);
+        if (L->p[p].scale != NULL) accel_buffer_release(L->p[p].scale);
+        if (L->p[p].bias != NULL) accel_buffer_release(L->p[p].bias);
       }
       for (int i = 0; i < 4; ++i) {
         if (lb[i] != NULL) accel_buffer_release(lb[i]);
@@ -436,6 +671,7 @@ void serve_model_destroy(serve_model_t *m) {
     (void)accel_mempool_destroy(m->kv_pool);
   }
   if (m->weights != NULL) accel_executable_release(m->weights);
+  free(m->image);
   if (m->kernels != NULL) accel_executable_release(m->kernels);
   if (m->s != NULL) accel_stream_destroy(m->s);
   if (!m->direct) {
@@ -552,11 +788,11 @@ static accel_status_t layer_forward(serve_model_t *m, const serve_layer_t *L,
   const serve_model_config_t *c = &m->c;
   ACCEL_RETURN_IF_ERROR(rmsnorm(m, (bind_t){m->x, 0}, L->w[W_ATTN_NORM],
                                 (bind_t){m->h, 0}, rows));
-  ACCEL_RETURN_IF_ERROR(project(m, m->h, L->w[W_Q], L->s[W_Q], m->q, rows,
+  ACCEL_RETURN_IF_ERROR(project(m, m->h, &L->p[W_Q], m->q, rows,
                                 m->qd, c->dim));
-  ACCEL_RETURN_IF_ERROR(project(m, m->h, L->w[W_K], L->s[W_K], m->kn, rows,
+  ACCEL_RETURN_IF_ERROR(project(m, m->h, &L->p[W_K], m->kn, rows,
                                 m->kvd, c->dim));
-  ACCEL_RETURN_IF_ERROR(project(m, m->h, L->w[W_V], L->s[W_V], m->vn, rows,
+  ACCEL_RETURN_IF_ERROR(project(m, m->h, &L->p[W_V], m->vn, rows,
                                 m->kvd, c->dim));
   ACCEL_RETURN_IF_ERROR(rope(m, m->q, rows, c->heads));
   ACCEL_RETURN_IF_ERROR(rope(m, m->kn, rows, c->kv_heads));
@@ -569,22 +805,39 @@ static accel_status_t layer_forward(serve_model_t *m, const serve_layer_t *L,
                   {L->v, 0}};
   ACCEL_RETURN_IF_ERROR(launch(m, K_APPEND, rows, ab, 5, &ac, sizeof(ac)));
   ACCEL_RETURN_IF_ERROR(attention(m, L, plan, nd));
-  ACCEL_RETURN_IF_ERROR(project(m, m->attn, L->w[W_O], L->s[W_O], m->o, rows,
+  ACCEL_RETURN_IF_ERROR(project(m, m->attn, &L->p[W_O], m->o, rows,
                                 c->dim, m->qd));
   ACCEL_RETURN_IF_ERROR(add_into(m, m->x, m->o, rows * c->dim));
   ACCEL_RETURN_IF_ERROR(rmsnorm(m, (bind_t){m->x, 0}, L->w[W_MLP_NORM],
                                 (bind_t){m->h, 0}, rows));
-  ACCEL_RETURN_IF_ERROR(project(m, m->h, L->w[W_GATE], L->s[W_GATE], m->gate,
+  ACCEL_RETURN_IF_ERROR(project(m, m->h, &L->p[W_GATE], m->gate,
                                 rows, c->ffn, c->dim));
-  ACCEL_RETURN_IF_ERROR(project(m, m->h, L->w[W_UP], L->s[W_UP], m->up, rows,
+  ACCEL_RETURN_IF_ERROR(project(m, m->h, &L->p[W_UP], m->up, rows,
                                 c->ffn, c->dim));
   accel_kp_eltwise_constants_t sc = {.count = rows * c->ffn};
   bind_t sb[3] = {{m->gate, 0}, {m->up, 0}, {m->gate, 0}};
   ACCEL_RETURN_IF_ERROR(launch(m, K_SWIGLU, accel_kp_eltwise_units(&sc), sb, 3,
                                &sc, sizeof(sc)));
-  ACCEL_RETURN_IF_ERROR(project(m, m->gate, L->w[W_DOWN], L->s[W_DOWN], m->o,
+  ACCEL_RETURN_IF_ERROR(project(m, m->gate, &L->p[W_DOWN], m->o,
                                 rows, c->dim, c->ffn));
   return add_into(m, m->x, m->o, rows * c->dim);
+}
+
+// x = the embedding rows of the step's tokens.
+static accel_status_t embed(serve_model_t *m, uint32_t rows) {
+  const serve_model_config_t *c = &m->c;
+  bind_t eb[3] = {{m->embed.w, 0}, {m->tokens, 0}, {m->x, 0}};
+  if (m->embed.kernel == K_MATMUL) {
+    accel_kp_embedding_constants_t ec = {.tokens = rows, .vocab = c->vocab,
+                                         .dim = c->dim,
+                                         .dtype = m->embed.dtype};
+    return launch(m, K_EMBEDDING, rows, eb, 3, &ec, sizeof(ec));
+  }
+  accel_kp_embedding_gguf_constants_t ec = {.tokens = rows,
+                                            .vocab = c->vocab,
+                                            .dim = c->dim,
+                                            .type = m->embed.ggml_type};
+  return launch(m, K_EMBED_BLOCKS, rows, eb, 3, &ec, sizeof(ec));
 }
 
 // Orders the entries (decode-shaped first), fills the staging arrays, and
@@ -669,11 +922,7 @@ accel_status_t serve_model_run(serve_model_t *m, const accel_sched_plan_t *plan,
   if (!m->direct) {
     ACCEL_RETURN_IF_ERROR(upload(m, rows, samples, nd));
   }
-  accel_kp_embedding_constants_t ec = {.tokens = rows, .vocab = c->vocab,
-                                       .dim = c->dim,
-                                       .dtype = ACCEL_KP_DTYPE_F32};
-  bind_t eb[3] = {{m->embed, 0}, {m->tokens, 0}, {m->x, 0}};
-  ACCEL_RETURN_IF_ERROR(launch(m, K_EMBEDDING, rows, eb, 3, &ec, sizeof(ec)));
+  ACCEL_RETURN_IF_ERROR(embed(m, rows));
   for (uint32_t l = 0; l < c->layers; ++l) {
     ACCEL_RETURN_IF_ERROR(layer_forward(m, &m->layers[l], plan, rows, nd));
   }
@@ -688,7 +937,7 @@ accel_status_t serve_model_run(serve_model_t *m, const accel_sched_plan_t *plan,
                                  sizeof(gc)));
     ACCEL_RETURN_IF_ERROR(rmsnorm(m, (bind_t){m->fx, 0}, m->final_norm,
                                   (bind_t){m->fh, 0}, samples));
-    ACCEL_RETURN_IF_ERROR(project(m, m->fh, m->lm_head, m->lm_scale,
+    ACCEL_RETURN_IF_ERROR(project(m, m->fh, &m->lm_head,
                                   m->logits, samples, c->vocab, c->dim));
     if (!m->direct) {
       ACCEL_RETURN_IF_ERROR(accel_stream_copy_to_host(

@@ -249,8 +249,11 @@
   PIN(accel_device_inject_fault, 223) \
   PIN(accel_device_reset, 224) \
   PIN(accel_device_state_name, 225) \
+  PIN(accel_gguf_import_file, 226) \
+  PIN(accel_gguf_import_memory, 227) \
+  PIN(accel_gguf_file_is_gguf, 228) \
   /* end of 0.2 */
-#define ACCEL_API_ENTRY_COUNT_0_2 226
+#define ACCEL_API_ENTRY_COUNT_0_2 229
 
 ACCEL_API_PINS_0_2
 

@@ -12,6 +12,7 @@
 #define NAME(k) #k,
 static const char *const k_expected[] = {
     ACCEL_KP_MATMUL_KERNELS(NAME) ACCEL_KP_QUANT_KERNELS(NAME)
+    ACCEL_KP_GGUF_KERNELS(NAME)
     ACCEL_KP_ROW_KERNELS(NAME) ACCEL_KP_ELTWISE_KERNELS(NAME)
     ACCEL_KP_SELECT_KERNELS(NAME) ACCEL_KP_ATTENTION_KERNELS(NAME)};
 #define EXPECTED_COUNT (sizeof(k_expected) / sizeof(k_expected[0]))

@@ -36,6 +36,9 @@ static const struct {
      "reference kernels through accel_launch vs OpenBLAS and memcpy"},
     {"serve", accel_bench_serve,
      "serving engine: continuous vs static batching, KV waste, prefix cache"},
+    {"llm", accel_bench_llm,
+     "a model (--model FILE, .gguf or .axe): prefill and decode tok/s at "
+     "batch 1 and 8"},
 #endif
     {"shim", accel_bench_shim,
      "a call through the C shim's function table vs the direct call"},

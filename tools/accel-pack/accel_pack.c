@@ -2,6 +2,8 @@
 // from a manifest (docs/executable-format.md, "accel-pack manifests"). Paths
 // in the manifest are relative to the manifest's folder. Weight files are
 // mapped, not copied, while the output is written.
+// accel-pack --from-gguf MODEL.gguf -o OUT.axe: imports a GGUF model into a
+// decoder .axe (gguf_import.h, docs/gguf.md "Importing a model").
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -703,19 +705,48 @@ static const accel_tool_option_t k_options[] = {
      "show a progress bar while weights are written, even when small or "
      "not on a terminal"},
     {"--quiet", NULL, 1, "print nothing but errors and warnings"},
+    {"--from-gguf", "FILE", 0,
+     "import a GGUF model (llama, qwen2) into a decoder .axe instead of "
+     "reading a "
+     "manifest"},
 };
-enum { OPT_OUT, OPT_PROGRESS, OPT_QUIET };
+enum { OPT_OUT, OPT_PROGRESS, OPT_QUIET, OPT_FROM_GGUF };
 
 static const accel_tool_spec_t k_spec = {
     .name = "accel-pack",
-    .synopsis = "MANIFEST -o OUT.axe [--progress | --quiet]",
+    .synopsis = "(MANIFEST | --from-gguf FILE) -o OUT.axe "
+                "[--progress | --quiet]",
     .description = "Builds an .axe executable from a manifest (the directives "
-                   "are in docs/executable-format.md).",
+                   "are in docs/executable-format.md), or imports a GGUF "
+                   "model into a decoder .axe (docs/gguf.md).",
     .options = k_options,
     .option_count = sizeof(k_options) / sizeof(k_options[0]),
-    .min_positional = 1,
+    .min_positional = 0,
     .max_positional = 1,
 };
+
+// --from-gguf: the reader's checks, then the import's.
+static int pack_gguf(const char *model, const char *out, bool force_progress,
+                     bool quiet) {
+  accel_gguf_t *g = NULL;
+  accel_status_t st = accel_gguf_open_file(model, &g);
+  if (st == ACCEL_OK) {
+    progress_t pr = {.enabled = !quiet && (force_progress || isatty(2)),
+                     .last_percent = -1};
+    st = accel_gguf_import_file(g, out, show_progress, &pr);
+  }
+  if (st != ACCEL_OK) {
+    fprintf(stderr, "accel-pack: %s: %s: %s\n", model, accel_status_name(st),
+            accel_last_error());
+    accel_gguf_close(g);
+    return 1;
+  }
+  accel_gguf_close(g);
+  if (!quiet) {
+    printf("accel-pack: wrote %s\n", out);
+  }
+  return 0;
+}
 
 int main(int argc, char **argv) {
   accel_tool_args_t args;
@@ -723,12 +754,21 @@ int main(int argc, char **argv) {
   if (parsed != ACCEL_TOOL_CONTINUE) {
     return parsed;
   }
-  const char *manifest = args.positional[0], *out = args.values[OPT_OUT];
+  const char *out = args.values[OPT_OUT];
+  const char *gguf = args.values[OPT_FROM_GGUF];
   bool force_progress = args.values[OPT_PROGRESS] != NULL;
   bool quiet = args.values[OPT_QUIET] != NULL;
   if (out == NULL) {
     return accel_tool_usage_error(&k_spec, "missing -o OUT.axe");
   }
+  if ((gguf != NULL) == (args.positional_count != 0)) {
+    return accel_tool_usage_error(
+        &k_spec, "give either a MANIFEST or --from-gguf MODEL.gguf");
+  }
+  if (gguf != NULL) {
+    return pack_gguf(gguf, out, force_progress, quiet);
+  }
+  const char *manifest = args.positional[0];
   static pack_t p;
   p.manifest = manifest;
   char tmp[4096];

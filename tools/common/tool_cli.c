@@ -125,10 +125,10 @@ int accel_tool_parse(const accel_tool_spec_t *spec, int argc, char **argv,
   return check_positional(spec, out->positional_count);
 }
 
-void accel_tool_print_json_string(const char *s) {
+void accel_tool_json_string(const char *s, size_t size) {
   putchar('"');
-  for (; *s != '\0'; ++s) {
-    unsigned char c = (unsigned char)*s;
+  for (size_t i = 0; i < size; ++i) {
+    unsigned char c = (unsigned char)s[i];
     if (c == '"' || c == '\\') {
       printf("\\%c", c);
     } else if (c < 0x20) {
@@ -138,4 +138,8 @@ void accel_tool_print_json_string(const char *s) {
     }
   }
   putchar('"');
+}
+
+void accel_tool_print_json_string(const char *s) {
+  accel_tool_json_string(s, strlen(s));
 }

@@ -68,8 +68,12 @@ int accel_tool_parse(const accel_tool_spec_t *spec, int argc, char **argv,
 int accel_tool_usage_error(const accel_tool_spec_t *spec, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-// Prints |s| on stdout as a JSON string: quoted, with quotes, backslashes
-// and control characters escaped. For tools' --json output.
+// Prints the |size| bytes at |s| as a JSON string on stdout: quotes and
+// backslashes escaped, control bytes as \u00XX, other bytes as they are
+// (UTF-8 passes through). Not thread-safe (stdout).
+void accel_tool_json_string(const char *s, size_t size);
+
+// The same for a NUL-terminated |s|.
 void accel_tool_print_json_string(const char *s);
 
 #endif  // ACCEL_TOOLS_COMMON_TOOL_CLI_H_

@@ -1,0 +1,174 @@
+// accel-bench llm --model FILE [--json] [--quick]: a model the user has (a
+// .gguf, imported in memory, or a decoder .axe) on the serving engine, as
+// accel-run and accel-serve run it: prefill and decode tokens per second at
+// batch 1 and batch 8 (issue #24 item 5).
+//
+// Each run submits |batch| requests of random prompts (seeded per run, so
+// that no prefix is cached) of 128 tokens (32 with --quick) with 64 tokens
+// to generate (16), greedy, then steps the engine until they are done.
+// Prefill: batch x prompt tokens over the time from the submit to the last
+// request's first token (the prompts are prefilled in one step); decode: the
+// other batch x (generate - 1) tokens over the time after that. Figures are
+// medians over the runs; they have no same-run baseline (a llama.cpp run of
+// the same file is the comparison the issue names, not built yet), so
+// ratio and baseline are null and there is no target.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accel/accel.h"
+#include "bench.h"
+
+#ifndef ACCEL_REFERENCE_AXE_PATH
+#define ACCEL_REFERENCE_AXE_PATH ""
+#endif
+
+#define LLM_MAX_BATCH 8
+
+typedef struct llm_bench {
+  accel_serve_engine_t *engine;
+  uint32_t vocab, prompt, generate;
+  uint64_t seed;
+  // Per request of the run: when its first token came, and tokens so far.
+  uint64_t first_ns[LLM_MAX_BATCH];
+  uint32_t tokens[LLM_MAX_BATCH];
+} llm_bench_t;
+
+typedef struct llm_slot {
+  llm_bench_t *b;
+  int index;
+} llm_slot_t;
+
+static void on_token(void *user, const accel_serve_token_t *t) {
+  llm_slot_t *s = user;
+  if (s->b->tokens[s->index]++ == 0) {
+    s->b->first_ns[s->index] = bench_now_ns();
+  }
+  (void)t;
+}
+
+// One batch: *prefill_tps and *decode_tps.
+static int run_batch(llm_bench_t *b, int batch, double *prefill_tps,
+                     double *decode_tps) {
+  int32_t *prompts = malloc(sizeof(int32_t) * b->prompt * (size_t)batch);
+  if (prompts == NULL) return 1;
+  // splitmix-style stream of ids: a different prompt per request and run.
+  for (uint64_t i = 0; i < (uint64_t)b->prompt * (uint64_t)batch; ++i) {
+    uint64_t z = (b->seed += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    prompts[i] = (int32_t)((z ^ (z >> 31)) % b->vocab);
+  }
+  llm_slot_t slots[LLM_MAX_BATCH];
+  uint64_t ids[LLM_MAX_BATCH] = {0};
+  memset(b->tokens, 0, sizeof(b->tokens));
+  uint64_t t0 = bench_now_ns();
+  accel_status_t st = ACCEL_OK;
+  int submitted = 0;
+  for (int r = 0; r < batch && st == ACCEL_OK; ++r) {
+    slots[r] = (llm_slot_t){.b = b, .index = r};
+    accel_serve_request_desc_t d = {
+        .struct_size = sizeof(d),
+        .prompt = prompts + (size_t)r * b->prompt,
+        .prompt_tokens = b->prompt,
+        .max_new_tokens = b->generate,
+        .eos_token = -1,
+        .sampling = {.struct_size = sizeof(accel_sampling_params_t),
+                     .top_p = 1.0f},
+        .on_token = on_token,
+        .user = &slots[r]};
+    st = accel_serve_submit(b->engine, &d, &ids[r]);
+    if (st == ACCEL_OK) submitted++;
+  }
+  uint32_t pending = 1;
+  while (st == ACCEL_OK && pending != 0) {
+    st = accel_serve_step(b->engine, &pending);
+  }
+  uint64_t t1 = bench_now_ns();
+  for (int r = 0; r < submitted; ++r) accel_serve_release(b->engine, ids[r]);
+  free(prompts);
+  if (st != ACCEL_OK) {
+    fprintf(stderr, "accel-bench llm: %s: %s\n", accel_status_name(st),
+            accel_last_error());
+    return 1;
+  }
+  uint64_t first = 0;
+  for (int r = 0; r < batch; ++r) {
+    if (b->first_ns[r] > first) first = b->first_ns[r];
+  }
+  *prefill_tps = (double)b->prompt * batch / ((double)(first - t0) * 1e-9);
+  *decode_tps = t1 > first ? (double)(b->generate - 1) * batch /
+                                 ((double)(t1 - first) * 1e-9)
+                           : 0;
+  return 0;
+}
+
+// Slots: prefill and decode tok/s at batch 1, then at batch 8.
+static int measure(void *ctx, int run, double *out) {
+  (void)run;
+  llm_bench_t *b = ctx;
+  if (run_batch(b, 1, &out[0], &out[1]) != 0) return 1;
+  return run_batch(b, LLM_MAX_BATCH, &out[2], &out[3]);
+}
+
+static const bench_figure_t k_figures[] = {
+    {.name = "llm_prefill_batch1", .unit = "tok/s", .value_slot = 0},
+    {.name = "llm_decode_batch1", .unit = "tok/s", .value_slot = 1},
+    {.name = "llm_prefill_batch8", .unit = "tok/s", .value_slot = 2},
+    {.name = "llm_decode_batch8", .unit = "tok/s", .value_slot = 3},
+};
+
+int accel_bench_llm(const bench_args_t *args) {
+  const char *model = NULL;
+  for (int i = 0; i + 1 < args->argc; ++i) {
+    if (strcmp(args->argv[i], "--model") == 0) model = args->argv[i + 1];
+  }
+  if (model == NULL) {
+    fprintf(stderr, "accel-bench llm: --model FILE (.gguf or .axe) is "
+            "required\n");
+    return 2;
+  }
+  const char *ref = getenv("ACCEL_REFERENCE_AXE");
+  static llm_bench_t b;
+  b.prompt = args->quick ? 32 : 128;
+  b.generate = args->quick ? 16 : 64;
+  b.seed = 1;
+  accel_runtime_t *rt = NULL;
+  accel_device_t *dev = NULL;
+  accel_serve_model_info_t info = {.struct_size = sizeof(info)};
+  accel_serve_engine_desc_t d = {
+      .struct_size = sizeof(d),
+      .flags = ACCEL_SERVE_CHUNKED_PREFILL,
+      .model_path = model,
+      .kernels_path = ref != NULL && ref[0] != '\0' ? ref
+                                                   : ACCEL_REFERENCE_AXE_PATH,
+      .kv_bytes = 512ull << 20,
+      .max_step_tokens = LLM_MAX_BATCH * b.prompt,
+      .max_step_seqs = LLM_MAX_BATCH,
+      .max_context = b.prompt + b.generate};
+  accel_status_t st = accel_runtime_create(NULL, &rt);
+  if (st == ACCEL_OK) st = accel_device_get(rt, 0, &dev);
+  if (st == ACCEL_OK) st = accel_serve_engine_create(dev, &d, &b.engine);
+  if (st == ACCEL_OK) st = accel_serve_model_info(b.engine, &info);
+  if (st != ACCEL_OK) {
+    fprintf(stderr, "accel-bench llm: %s: %s: %s\n", model,
+            accel_status_name(st), accel_last_error());
+    accel_serve_engine_destroy(b.engine);
+    accel_runtime_destroy(rt);
+    return 1;
+  }
+  b.vocab = info.vocab;
+  bench_report_t report;
+  bench_report_init(&report, "llm", dev);
+  bench_group_t g = {.runs = args->quick ? 1 : 3,
+                     .slots = 4,
+                     .measure = measure,
+                     .figures = k_figures,
+                     .figure_count = sizeof(k_figures) / sizeof(k_figures[0]),
+                     .max_runs = 10};
+  int rc = bench_group_run(&report, &g, &b);
+  if (rc == 0) rc = bench_print(&report, args->json);
+  accel_serve_engine_destroy(b.engine);
+  accel_runtime_destroy(rt);
+  return rc;
+}
