@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "trace/perfetto.h"
+#include "trace/tensor_summary.h"
 #include "trace/trace_impl.h"
 #include "tool_cli.h"
 #include "trace_summary.h"
@@ -217,6 +218,21 @@ static uint64_t u64(const bt_field *st, const char *name) {
   return 0;
 }
 
+static double f64(const bt_field *st, const char *name) {
+  const bt_field *f = member(st, name);
+  if (f == NULL) {
+    return 0;
+  }
+  bt_field_class_type t = bt_field_get_class_type(f);
+  if (t == BT_FIELD_CLASS_TYPE_DOUBLE_PRECISION_REAL) {
+    return bt_field_real_double_precision_get_value(f);
+  }
+  if (t == BT_FIELD_CLASS_TYPE_SINGLE_PRECISION_REAL) {
+    return (double)bt_field_real_single_precision_get_value(f);
+  }
+  return 0;
+}
+
 static const char *str(const bt_field *st, const char *name) {
   const bt_field *f = member(st, name);
   if (f == NULL || bt_field_get_class_type(f) != BT_FIELD_CLASS_TYPE_STRING) {
@@ -371,6 +387,26 @@ static void ev_kernel_message(const lt_event_t *e, accel_trace_rec_t *r) {
   r->a = lt_intern(e->s, line);
 }
 
+// The same text the built-in recorder stores (tensor_summary.h), so that
+// both give the same "tensor summary" instant.
+static void ev_tensor_summary(const lt_event_t *e, accel_trace_rec_t *r) {
+  accel_trace_tensor_summary_t sum = {
+      .kernel = str(e->p, "kernel"),
+      .name = str(e->p, "name"),
+      .binding = (uint32_t)u64(e->p, "binding"),
+      .count = u64(e->p, "count"),
+      .nan = u64(e->p, "nan"),
+      .inf = u64(e->p, "inf"),
+      .min = f64(e->p, "min"),
+      .max = f64(e->p, "max"),
+      .mean = f64(e->p, "mean"),
+  };
+  char text[512];
+  accel_trace_tensor_summary_format(&sum, text, sizeof(text));
+  r->type = ACCEL_TEV_TENSOR_SUMMARY;
+  r->a = lt_intern(e->s, text);
+}
+
 static void ev_stream_fail(const lt_event_t *e, accel_trace_rec_t *r) {
   r->type = ACCEL_TEV_STREAM_FAIL;
   r->track = obj(e, "stream");
@@ -416,6 +452,7 @@ static const struct {
     {"error", ev_error},
     {"stream_fail", ev_stream_fail},
     {"kernel_message", ev_kernel_message},
+    {"tensor_summary", ev_tensor_summary},
     {"counter_sample", ev_counter},
 };
 
