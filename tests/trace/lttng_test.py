@@ -239,11 +239,11 @@ def convert(trace_dir, out, what):
     return pc
 
 
-def start_session(name, trace_dir, env):
-    """Creates and starts LTTng session |name| recording accel:* with the
+def start_session(name, trace_dir, env, events="accel:*"):
+    """Creates and starts LTTng session |name| recording |events| with the
     thread, process and program name contexts into |trace_dir|."""
     lttng(["create", name, f"--output={trace_dir}"], env)
-    lttng(["enable-event", "-u", "accel:*"], env)
+    lttng(["enable-event", "-u", events], env)
     lttng(["add-context", "-u", "-t", "vtid", "-t", "vpid", "-t", "procname"],
           env)
     lttng(["start"], env)
@@ -302,18 +302,22 @@ def check_accel_trace(trace_dir, tmp):
 
 def record_tensors(tmp, env):
     """Records trace-tensors with ACCEL_TRACE_TENSORS=1 in an LTTng session
-    and, separately, with the built-in recorder; returns the LTTng trace
-    directory, the recorder's trace and the program's values {(kernel,
+    of accel:*, in one of accel:tensor_summary alone (and stream_create)
+    and with the built-in recorder; returns the two LTTng trace
+    directories, the recorder's trace and the program's values {(kernel,
     "x"|"y"): [float]}."""
-    trace_dir = os.path.join(tmp, "tensors")
     env = dict(env, ACCEL_TRACE_TENSORS="1")
     env.pop("ACCEL_TRACE", None)
-    start_session("accel-tensors", trace_dir, env)
-    r = subprocess.run([TENSORS, AXE], env=env, capture_output=True,
-                       text=True, timeout=60)
-    expect(r.returncode == 0, f"trace-tensors: {r.stderr}")
-    lttng(["stop"], env)
-    lttng(["destroy"], env)
+    dirs = []
+    for name, events in (("all", "accel:*"), ("alone", "accel:tensor_summary,"
+                                                       "accel:stream_create")):
+        dirs.append(os.path.join(tmp, f"tensors-{name}"))
+        start_session(f"accel-tensors-{name}", dirs[-1], env, events)
+        r = subprocess.run([TENSORS, AXE], env=env, capture_output=True,
+                           text=True, timeout=60)
+        expect(r.returncode == 0, f"trace-tensors: {r.stderr}")
+        lttng(["stop"], env)
+        lttng(["destroy"], env)
     recorded = os.path.join(tmp, "tensors.pftrace")
     r2 = subprocess.run([TENSORS, AXE, "--record", recorded], env=env,
                         capture_output=True, text=True, timeout=60)
@@ -326,7 +330,7 @@ def record_tensors(tmp, env):
         # %.9g names one f32; the nearest double is not it: round to f32.
         values[(kernel, what)].append(
             struct.unpack("f", struct.pack("f", float(value)))[0])
-    return trace_dir, recorded, values
+    return dirs[0], dirs[1], recorded, values
 
 
 def summarize(ys):
@@ -375,10 +379,11 @@ def recorder_summaries(path, pc):
             p.track_event.name == "tensor summary"]
 
 
-def check_tensors(trace_dir, recorded, values, tmp):
+def check_tensors(trace_dir, alone_dir, recorded, values, tmp):
     """accel:tensor_summary events carry the known counts and the summary
-    of what the kernels wrote; accel-trace convert turns them into the same
-    "tensor summary" instants as the built-in recorder writes."""
+    of what the kernels wrote, and the same launch ids when they are the
+    only command events enabled; accel-trace convert turns them into the
+    same "tensor summary" instants as the built-in recorder writes."""
     # The designed outputs: counts of NaN and Inf, and a reference in double.
     designed = {("softmax", 1, "y"): (8, 0), ("rmsnorm", 2, "y"): (1, 3)}
     for (kernel, _, _), (nan, inf) in designed.items():
@@ -409,6 +414,11 @@ def check_tensors(trace_dir, recorded, values, tmp):
                launches[f["kernel"]] == (f["stream"], f["seq"]),
                f"tensor_summary {key}: stream {f['stream']} seq {f['seq']}, "
                f"launch {launches.get(f['kernel'])}")
+    alone = [f for _, n, f in read_events(alone_dir)
+             if n == "accel:tensor_summary"]
+    strip = [{k: v for k, v in f.items() if k != "vtid"} for f in got]
+    expect([{k: v for k, v in f.items() if k != "vtid"} for f in alone] ==
+           strip, f"accel:tensor_summary alone: {alone} != {strip}")
     out = os.path.join(tmp, "tensors-converted.pftrace")
     pc = convert(trace_dir, out, "tensors")
     try:
