@@ -37,7 +37,9 @@
 // Names collected from the LTTng trace.
 // ---------------------------------------------------------------------------
 
-#define MAX_STRINGS 8192u
+// Distinct strings (names, messages, tensor summaries) a converted trace
+// holds at most; later ones show as "(dropped)".
+#define MAX_STRINGS (1u << 22)
 // Slots of the map from (process, LTTng id) to this trace's track ids: a
 // power of two, twice the most tracks a trace can hold.
 #define ID_MAP_SLOTS (2u * ACCEL_PF_MAX_TRACKS)
@@ -54,8 +56,14 @@ typedef struct lt_state {
   uint32_t next_id;  // the next free track id (ids start at 1)
   uint64_t map_keys[ID_MAP_SLOTS];  // 0: empty
   uint32_t map_ids[ID_MAP_SLOTS];
-  char *strings[MAX_STRINGS];
+  // Strings by id - 1 (ids start at 1), grown as needed, and an
+  // open-addressing index of their ids by hash (0: empty) of string_slots
+  // (a power of two, at least twice string_count).
+  char **strings;
   uint32_t string_count;
+  uint32_t string_cap;
+  uint32_t *string_index;
+  uint32_t string_slots;
   accel_pf_writer_t writer;
   bool begun;
   int fd;
@@ -95,17 +103,66 @@ static const char *lt_string(void *ctx, uint32_t id) {
   return id >= 1 && id <= s->string_count ? s->strings[id - 1] : NULL;
 }
 
+static uint64_t text_hash(const char *text) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (const unsigned char *p = (const unsigned char *)text; *p; ++p) {
+    h = (h ^ *p) * 1099511628211ull;
+  }
+  return h;
+}
+
+// Doubles the index (and rehashes); false when out of memory.
+static bool grow_string_index(lt_state_t *s) {
+  uint32_t slots = s->string_slots ? s->string_slots * 2 : 1024;
+  uint32_t *index = calloc(slots, sizeof(*index));
+  if (index == NULL) {
+    return false;
+  }
+  for (uint32_t id = 1; id <= s->string_count; ++id) {
+    uint32_t i = (uint32_t)text_hash(s->strings[id - 1]) & (slots - 1);
+    while (index[i] != 0) {
+      i = (i + 1) & (slots - 1);
+    }
+    index[i] = id;
+  }
+  free(s->string_index);
+  s->string_index = index;
+  s->string_slots = slots;
+  return true;
+}
+
+// The id of |text| (copied when new); 0 when the table is full or out of
+// memory.
 static uint32_t lt_intern(lt_state_t *s, const char *text) {
-  for (uint32_t i = 0; i < s->string_count; ++i) {
-    if (strcmp(s->strings[i], text) == 0) {
-      return i + 1;
+  if (2 * (s->string_count + 1) > s->string_slots && !grow_string_index(s)) {
+    return 0;
+  }
+  uint32_t mask = s->string_slots - 1;
+  uint32_t i = (uint32_t)text_hash(text) & mask;
+  for (; s->string_index[i] != 0; i = (i + 1) & mask) {
+    if (strcmp(s->strings[s->string_index[i] - 1], text) == 0) {
+      return s->string_index[i];
     }
   }
   if (s->string_count == MAX_STRINGS) {
     return 0;
   }
-  s->strings[s->string_count] = strdup(text);
-  return s->strings[s->string_count] != NULL ? ++s->string_count : 0;
+  if (s->string_count == s->string_cap) {
+    uint32_t cap = s->string_cap ? s->string_cap * 2 : 256;
+    char **grown = realloc(s->strings, cap * sizeof(*grown));
+    if (grown == NULL) {
+      return 0;
+    }
+    s->strings = grown;
+    s->string_cap = cap;
+  }
+  char *copy = strdup(text);
+  if (copy == NULL) {
+    return 0;
+  }
+  s->strings[s->string_count++] = copy;
+  s->string_index[i] = s->string_count;
+  return s->string_count;
 }
 
 // Key spaces of the id map: what a key stands for, above the process and
@@ -693,6 +750,8 @@ static int convert(const char *dir, const char *out_path) {
   for (uint32_t i = 0; i < s->string_count; ++i) {
     free(s->strings[i]);
   }
+  free(s->strings);
+  free(s->string_index);
   free(s->recs);
   free(s);
   return rc;
