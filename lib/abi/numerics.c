@@ -188,14 +188,17 @@ void accel_numerics_summarize(const accel_kernel_t *k,
         sum += v;
       }
     }
-    char text[512];
-    snprintf(text, sizeof(text),
-             "kernel=%s binding=%u name=%s count=%llu min=%.9g max=%.9g "
-             "mean=%.9g nan=%llu inf=%llu",
-             k->name, i, binding_name(k, i)[0] ? binding_name(k, i) : "-",
-             (unsigned long long)n, finite ? lo : 0.0, finite ? hi : 0.0,
-             finite ? sum / (double)finite : 0.0, (unsigned long long)nan,
-             (unsigned long long)inf);
-    accel_trace_tensor_summary(text);
+    accel_trace_tensor_summary_t summary = {
+        .kernel = k->name,
+        .name = binding_name(k, i),
+        .binding = i,
+        .count = n,
+        .nan = nan,
+        .inf = inf,
+        .min = finite ? lo : 0.0,
+        .max = finite ? hi : 0.0,
+        .mean = finite ? sum / (double)finite : 0.0,
+    };
+    accel_trace_tensor_summary(&summary);
   }
 }

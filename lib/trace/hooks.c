@@ -405,9 +405,22 @@ void accel_trace_kernel_message_slow(uint32_t kind, const char *kernel,
   ACCEL_TP(kernel_message, kind, kernel, group[0], group[1], group[2], text);
 }
 
-void accel_trace_tensor_summary_slow(const char *summary) {
-  accel_trace_emit(ACCEL_TEV_TENSOR_SUMMARY, 0, 0,
-                   accel_trace_intern(summary, false), 0);
+void accel_trace_tensor_summary_slow(const accel_trace_tensor_summary_t *s) {
+  if (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) {
+    char text[512];
+    accel_trace_tensor_summary_format(s, text, sizeof(text));
+    accel_trace_emit(ACCEL_TEV_TENSOR_SUMMARY, 0, 0,
+                     accel_trace_intern(text, false), 0);
+  }
+#if ACCEL_HAVE_LTTNG
+  // The launch the worker runs (set by the command's start, whose hook runs
+  // while accel:tensor_summary is enabled).
+  accel_trace_tensor_summary_t copy = *s;
+  copy.kernel = s->kernel != NULL ? s->kernel : "";
+  copy.name = s->name != NULL ? s->name : "";
+  const accel_trace_current_t *cur = &accel_trace_current_g;
+  ACCEL_TP(tensor_summary, cur->track, cur->seq, &copy);
+#endif
 }
 
 bool accel_trace_lttng_listening(void) {

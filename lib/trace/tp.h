@@ -16,6 +16,8 @@
 #include <lttng/tracepoint.h>
 #include <stdint.h>
 
+#include "trace/tensor_summary.h"
+
 LTTNG_UST_TRACEPOINT_ENUM(accel, cmd_kind,
   LTTNG_UST_TP_ENUM_VALUES(
     lttng_ust_field_enum_value("host_call", 0)
@@ -245,6 +247,27 @@ LTTNG_UST_TRACEPOINT_EVENT(accel, stream_fail,
     lttng_ust_field_enum(accel, status, uint32_t, status, status)
     lttng_ust_field_string(message, message)))
 
+// A summary of one typed output binding of a launch (ACCEL_TRACE_TENSORS):
+// |stream| and |seq| name the launch command (as in launch_begin); the
+// summary's fields are copied (|s| and its strings, never NULL, are read
+// during the call only); |min|, |max| and |mean| are over the finite
+// elements (0 when there is none).
+LTTNG_UST_TRACEPOINT_EVENT(accel, tensor_summary,
+  LTTNG_UST_TP_ARGS(uint32_t, stream, uint64_t, seq,
+                    const accel_trace_tensor_summary_t *, s),
+  LTTNG_UST_TP_FIELDS(
+    lttng_ust_field_integer(uint32_t, stream, stream)
+    lttng_ust_field_integer(uint64_t, seq, seq)
+    lttng_ust_field_string(kernel, s->kernel)
+    lttng_ust_field_integer(uint32_t, binding, s->binding)
+    lttng_ust_field_string(name, s->name)
+    lttng_ust_field_integer(uint64_t, count, s->count)
+    lttng_ust_field_float(double, min, s->min)
+    lttng_ust_field_float(double, max, s->max)
+    lttng_ust_field_float(double, mean, s->mean)
+    lttng_ust_field_integer(uint64_t, nan, s->nan)
+    lttng_ust_field_integer(uint64_t, inf, s->inf)))
+
 LTTNG_UST_TRACEPOINT_EVENT(accel, counter_sample,
   LTTNG_UST_TP_ARGS(uint32_t, scope, const char *, scope_name,
                     const char *, name, uint64_t, value),
@@ -254,9 +277,9 @@ LTTNG_UST_TRACEPOINT_EVENT(accel, counter_sample,
     lttng_ust_field_string(name, name)
     lttng_ust_field_integer(uint64_t, value, value)))
 
-// Log levels: one event per command, copy, buffer, semaphore operation or
-// counter sample is DEBUG, so that `lttng enable-event -u 'accel:*'
-// --loglevel=TRACE_INFO` records the lifecycle, failures and errors only
+// Log levels: one event per command, copy, buffer, semaphore operation,
+// counter sample or tensor summary is DEBUG, so that `lttng enable-event
+// -u 'accel:*' --loglevel=TRACE_INFO` records the lifecycle, failures and errors only
 // (an isolated run at full rate lost 592,898 events of a default channel);
 // the rest stay at LTTng's default (TRACE_DEBUG_LINE is never used).
 LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, buffer_alloc, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEBUG)
@@ -272,6 +295,7 @@ LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, copy_end, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEB
 LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, event_record, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEBUG)
 LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, event_complete, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEBUG)
 LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, counter_sample, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEBUG)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, tensor_summary, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEBUG)
 LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, semaphore_signal, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEBUG)
 LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, semaphore_wait, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEBUG)
 LTTNG_UST_TRACEPOINT_LOGLEVEL(accel, semaphore_wake, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEBUG)

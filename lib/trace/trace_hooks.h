@@ -11,6 +11,7 @@
 
 #include "accel_config.h"
 #include "accel/base.h"
+#include "trace/tensor_summary.h"
 #include "trace/trace_impl.h"
 
 #if ACCEL_HAVE_LTTNG
@@ -244,7 +245,8 @@ static inline void accel_trace_cmd_start(const void *queue,
                             cmd->kind == ACCEL_TRACE_CMD_WAIT) ||
                            ACCEL_TP_ON(cmd_start) ||
                            ACCEL_TP_ON(copy_start) ||
-                           ACCEL_TP_ON(launch_begin))) {
+                           ACCEL_TP_ON(launch_begin) ||
+                           ACCEL_TP_ON(tensor_summary))) {
     accel_trace_cmd_start_slow(m, queue, cmd);
   }
 }
@@ -280,7 +282,8 @@ static inline bool accel_trace_cmd_hooks_quiet(void) {
   uint32_t m = accel_trace_mask();
   return (m & ~(uint32_t)ACCEL_TRACE_M_COUNTERS) == 0 &&
          !ACCEL_TP_ON(cmd_start) && !ACCEL_TP_ON(cmd_end) &&
-         !ACCEL_TP_ON(launch_begin) && !ACCEL_TP_ON(launch_end);
+         !ACCEL_TP_ON(launch_begin) && !ACCEL_TP_ON(launch_end) &&
+         !ACCEL_TP_ON(tensor_summary);
 }
 
 // |host_calls| host calls, |launches| launches and |executes| executes
@@ -534,20 +537,25 @@ static inline void accel_trace_kernel_message(uint32_t kind,
   }
 }
 
-void accel_trace_tensor_summary_slow(const char *summary);
+void accel_trace_tensor_summary_slow(const accel_trace_tensor_summary_t *s);
 
 // Whether a tensor summary would be recorded now (the built-in recorder is
-// on), so that callers compute one only then.
+// on, or an LTTng session listens to accel:tensor_summary), so that callers
+// compute one only then, once for both.
 static inline bool accel_trace_tensor_summary_wanted(void) {
-  return (accel_trace_mask() & ACCEL_TRACE_M_EVENTS) != 0;
+  return ACCEL_TRACE_UNLIKELY((accel_trace_mask() & ACCEL_TRACE_M_EVENTS) !=
+                                  0 ||
+                              ACCEL_TP_ON(tensor_summary));
 }
 
-// A summary of one tensor a kernel wrote: |summary| is "key=value" pairs
-// separated by single spaces (values without spaces), shown as the args of
-// a "tensor summary" instant on the calling thread's track.
-static inline void accel_trace_tensor_summary(const char *summary) {
-  if (ACCEL_TRACE_UNLIKELY(accel_trace_tensor_summary_wanted())) {
-    accel_trace_tensor_summary_slow(summary);
+// A summary of one tensor the launch the calling queue worker runs wrote
+// (|s| borrowed for the call): a "tensor summary" instant on the thread's
+// track (its args the text of accel_trace_tensor_summary_format) and the
+// accel:tensor_summary tracepoint with the launch's stream and seq.
+static inline void accel_trace_tensor_summary(
+    const accel_trace_tensor_summary_t *s) {
+  if (accel_trace_tensor_summary_wanted()) {
+    accel_trace_tensor_summary_slow(s);
   }
 }
 

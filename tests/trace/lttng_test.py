@@ -8,15 +8,20 @@ accel-trace and checks the Perfetto output and `accel-trace summary` against
 the workload's known counts. Exits 77 (skip) only where LTTng is not
 installed."""
 import collections
+import math
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 
 WORKLOAD, TOOL = sys.argv[1], sys.argv[2]
+# trace-tensors and reference.axe: the tensor summary checks (optional).
+TENSORS, AXE = (sys.argv[4], sys.argv[5]) if len(sys.argv) > 5 else (None,
+                                                                     None)
 # Copy engines per device (ACCEL_COPY_ENGINES in meson.build).
 ENGINES = int(os.environ.get("ACCEL_COPY_ENGINES", "2"))
 N = 8
@@ -96,6 +101,8 @@ def read_events(path):
                 fields[k] = (int(v), list(v.labels))
             elif isinstance(v, bt2._StringFieldConst):
                 fields[k] = str(v)
+            elif isinstance(v, bt2._RealFieldConst):
+                fields[k] = float(v)
             else:
                 fields[k] = int(v)
         ctx = ev.common_context_field
@@ -222,13 +229,29 @@ def check_lttng_events(events):
     return len(events)
 
 
-def check_accel_trace(trace_dir, tmp):
-    out = os.path.join(tmp, "converted.pftrace")
+def convert(trace_dir, out, what):
+    """accel-trace convert TRACE_DIR -o OUT; returns perfetto_check."""
     r = subprocess.run([TOOL, "convert", trace_dir, "-o", out],
                        capture_output=True, text=True, timeout=60)
-    expect(r.returncode == 0, f"accel-trace convert: {r.stderr}")
+    expect(r.returncode == 0, f"accel-trace convert ({what}): {r.stderr}")
     sys.path.insert(0, HERE)
     import perfetto_check as pc
+    return pc
+
+
+def start_session(name, trace_dir, env, events="accel:*"):
+    """Creates and starts LTTng session |name| recording |events| with the
+    thread, process and program name contexts into |trace_dir|."""
+    lttng(["create", name, f"--output={trace_dir}"], env)
+    lttng(["enable-event", "-u", events], env)
+    lttng(["add-context", "-u", "-t", "vtid", "-t", "vpid", "-t", "procname"],
+          env)
+    lttng(["start"], env)
+
+
+def check_accel_trace(trace_dir, tmp):
+    out = os.path.join(tmp, "converted.pftrace")
+    pc = convert(trace_dir, out, "one process")
     try:
         trace, tracks = pc.load(out)
         slices, counters, flows, instants = pc.check(trace, tracks)
@@ -277,6 +300,144 @@ def check_accel_trace(trace_dir, tmp):
     return r.stdout
 
 
+def record_tensors(tmp, env):
+    """Records trace-tensors with ACCEL_TRACE_TENSORS=1 in an LTTng session
+    of accel:*, in one of accel:tensor_summary alone (and stream_create)
+    and with the built-in recorder; returns the two LTTng trace
+    directories, the recorder's trace and the program's values {(kernel,
+    "x"|"y"): [float]}."""
+    env = dict(env, ACCEL_TRACE_TENSORS="1")
+    env.pop("ACCEL_TRACE", None)
+    dirs = []
+    for name, events in (("all", "accel:*"), ("alone", "accel:tensor_summary,"
+                                                       "accel:stream_create")):
+        dirs.append(os.path.join(tmp, f"tensors-{name}"))
+        start_session(f"accel-tensors-{name}", dirs[-1], env, events)
+        r = subprocess.run([TENSORS, AXE], env=env, capture_output=True,
+                           text=True, timeout=60)
+        expect(r.returncode == 0, f"trace-tensors: {r.stderr}")
+        lttng(["stop"], env)
+        lttng(["destroy"], env)
+    recorded = os.path.join(tmp, "tensors.pftrace")
+    r2 = subprocess.run([TENSORS, AXE, "--record", recorded], env=env,
+                        capture_output=True, text=True, timeout=60)
+    expect(r2.returncode == 0, f"trace-tensors --record: {r2.stderr}")
+    expect(r.stdout == r2.stdout, "trace-tensors: outputs differ between runs")
+    values = collections.defaultdict(list)
+    for line in r.stdout.splitlines():
+        kernel, what, index, value = line.split("\t")
+        expect(int(index) == len(values[(kernel, what)]), f"line {line}")
+        # %.9g names one f32; the nearest double is not it: round to f32.
+        values[(kernel, what)].append(
+            struct.unpack("f", struct.pack("f", float(value)))[0])
+    return dirs[0], dirs[1], recorded, values
+
+
+def summarize(ys):
+    """The summary of |ys| (f32 values as doubles) the way numerics.c
+    computes it: min, max and a sequential double sum over the finite
+    values (sum() of Python 3.12 compensates, so a loop)."""
+    nan = sum(1 for v in ys if math.isnan(v))
+    inf = sum(1 for v in ys if math.isinf(v))
+    finite = [v for v in ys if math.isfinite(v)]
+    total = 0.0
+    for v in finite:
+        total += v
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 0.0)
+    mean = total / len(finite) if finite else 0.0
+    return {"count": len(ys), "nan": nan, "inf": inf, "min": lo, "max": hi,
+            "mean": mean}
+
+
+def reference(kernel, x, rows=4, cols=8):
+    """softmax and rmsnorm (eps 0, gamma 1 but gamma[3] = +inf) of |x| in
+    double, independent of the kernels; NaN where the kernel gives NaN."""
+    y = []
+    for r in range(rows):
+        row = x[r * cols:(r + 1) * cols]
+        if kernel == "softmax":
+            m = max(row)
+            if math.isinf(m) and m < 0:
+                y += [math.nan] * cols
+                continue
+            e = [math.exp(v - m) for v in row]
+            y += [v / sum(e) for v in e]
+        else:
+            rms = math.sqrt(sum(v * v for v in row) / cols)
+            for c, v in enumerate(row):
+                g = math.inf if c == 3 else 1.0
+                y.append(math.nan if v == 0 and math.isinf(g) else
+                         v / rms * g)
+    return y
+
+
+def recorder_summaries(path, pc):
+    trace, tracks = pc.load(path)
+    pc.check(trace, tracks)
+    return [{a.name: a.string_value for a in p.track_event.debug_annotations}
+            for p in trace.packet if p.HasField("track_event") and
+            p.track_event.name == "tensor summary"]
+
+
+def check_tensors(trace_dir, alone_dir, recorded, values, tmp):
+    """accel:tensor_summary events carry the known counts and the summary
+    of what the kernels wrote, and the same launch ids when they are the
+    only command events enabled; accel-trace convert turns them into the
+    same "tensor summary" instants as the built-in recorder writes."""
+    # The designed outputs: counts of NaN and Inf, and a reference in double.
+    designed = {("softmax", 1, "y"): (8, 0), ("rmsnorm", 2, "y"): (1, 3)}
+    for (kernel, _, _), (nan, inf) in designed.items():
+        ys, ref = values[(kernel, "y")], reference(kernel, values[(kernel,
+                                                                   "x")])
+        expect(len(ys) == 32, f"{kernel}: {len(ys)} outputs")
+        for got, want in zip(ys, ref):
+            expect((math.isnan(got) and math.isnan(want)) or got == want or
+                   abs(got - want) <= 1e-5 * max(1.0, abs(want)),
+                   f"{kernel}: output {got} != reference {want}")
+        s = summarize(ys)
+        expect((s["nan"], s["inf"]) == (nan, inf),
+               f"{kernel}: {s['nan']} NaN, {s['inf']} Inf in its output")
+    events = read_events(trace_dir)
+    streams = {f["stream"]: f["name"] for _, n, f in events
+               if n == "accel:stream_create"}
+    launches = {f["kernel"]: (f["stream"], f["seq"]) for _, n, f in events
+                if n == "accel:launch_begin"}
+    got = [f for _, n, f in events if n == "accel:tensor_summary"]
+    expect(len(got) == 2, f"accel:tensor_summary events: {got}")
+    for f in got:
+        key = (f["kernel"], f["binding"], f["name"])
+        expect(key in designed, f"tensor_summary of {key}")
+        want = summarize(values[(f["kernel"], "y")])
+        for k, v in want.items():
+            expect(f[k] == v, f"tensor_summary {key}: {k} {f[k]} != {v}")
+        expect(streams.get(f["stream"]) == "host:0/tensors" and
+               launches[f["kernel"]] == (f["stream"], f["seq"]),
+               f"tensor_summary {key}: stream {f['stream']} seq {f['seq']}, "
+               f"launch {launches.get(f['kernel'])}")
+    alone = [f for _, n, f in read_events(alone_dir)
+             if n == "accel:tensor_summary"]
+    strip = [{k: v for k, v in f.items() if k != "vtid"} for f in got]
+    expect([{k: v for k, v in f.items() if k != "vtid"} for f in alone] ==
+           strip, f"accel:tensor_summary alone: {alone} != {strip}")
+    out = os.path.join(tmp, "tensors-converted.pftrace")
+    pc = convert(trace_dir, out, "tensors")
+    try:
+        converted = recorder_summaries(out, pc)
+        builtin = recorder_summaries(recorded, pc)
+    except pc.Failure as e:
+        fail(f"tensor summary traces: {e}")
+    expect(len(converted) == 2 and converted == builtin,
+           f"converted instants {converted} != recorder's {builtin}")
+    for a in converted:
+        want = summarize(values[(a["kernel"], "y")])
+        text = {k: ("%.9g" % v if isinstance(v, float) else str(v))
+                for k, v in want.items()}
+        text.update(kernel=a["kernel"], binding=a["binding"], name="y")
+        expect(a == text, f"tensor summary args {a} != {text}")
+    return (f"tensor summaries: {len(got)} events, the converted instants "
+            f"equal the recorder's")
+
+
 # A program name longer than LTTng's procname (15 characters).
 LONG_NAME = "trace-workload-second-process"
 
@@ -287,11 +448,7 @@ def record_two_processes(tmp, env):
     trace_dir = os.path.join(tmp, "multi")
     long_path = os.path.join(tmp, LONG_NAME)
     os.symlink(os.path.abspath(WORKLOAD), long_path)
-    lttng(["create", "accel-multi", f"--output={trace_dir}"], env)
-    lttng(["enable-event", "-u", "accel:*"], env)
-    lttng(["add-context", "-u", "-t", "vtid", "-t", "vpid", "-t", "procname"],
-          env)
-    lttng(["start"], env)
+    start_session("accel-multi", trace_dir, env)
     procs = {}
     for i, prog in enumerate((WORKLOAD, long_path)):
         p = subprocess.Popen([prog, os.path.join(tmp, f"multi-c{i}"),
@@ -310,11 +467,7 @@ def check_two_processes(trace_dir, pids, tmp):
     """accel-trace convert of two processes: one Perfetto process each (pid
     and full program name), threads and streams under their own process."""
     out = os.path.join(tmp, "multi.pftrace")
-    r = subprocess.run([TOOL, "convert", trace_dir, "-o", out],
-                       capture_output=True, text=True, timeout=60)
-    expect(r.returncode == 0, f"accel-trace convert (two processes): {r.stderr}")
-    sys.path.insert(0, HERE)
-    import perfetto_check as pc
+    pc = convert(trace_dir, out, "two processes")
     try:
         trace, tracks = pc.load(out)
         pc.check(trace, tracks)
@@ -381,11 +534,7 @@ def main():
     trace_dir = os.path.join(tmp, "trace")
     pid = start_sessiond(home, env)
     try:
-        lttng(["create", "accel-e2e", f"--output={trace_dir}"], env)
-        lttng(["enable-event", "-u", "accel:*"], env)
-        lttng(["add-context", "-u", "-t", "vtid", "-t", "vpid", "-t",
-               "procname"], env)
-        lttng(["start"], env)
+        start_session("accel-e2e", trace_dir, env)
         r = subprocess.run([WORKLOAD, os.path.join(tmp, "counters"), "--fail",
                             "--iterations", str(N)], env=env,
                            capture_output=True, text=True, timeout=60)
@@ -393,12 +542,18 @@ def main():
         lttng(["stop"], env)
         lttng(["destroy"], env)
         multi_dir, multi_pids = record_two_processes(tmp, env)
+        if TENSORS is not None:
+            tensors = record_tensors(tmp, env)
     finally:
         stop_sessiond(pid)
     n = check_lttng_events(read_events(trace_dir))
     print(f"lttng: {n} events checked")
     print(check_accel_trace(trace_dir, tmp))
     print(check_two_processes(multi_dir, multi_pids, tmp))
+    if TENSORS is not None:
+        print(check_tensors(*tensors, tmp))
+    else:
+        print("tensor summaries: not checked (no reference kernels built)")
     shutil.rmtree(tmp, ignore_errors=True)
     print("OK")
     return 0

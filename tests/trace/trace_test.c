@@ -10,6 +10,7 @@
 
 #include "accel_config.h"
 #include "test_support.h"
+#include "trace/tensor_summary.h"
 #include "trace/trace_impl.h"
 
 static uint64_t counter(const char *scope, const char *name) {
@@ -366,6 +367,41 @@ static void test_thread_churn_while_recording(void **state) {
   unlink(path);
 }
 
+// The text both sinks give a tensor summary: every field, %.9g reals, no
+// separator inside a value, "-" for a missing name, truncation that still
+// reports the full length.
+static void test_tensor_summary_format(void **state) {
+  (void)state;
+  accel_trace_tensor_summary_t s = {.kernel = "softmax", .name = "y",
+                                    .binding = 1, .count = 32, .nan = 8,
+                                    .inf = 0, .min = 0.0444549881,
+                                    .max = 1.0 / 3.0, .mean = 0.125};
+  char out[256];
+  const char *want = "kernel=softmax binding=1 name=y count=32 "
+                     "min=0.0444549881 max=0.333333333 mean=0.125 nan=8 "
+                     "inf=0";
+  assert_int_equal(accel_trace_tensor_summary_format(&s, out, sizeof(out)),
+                   strlen(want));
+  assert_string_equal(out, want);
+  s = (accel_trace_tensor_summary_t){.kernel = "my kernel", .name = NULL,
+                                     .binding = 4294967295u,
+                                     .count = UINT64_MAX, .nan = UINT64_MAX,
+                                     .inf = 3, .min = -1e300, .max = 5e-324};
+  accel_trace_tensor_summary_format(&s, out, sizeof(out));
+  assert_string_equal(out,
+                      "kernel=my_kernel binding=4294967295 name=- "
+                      "count=18446744073709551615 min=-1e+300 "
+                      "max=4.94065646e-324 mean=0 nan=18446744073709551615 "
+                      "inf=3");
+  s.name = "a=b";
+  accel_trace_tensor_summary_format(&s, out, sizeof(out));
+  assert_non_null(strstr(out, " name=a_b "));
+  char small[16];
+  size_t full = accel_trace_tensor_summary_format(&s, small, sizeof(small));
+  assert_true(full > sizeof(small));
+  assert_string_equal(small, "kernel=my_kerne");
+}
+
 int main(void) {
   // The flight recorder is off unless asked for; these tests want it.
   setenv("ACCEL_FLIGHT_EVENTS", "256", 1);
@@ -379,6 +415,7 @@ int main(void) {
       cmocka_unit_test(test_flight_dump_writes_file),
       cmocka_unit_test(test_trace_set_enabled_restores_defaults),
       cmocka_unit_test(test_thread_churn_while_recording),
+      cmocka_unit_test(test_tensor_summary_format),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);
 }

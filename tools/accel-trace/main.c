@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "trace/perfetto.h"
+#include "trace/tensor_summary.h"
 #include "trace/trace_impl.h"
 #include "tool_cli.h"
 #include "trace_summary.h"
@@ -36,7 +37,9 @@
 // Names collected from the LTTng trace.
 // ---------------------------------------------------------------------------
 
-#define MAX_STRINGS 8192u
+// Distinct strings (names, messages, tensor summaries) a converted trace
+// holds at most; later ones show as "(dropped)".
+#define MAX_STRINGS (1u << 22)
 // Slots of the map from (process, LTTng id) to this trace's track ids: a
 // power of two, twice the most tracks a trace can hold.
 #define ID_MAP_SLOTS (2u * ACCEL_PF_MAX_TRACKS)
@@ -53,8 +56,14 @@ typedef struct lt_state {
   uint32_t next_id;  // the next free track id (ids start at 1)
   uint64_t map_keys[ID_MAP_SLOTS];  // 0: empty
   uint32_t map_ids[ID_MAP_SLOTS];
-  char *strings[MAX_STRINGS];
+  // Strings by id - 1 (ids start at 1), grown as needed, and an
+  // open-addressing index of their ids by hash (0: empty) of string_slots
+  // (a power of two, at least twice string_count).
+  char **strings;
   uint32_t string_count;
+  uint32_t string_cap;
+  uint32_t *string_index;
+  uint32_t string_slots;
   accel_pf_writer_t writer;
   bool begun;
   int fd;
@@ -94,17 +103,66 @@ static const char *lt_string(void *ctx, uint32_t id) {
   return id >= 1 && id <= s->string_count ? s->strings[id - 1] : NULL;
 }
 
+static uint64_t text_hash(const char *text) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (const unsigned char *p = (const unsigned char *)text; *p; ++p) {
+    h = (h ^ *p) * 1099511628211ull;
+  }
+  return h;
+}
+
+// Doubles the index (and rehashes); false when out of memory.
+static bool grow_string_index(lt_state_t *s) {
+  uint32_t slots = s->string_slots ? s->string_slots * 2 : 1024;
+  uint32_t *index = calloc(slots, sizeof(*index));
+  if (index == NULL) {
+    return false;
+  }
+  for (uint32_t id = 1; id <= s->string_count; ++id) {
+    uint32_t i = (uint32_t)text_hash(s->strings[id - 1]) & (slots - 1);
+    while (index[i] != 0) {
+      i = (i + 1) & (slots - 1);
+    }
+    index[i] = id;
+  }
+  free(s->string_index);
+  s->string_index = index;
+  s->string_slots = slots;
+  return true;
+}
+
+// The id of |text| (copied when new); 0 when the table is full or out of
+// memory.
 static uint32_t lt_intern(lt_state_t *s, const char *text) {
-  for (uint32_t i = 0; i < s->string_count; ++i) {
-    if (strcmp(s->strings[i], text) == 0) {
-      return i + 1;
+  if (2 * (s->string_count + 1) > s->string_slots && !grow_string_index(s)) {
+    return 0;
+  }
+  uint32_t mask = s->string_slots - 1;
+  uint32_t i = (uint32_t)text_hash(text) & mask;
+  for (; s->string_index[i] != 0; i = (i + 1) & mask) {
+    if (strcmp(s->strings[s->string_index[i] - 1], text) == 0) {
+      return s->string_index[i];
     }
   }
   if (s->string_count == MAX_STRINGS) {
     return 0;
   }
-  s->strings[s->string_count] = strdup(text);
-  return s->strings[s->string_count] != NULL ? ++s->string_count : 0;
+  if (s->string_count == s->string_cap) {
+    uint32_t cap = s->string_cap ? s->string_cap * 2 : 256;
+    char **grown = realloc(s->strings, cap * sizeof(*grown));
+    if (grown == NULL) {
+      return 0;
+    }
+    s->strings = grown;
+    s->string_cap = cap;
+  }
+  char *copy = strdup(text);
+  if (copy == NULL) {
+    return 0;
+  }
+  s->strings[s->string_count++] = copy;
+  s->string_index[i] = s->string_count;
+  return s->string_count;
 }
 
 // Key spaces of the id map: what a key stands for, above the process and
@@ -213,6 +271,21 @@ static uint64_t u64(const bt_field *st, const char *name) {
   }
   if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER)) {
     return bt_field_integer_unsigned_get_value(f);
+  }
+  return 0;
+}
+
+static double f64(const bt_field *st, const char *name) {
+  const bt_field *f = member(st, name);
+  if (f == NULL) {
+    return 0;
+  }
+  bt_field_class_type t = bt_field_get_class_type(f);
+  if (t == BT_FIELD_CLASS_TYPE_DOUBLE_PRECISION_REAL) {
+    return bt_field_real_double_precision_get_value(f);
+  }
+  if (t == BT_FIELD_CLASS_TYPE_SINGLE_PRECISION_REAL) {
+    return (double)bt_field_real_single_precision_get_value(f);
   }
   return 0;
 }
@@ -371,6 +444,26 @@ static void ev_kernel_message(const lt_event_t *e, accel_trace_rec_t *r) {
   r->a = lt_intern(e->s, line);
 }
 
+// The same text the built-in recorder stores (tensor_summary.h), so that
+// both give the same "tensor summary" instant.
+static void ev_tensor_summary(const lt_event_t *e, accel_trace_rec_t *r) {
+  accel_trace_tensor_summary_t sum = {
+      .kernel = str(e->p, "kernel"),
+      .name = str(e->p, "name"),
+      .binding = (uint32_t)u64(e->p, "binding"),
+      .count = u64(e->p, "count"),
+      .nan = u64(e->p, "nan"),
+      .inf = u64(e->p, "inf"),
+      .min = f64(e->p, "min"),
+      .max = f64(e->p, "max"),
+      .mean = f64(e->p, "mean"),
+  };
+  char text[512];
+  accel_trace_tensor_summary_format(&sum, text, sizeof(text));
+  r->type = ACCEL_TEV_TENSOR_SUMMARY;
+  r->a = lt_intern(e->s, text);
+}
+
 static void ev_stream_fail(const lt_event_t *e, accel_trace_rec_t *r) {
   r->type = ACCEL_TEV_STREAM_FAIL;
   r->track = obj(e, "stream");
@@ -416,6 +509,7 @@ static const struct {
     {"error", ev_error},
     {"stream_fail", ev_stream_fail},
     {"kernel_message", ev_kernel_message},
+    {"tensor_summary", ev_tensor_summary},
     {"counter_sample", ev_counter},
 };
 
@@ -656,6 +750,8 @@ static int convert(const char *dir, const char *out_path) {
   for (uint32_t i = 0; i < s->string_count; ++i) {
     free(s->strings[i]);
   }
+  free(s->strings);
+  free(s->string_index);
   free(s->recs);
   free(s);
   return rc;
