@@ -168,7 +168,18 @@ static void skip_command(accel_drv_queue_t *q, accel_cmd_t *cmd) {
 // |cmd| failed with |st| (the thread's message says why): poisons the queue.
 static void fail_command(accel_drv_queue_t *q, accel_cmd_t *cmd, accel_status_t st) {
   char why[ACCEL_ERROR_MESSAGE_MAX];
-  snprintf(why, sizeof(why), "%s", accel_last_error());
+  // A command interrupted by an abort from outside (a wait, or an injected
+  // hang, woken by accel_host_queue_abort) fails with the abort's error:
+  // the poison replaces the abort's refusal of submits, which must keep
+  // reporting what the abort said (device lost, watchdog, reset).
+  // Acquire: pairs with queue_abort's release after its message.
+  if (st == ACCEL_ERROR_ABORTED &&
+      atomic_load_explicit(&q->abort_ready, memory_order_acquire)) {
+    st = q->abort_status;
+    snprintf(why, sizeof(why), "%s", q->abort_message);
+  } else {
+    snprintf(why, sizeof(why), "%s", accel_last_error());
+  }
   poison_queue(q, cmd, st, why);
   skip_command(q, cmd);
 }
