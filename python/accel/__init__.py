@@ -1,6 +1,7 @@
 """accel: a host-side runtime for ML accelerators, from Python.
 
-Devices, buffers, streams, events, semaphores, executables and kernels of
+Devices, buffers, streams, events, semaphores, executables, kernels and
+command buffers of
 the accel C runtime; tensors in and out through DLPack (numpy, PyTorch) and
 the buffer protocol; launches; perf counters and Perfetto traces.
 See python/README.md.
@@ -9,7 +10,7 @@ import atexit as _atexit
 import threading as _threading
 
 from ._accel import (  # noqa: F401
-    AbortedError, Buffer, BusyError, ClosedError, Device, DeviceLostError,
+    AbortedError, Buffer, BusyError, ClosedError, CommandBuffer, Device, DeviceLostError,
     Error, Event, Executable, FormatError, InternalError, InvalidArgumentError,
     IOError, Kernel, NotFoundError, NotReadyError, OutOfMemoryError, Runtime,
     Semaphore, Stream, TimeoutError, UnavailableError, UnsupportedError,
@@ -19,7 +20,8 @@ from . import _accel
 from ._profile import Profile, profile, summarize  # noqa: F401
 
 __all__ = [
-    "AbortedError", "Buffer", "BusyError", "ClosedError", "Device",
+    "AbortedError", "Buffer", "BusyError", "ClosedError", "CommandBuffer",
+    "Device",
     "DeviceLostError", "Error", "Event", "Executable", "FormatError",
     "InternalError", "InvalidArgumentError", "IOError", "Kernel",
     "NotFoundError", "NotReadyError", "OutOfMemoryError", "Profile",

@@ -214,12 +214,14 @@ extern PyTypeObject *apy_SemaphoreType;
 extern PyTypeObject *apy_BufferType;
 extern PyTypeObject *apy_ExecutableType;
 extern PyTypeObject *apy_KernelType;
+extern PyTypeObject *apy_CommandBufferType;
 
 // Type creation, one per file; each returns 0 or -1 with an exception.
 int apy_runtime_types_init(PyObject *module);
 int apy_sync_types_init(PyObject *module);
 int apy_buffer_type_init(PyObject *module);
 int apy_kernel_types_init(PyObject *module);
+int apy_command_buffer_type_init(PyObject *module);
 
 // A Device object for |device| of |rt|.
 PyObject *apy_device_new(RuntimeObject *rt, accel_device_t *device);
@@ -241,6 +243,13 @@ PyObject *apy_from_dlpack(PyObject *module, PyObject *args, PyObject *kwargs);
 bool apy_dtype_from_name(const char *name, accel_dl_dtype_t *out);
 // The name of |dtype| as a new str.
 PyObject *apy_dtype_name(accel_dl_dtype_t dtype);
+
+// A launch grid (an int or a sequence of 1 to 3 ints) in |out| (missing
+// dimensions 1), or false with an exception (kernel.c).
+bool apy_parse_grid(PyObject *grid, uint32_t out[3]);
+// Stream.execute (command_buffer.c).
+PyObject *apy_stream_execute(PyObject *stream, PyObject *args,
+                             PyObject *kwargs);
 
 // Shared helpers: a timeout argument (None: infinite; seconds as a float)
 // in ns, or false with an exception.

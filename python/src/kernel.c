@@ -230,8 +230,7 @@ static void kernel_dealloc(PyObject *obj) {
   apy_dealloc_heap(obj);
 }
 
-// grid: an int or a sequence of 1 to 3 ints.
-static bool parse_grid(PyObject *grid, uint32_t out[3]) {
+bool apy_parse_grid(PyObject *grid, uint32_t out[3]) {
   out[0] = out[1] = out[2] = 1;
   if (PyLong_Check(grid)) {
     unsigned long v = PyLong_AsUnsignedLong(grid);
@@ -290,7 +289,7 @@ static PyObject *kernel_call(PyObject *obj, PyObject *args, PyObject *kwargs) {
   PyObject *stream_obj = PyTuple_GetItem(args, 0);
   accel_stream_t *s = apy_stream_handle(stream_obj);
   uint32_t grid[3];
-  if (s == NULL || !parse_grid(PyTuple_GetItem(args, 1), grid)) {
+  if (s == NULL || !apy_parse_grid(PyTuple_GetItem(args, 1), grid)) {
     return NULL;
   }
   Py_ssize_t nb = nargs - 2;

@@ -284,7 +284,7 @@ PyMODINIT_FUNC PyInit__accel(void) {
   }
   if (add_errors(m) < 0 || apy_runtime_types_init(m) < 0 ||
       apy_sync_types_init(m) < 0 || apy_buffer_type_init(m) < 0 ||
-      apy_kernel_types_init(m) < 0 ||
+      apy_kernel_types_init(m) < 0 || apy_command_buffer_type_init(m) < 0 ||
       PyModule_AddIntConstant(m, "TIMEOUT_INFINITE", -1) < 0) {
     Py_DECREF(m);
     return NULL;

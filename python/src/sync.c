@@ -277,6 +277,12 @@ static PyMethodDef k_stream_methods[] = {
      "fill(buffer, value, pattern_size=1, *, offset=0, nbytes=None)."},
     {"signal", stream_signal, METH_VARARGS,
      "signal(semaphore, value): enqueues a signal."},
+    {"execute", (PyCFunction)(void (*)(void))apy_stream_execute,
+     METH_VARARGS | METH_KEYWORDS,
+     "execute(command_buffer, bindings=(), constants=None): enqueues a\n"
+     "replay of a finalized CommandBuffer; bindings fill its binding-table\n"
+     "slots in order (a Buffer or (Buffer, offset[, length]) each),\n"
+     "constants is its constants block (bytes or a numpy array)."},
     {"wait", stream_wait, METH_VARARGS,
      "wait(semaphore, value) or wait(event): later work waits for it."},
     {"close", stream_close, METH_NOARGS,
