@@ -153,8 +153,8 @@ static accel_status_t use_command_buffers(const accel_serve_engine_desc_t *d,
   if (accel_env_u64("ACCEL_SERVE_COMMAND_BUFFERS", &v, &invalid) &&
       (invalid || v > 1)) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                       "serve engine: ACCEL_SERVE_COMMAND_BUFFERS is \"%.32s\", "
-                       "not 0 or 1",
+                       "serve engine: ACCEL_SERVE_COMMAND_BUFFERS is "
+                       "\"%.32s\", not 0 or 1",
                        getenv("ACCEL_SERVE_COMMAND_BUFFERS"));
   }
   *out = v == 1 && !(d->flags & ACCEL_SERVE_DIRECT_LAUNCH);

@@ -138,8 +138,8 @@ struct serve_model {
   // submitting), |binds| the gathers' binding table of the step.
   bool replay;
   serve_shape_t shapes[SERVE_SHAPES];
-  uint32_t *key;  // the step's shape key (scratch)
-  uint32_t key_len, key_cap;
+  uint32_t *key;  // the step's shape key (scratch, 3 + 2 x max_step_seqs)
+  uint32_t key_len;
   uint64_t clock;  // shape uses so far (LRU order)
   accel_command_buffer_t *rec;
   accel_command_buffer_binding_t *binds;
@@ -579,8 +579,8 @@ static accel_status_t alloc_activations(serve_model_t *m) {
   m->replay = m->d.command_buffers;
   // rows, decodes, samples, then a count and a context per prefill chunk.
   m->key = calloc(3 + 2 * s, 4);
-  if (!m->key || !m->in.tokens || !m->in.positions || !m->in.slots || !m->in.rows ||
-      !m->in.tables || !m->in.ctx || !m->order) {
+  if (!m->key || !m->in.tokens || !m->in.positions || !m->in.slots ||
+      !m->in.rows || !m->in.tables || !m->in.ctx || !m->order) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "serve: cannot allocate the step's staging arrays");
   }
@@ -1192,7 +1192,15 @@ static accel_status_t issue(serve_model_t *m, const accel_sched_plan_t *plan,
   }
   sh->last_use = ++m->clock;
   if (sh->cb == NULL) {
-    ACCEL_RETURN_IF_ERROR(shape_record(m, sh, plan, rows, nd, samples));
+    accel_status_t st = shape_record(m, sh, plan, rows, nd, samples);
+    if (st == ACCEL_ERROR_UNSUPPORTED) {
+      // The device's command buffers cannot hold these launches (a backend
+      // without recorded kernels): launch by launch from now on.
+      m->replay = false;
+      m->counters.steps_direct++;
+      return forward(m, plan, rows, nd, samples);
+    }
+    ACCEL_RETURN_IF_ERROR(st);
     m->counters.steps_recorded++;
   } else {
     ACCEL_RETURN_IF_ERROR(gather_bindings(m, plan, nd));

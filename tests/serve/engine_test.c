@@ -678,6 +678,37 @@ static void test_fault_in_replayed_step_fails_its_requests_only(void **state) {
   free(b);
 }
 
+// ACCEL_SERVE_COMMAND_BUFFERS=0 makes an engine step launch by launch;
+// a value other than 0 or 1 is refused at creation, naming the variable.
+static void test_env_turns_step_buffers_off(void **state) {
+  test_env_t *env = *state;
+  assert_int_equal(setenv("ACCEL_SERVE_COMMAND_BUFFERS", "yes", 1), 0);
+  accel_serve_engine_desc_t d = {.struct_size = sizeof(d),
+                                 .model_path = g_model, .kernels_path = g_ref};
+  accel_serve_engine_t *e = NULL;
+  assert_accel_status(accel_serve_engine_create(env->device, &d, &e),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_null(e);
+  assert_non_null(strstr(accel_last_error(), "ACCEL_SERVE_COMMAND_BUFFERS"));
+  assert_int_equal(setenv("ACCEL_SERVE_COMMAND_BUFFERS", "0", 1), 0);
+  e = engine_new(env->device, 0, 32, 64);
+  unsetenv("ACCEL_SERVE_COMMAND_BUFFERS");
+  int32_t prompt[3] = {4, 5, 6};
+  run_t *r = calloc(1, sizeof(*r));
+  accel_serve_request_desc_t rq = request(prompt, 3, 8, r);
+  uint64_t id = 0;
+  assert_accel_ok(accel_serve_submit(e, &rq, &id));
+  run_until_idle(e);
+  accel_serve_stats_t st = {.struct_size = sizeof(st)};
+  assert_accel_ok(accel_serve_stats(e, &st));
+  assert_int_equal(st.steps, 8);
+  assert_int_equal(st.steps_direct, 8);
+  assert_int_equal(st.command_buffers, 0);
+  assert_accel_ok(accel_serve_release(e, id));
+  accel_serve_engine_destroy(e);
+  free(r);
+}
+
 // A device failure in a step fails the step and every unfinished request
 // (the iterator ends with ACCEL_SERVE_END_ERROR), and the engine stays
 // failed: later steps and submits return the stored error.
@@ -734,6 +765,7 @@ int main(void) {
       cmocka_unit_test(test_iterator_streams_the_callback_tokens),
       cmocka_unit_test(test_submit_rejects_bad_requests),
       cmocka_unit_test(test_create_rejects_bad_descriptions),
+      cmocka_unit_test(test_env_turns_step_buffers_off),
       cmocka_unit_test(test_device_failure_ends_every_request),
       cmocka_unit_test(test_fault_in_replayed_step_fails_its_requests_only),
   };
