@@ -618,6 +618,7 @@ static accel_status_t run_two(accel_runtime_t *rt, uint32_t b_at, run_t *a,
       pending = 1;  // the step's requests ended; step on for the others
     }
   }
+  *out_stats = (accel_serve_stats_t){.struct_size = sizeof(*out_stats)};
   assert_accel_ok(accel_serve_stats(e, out_stats));
   assert_accel_ok(accel_serve_release(e, ia));
   assert_accel_ok(accel_serve_release(e, ib));
