@@ -27,6 +27,11 @@
 //   engine without it, on requests sharing a 256-token system prompt with
 //   their own 8-40-token questions and 16-token answers; and its
 //   prefix-cache hit rate (% of full prompt blocks found cached).
+// - serve_step_host_us (us): host time per step issuing its commands
+//   (accel_serve_stats_t.step_host_ns / steps) of the continuous run
+//   replaying step command buffers, against the same run submitting every
+//   step launch by launch (ACCEL_SERVE_DIRECT_LAUNCH); with the share of
+//   steps replayed and both runs' tok/s. No target.
 // Each engine is created fresh per run (not timed), so no run starts with
 // another's cache.
 #include <math.h>
@@ -314,6 +319,29 @@ static int measure_prefix(void *ctx, int run_index, double *out) {
   return out[0] < 0 || out[1] < 0;
 }
 
+// Slots: host us per step replaying, launching; % of steps replayed; tok/s
+// replaying, launching.
+static int measure_step_host(void *ctx, int run_index, double *out) {
+  serve_bench_t *b = ctx;
+  if (make_workload(b, 41 + (uint64_t)(run_index + 1), 0) != 0) return 1;
+  for (int direct = 0; direct < 2; ++direct) {
+    accel_serve_engine_t *e =
+        engine(b, direct ? ACCEL_SERVE_DIRECT_LAUNCH : 0);
+    if (e == NULL) return 1;
+    for (uint32_t i = 0; i < b->n; ++i) b->reqs[i].got = 0;
+    out[direct ? 4 : 3] = run(b, e, 0, false, NULL);
+    accel_serve_stats_t st = {.struct_size = sizeof(st)};
+    (void)accel_serve_stats(e, &st);
+    accel_serve_engine_destroy(e);
+    if (out[direct ? 4 : 3] < 0 || st.steps == 0) return 1;
+    out[direct] = (double)st.step_host_ns / 1e3 / (double)st.steps;
+    if (!direct) {
+      out[2] = 100.0 * (double)st.steps_replayed / (double)st.steps;
+    }
+  }
+  return 0;
+}
+
 static const bench_figure_t k_batching[] = {
     {.name = "serve_throughput_continuous", .unit = "tok/s", .value_slot = 0,
      .baseline_name = "serve_throughput_static", .baseline_slot = 1,
@@ -332,6 +360,14 @@ static const bench_figure_t k_prefix[] = {
     {.name = "serve_shared_prefix", .unit = "tok/s", .value_slot = 0,
      .baseline_name = "serve_shared_prefix_uncached", .baseline_slot = 1},
     {.name = "serve_prefix_hit_rate", .unit = "%", .value_slot = 2},
+};
+
+static const bench_figure_t k_step_host[] = {
+    {.name = "serve_step_host_us", .unit = "us", .value_slot = 0,
+     .baseline_name = "serve_step_host_us_launched", .baseline_slot = 1},
+    {.name = "serve_steps_replayed", .unit = "%", .value_slot = 2},
+    {.name = "serve_throughput_replayed", .unit = "tok/s", .value_slot = 3,
+     .baseline_name = "serve_throughput_launched", .baseline_slot = 4},
 };
 
 int accel_bench_serve(const bench_args_t *args) {
@@ -355,8 +391,14 @@ int accel_bench_serve(const bench_args_t *args) {
                       .measure = measure_prefix, .teardown = teardown,
                       .figures = k_prefix,
                       .figure_count = sizeof(k_prefix) / sizeof(k_prefix[0])};
+  bench_group_t g3 = {.runs = runs, .slots = 5, .setup = setup,
+                      .measure = measure_step_host, .teardown = teardown,
+                      .figures = k_step_host,
+                      .figure_count =
+                          sizeof(k_step_host) / sizeof(k_step_host[0])};
   int rc = bench_group_run(&report, &g1, &b);
   if (rc == 0) rc = bench_group_run(&report, &g2, &b);
+  if (rc == 0) rc = bench_group_run(&report, &g3, &b);
   if (rc == 0) rc = bench_print(&report, args->json);
   accel_runtime_destroy(b.rt);
   return rc;

@@ -3,21 +3,21 @@
 //
 // It plays both sides of the compiler-runtime contract: it packs seeded
 // random weights (int8 per-channel projections, decoder_model.h) into a
-// model .axe with the builder API, then loads that file and the reference
-// kernels (reference.axe, kernels/README.md), prefills a prompt of random
-// tokens, and decodes greedily token by token. The KV cache lives in blocks
-// of a paged pool: one growable buffer per layer for K and one for V, grown
-// block by block (accel_buffer_grow maps pages on demand) and read through a
-// block table by attention_paged_decode.
+// model .axe with the builder API, then serves that file on the serving
+// engine (include/accel/serve.h) with the reference kernels (reference.axe,
+// kernels/README.md): one request with a prompt of random tokens, prefilled
+// in one step, then decoded greedily a step per token. The engine keeps the
+// KV cache in blocks of a paged pool, one buffer per layer for K and one
+// for V, read through the request's block table by attention_paged_decode,
+// and replays one recorded command buffer per step shape (every decode
+// step has the same shape; docs/serving.md, "Step command buffers").
 //
-// Decoding stays on the device: argmax writes each token into the token
-// buffer that the next step's embedding reads, so the host enqueues every
-// step without waiting and reads the tokens and logits at the end.
-//
-// The model and the run are in decoder_run.c (accel-bench kernels runs the
-// same). It prints prefill and decode tokens per second and where the time went,
-// from the built-in recorder's trace of each phase: time per kernel and the
-// host overhead (the share of the phase's wall time not inside a kernel).
+// The run is in decoder_run.c (accel-bench kernels runs the same). It
+// prints prefill and decode tokens per second and where the time went, from
+// the built-in recorder's trace of each phase: time per kernel and the host
+// overhead (the share of the phase's wall time not inside a kernel: in
+// decode, the engine's step: scheduling, the step's submit or replay, the
+// wait, and sampling the token on the host).
 //
 // usage: example-decoder REFERENCE.axe [--model OUT.axe] [--prompt N]
 //          [--steps N] [--logits FILE] [--trace-dir DIR] [--CONFIG N ...]

@@ -1,8 +1,10 @@
 // The decoder of examples/decoder.c as code to call: pack its model with
-// seeded random weights, and run it on reference.axe (prefill a prompt of
-// seeded random tokens, then decode greedily), each phase recorded with the
-// built-in recorder so that the run reports where its time went. Used by
-// example-decoder and by accel-bench kernels (bench/decoder_bench.c).
+// seeded random weights, and run it on reference.axe through the serving
+// engine (prefill a prompt of seeded random tokens in one step, then decode
+// greedily a step per token), each phase recorded with the built-in
+// recorder so that the run reports where its time went. Used by
+// example-decoder, accel-bench kernels (bench/decoder_bench.c) and serve,
+// and the engine's tests (which pack its model).
 // Failures of accel calls are printed and exit the program.
 #ifndef ACCEL_EXAMPLES_DECODER_RUN_H_
 #define ACCEL_EXAMPLES_DECODER_RUN_H_
@@ -30,7 +32,8 @@ typedef struct decoder_run_desc {
 // One phase of a run.
 typedef struct decoder_phase {
   uint32_t tokens;    // prefill: prompt tokens; decode: tokens decoded
-  uint64_t launches;  // kernel launches of the phase
+  uint64_t launches;  // kernel launches of the phase (its trace's kernel
+                      // slices)
   double wall_s;      // first enqueue to completion
   double kernel_s;    // time inside kernels, from the phase's trace
   trace_summary_t trace;  // the phase's trace, one row per slice name

@@ -35,7 +35,8 @@ fi
 if [ -x "$dir/examples/example-decoder" ]; then
   echo
   echo "== example-decoder: a 4-layer int8 transformer on reference.axe: prefill 256 tokens, decode 64"
-  echo "   (paged KV cache; time per kernel and host overhead from the recorder's traces)"
+  echo "   (on the serving engine: paged KV cache, decode steps replayed from a recorded"
+  echo "   command buffer; time per kernel and host overhead from the recorder's traces)"
   "$dir/examples/example-decoder" "$dir/kernels/axe/reference.axe" \
     --model "$dir/decoder.axe" --trace-dir "$dir" --prompt 256 --steps 64
   echo

@@ -44,6 +44,12 @@ enum accel_serve_flag_bits {
   // Preempt by swapping KV blocks to pinned host memory (needs
   // swap_bytes); without it preempted requests recompute.
   ACCEL_SERVE_PREEMPT_SWAP = 1u << 2,
+  // Submit every step launch by launch. Without it the engine records one
+  // command buffer per step shape seen twice and replays it
+  // (docs/serving.md, "Step command buffers"); the tokens and logits are
+  // the same either way. ACCEL_SERVE_COMMAND_BUFFERS=0 sets it for every
+  // engine.
+  ACCEL_SERVE_DIRECT_LAUNCH = 1u << 3,
 };
 
 typedef struct accel_serve_engine_desc {
@@ -127,6 +133,18 @@ typedef struct accel_serve_stats {
   uint64_t steps, preemptions;
   uint64_t prefill_tokens, decode_tokens;  // computed by steps
   uint64_t generated_tokens, finished, cancelled;
+  // How steps were issued (docs/serving.md, "Step command buffers").
+  uint64_t steps_direct;     // launch by launch
+  uint64_t steps_recorded;   // recorded into a command buffer, then run
+  uint64_t steps_replayed;   // by replaying a recorded command buffer
+  uint64_t step_host_ns;     // CPU time of the stepping thread issuing
+                             // the steps' commands (from staging the
+                             // inputs to the last submit, not the wait for
+                             // the device), summed
+  uint32_t command_buffers;  // recorded step command buffers cached now
+                             // (at most 32)
+  uint32_t failed_steps;     // steps that failed (their requests ended
+                             // with ACCEL_SERVE_END_ERROR)
 } accel_serve_stats_t;
 
 // Creates an engine on |device|: loads the model and the kernels, checks
@@ -190,8 +208,14 @@ ACCEL_API accel_status_t accel_serve_next(accel_serve_engine_t *engine,
 // runs the plan's copies and the model over its entries, samples, and
 // delivers the tokens (callbacks, iterators). Writes to |*out_pending| the
 // requests still waiting, running or swapped (0: idle; the loop may sleep
-// until the next submit). A failure of the device fails every unfinished
-// request (ACCEL_SERVE_END_ERROR) and is returned.
+// until the next submit). A failure of the step's commands (a device fault
+// in one of them, a replayed command buffer that fails) ends the step's
+// requests with ACCEL_SERVE_END_ERROR, counts in failed_steps and is
+// returned with a message naming the failed command; the engine replaces
+// its stream and later steps run (the other requests go on). A lost device
+// (ACCEL_ERROR_DEVICE_LOST), or a failure outside the device, fails every
+// unfinished request and the engine stays failed: later steps and submits
+// return the stored error.
 // ACCEL_ERROR_INVALID_ARGUMENT: NULL argument. Device and stream errors as
 // accel_launch and accel_stream_synchronize. ACCEL_ERROR_OUT_OF_MEMORY.
 // Not thread-safe: one serving thread calls it.

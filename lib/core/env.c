@@ -74,6 +74,9 @@ static const accel_env_var_t k_env_vars[] = {
      "faults injected at runtime creation, KIND[,KEY=VALUE...] separated by "
      "';' (kinds corrected, uncorrected, fatal, hang; keys device, command, "
      "after_ms, queue; docs/health.md); unset: none"},
+    {"ACCEL_SERVE_COMMAND_BUFFERS",
+     "0 makes serving engines submit every step launch by launch instead of "
+     "replaying one recorded command buffer per step shape; default 1"},
     {"ACCEL_CLUSTER_STORE",
      "membership store of cluster groups: shm (one host) or etcd; default: "
      "what the application chose (shm)"},

@@ -21,6 +21,7 @@
 #include "accel/serve.h"
 #include "core/error.h"
 #include "core/lock.h"
+#include "core/runtime_impl.h"
 #include "serve/id_map.h"
 #include "serve/serve_model.h"
 
@@ -56,6 +57,7 @@ struct accel_serve_engine {
   uint64_t next_id;          // guarded by mu
   uint64_t work;             // submits and releases so far (guarded by mu)
   accel_status_t failed;     // sticky step failure (guarded by mu)
+  uint32_t failed_steps;     // steps whose requests failed (guarded by mu)
   char failed_msg[256];
   uint64_t generated, finished, cancelled;  // guarded by mu
   accel_serve_stats_t sched_view;  // last step's scheduler/cache counters
@@ -110,7 +112,8 @@ static void free_requests(accel_serve_engine_t *e) {
 static accel_status_t check_desc(const accel_serve_engine_desc_t *d) {
   const uint32_t known = ACCEL_SERVE_PREFIX_CACHING |
                          ACCEL_SERVE_CHUNKED_PREFILL |
-                         ACCEL_SERVE_PREEMPT_SWAP;
+                         ACCEL_SERVE_PREEMPT_SWAP |
+                         ACCEL_SERVE_DIRECT_LAUNCH;
   if (d->struct_size < sizeof(*d)) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "serve engine: struct_size %u is below %zu",
@@ -141,16 +144,36 @@ static accel_status_t check_desc(const accel_serve_engine_desc_t *d) {
   return ACCEL_OK;
 }
 
+// Whether steps replay recorded command buffers: the desc's flags, turned
+// off by ACCEL_SERVE_COMMAND_BUFFERS=0.
+static accel_status_t use_command_buffers(const accel_serve_engine_desc_t *d,
+                                          bool *out) {
+  uint64_t v = 1;
+  bool invalid = false;
+  if (accel_env_u64("ACCEL_SERVE_COMMAND_BUFFERS", &v, &invalid) &&
+      (invalid || v > 1)) {
+    return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                       "serve engine: ACCEL_SERVE_COMMAND_BUFFERS is "
+                       "\"%.32s\", not 0 or 1",
+                       getenv("ACCEL_SERVE_COMMAND_BUFFERS"));
+  }
+  *out = v == 1 && !(d->flags & ACCEL_SERVE_DIRECT_LAUNCH);
+  return ACCEL_OK;
+}
+
 static accel_status_t engine_init(accel_serve_engine_t *e,
                                   accel_device_t *device,
                                   const accel_serve_engine_desc_t *desc) {
+  bool replay = false;
+  ACCEL_RETURN_IF_ERROR(use_command_buffers(desc, &replay));
   serve_model_desc_t md = {
       .model_path = desc->model_path, .kernels_path = desc->kernels_path,
       .kv_bytes = desc->kv_bytes ? desc->kv_bytes : 64ull << 20,
       .swap_bytes = desc->swap_bytes,
       .max_step_tokens = desc->max_step_tokens ? desc->max_step_tokens : 256,
       .max_step_seqs = desc->max_step_seqs ? desc->max_step_seqs : 64,
-      .max_context = desc->max_context ? desc->max_context : 2048};
+      .max_context = desc->max_context ? desc->max_context : 2048,
+      .command_buffers = replay};
   ACCEL_RETURN_IF_ERROR(serve_model_create(device, &md, &e->model));
   const serve_model_config_t *c = serve_model_config(e->model);
   e->info = (accel_serve_model_info_t){
@@ -555,6 +578,14 @@ static void refresh_stats_locked(accel_serve_engine_t *e) {
   v->preemptions = ss.preemptions;
   v->prefill_tokens = ss.prefill_tokens;
   v->decode_tokens = ss.decode_tokens;
+  serve_model_counters_t mc;
+  serve_model_counters(e->model, &mc);
+  v->steps_direct = mc.steps_direct;
+  v->steps_recorded = mc.steps_recorded;
+  v->steps_replayed = mc.steps_replayed;
+  v->step_host_ns = mc.issue_ns;
+  v->command_buffers = mc.command_buffers;
+  v->failed_steps = e->failed_steps;
 }
 
 // Appends a token to |r|'s stream (mu held).
@@ -588,6 +619,48 @@ static void fail_all_locked(accel_serve_engine_t *e, accel_status_t st) {
     }
   }
   pthread_cond_broadcast(&e->tokens_cv);
+}
+
+// Ends |id| with ACCEL_SERVE_END_ERROR and drops it from the scheduler (mu
+// held); returns 1 if it was still running, else 0.
+static uint32_t fail_request_locked(accel_serve_engine_t *e, uint64_t id) {
+  ACCEL_ASSERT_HELD(&e->mu);
+  // NOT_FOUND: released and cancelled already.
+  (void)accel_sched_cancel(e->sched, id);
+  serve_request_t *r = serve_id_map_find(&e->requests, id);
+  if (r == NULL || r->end != ACCEL_SERVE_END_NONE) {
+    return 0;
+  }
+  r->end = ACCEL_SERVE_END_ERROR;
+  return 1;
+}
+
+// A step whose commands failed, on a stream the runner has replaced: ends
+// the step's requests (its entries, and the sequences it swapped out, whose
+// host copies may be incomplete) and completes the plan, which then has
+// nothing left to complete (mu held). Returns how many requests ended.
+static uint32_t fail_step_locked(accel_serve_engine_t *e,
+                                 const accel_sched_plan_t *plan) {
+  ACCEL_ASSERT_HELD(&e->mu);
+  uint32_t n = 0, samples = 0;
+  for (uint32_t i = 0; i < plan->entry_count; ++i) {
+    n += fail_request_locked(e, plan->entries[i].id);
+    samples += plan->entries[i].sample;
+  }
+  if (e->flags & ACCEL_SERVE_PREEMPT_SWAP) {
+    for (uint32_t i = 0; i < plan->preempted_count; ++i) {
+      n += fail_request_locked(e, plan->preempted[i]);
+    }
+  }
+  memset(e->sampled, 0, sizeof(int32_t) * samples);
+  uint32_t finished = 0;
+  // Every entry was cancelled: this only ends the plan (none to end when
+  // the plan had no entries).
+  (void)accel_sched_complete(e->sched, e->sampled, samples, e->done, 0,
+                             &finished);
+  e->failed_steps++;
+  pthread_cond_broadcast(&e->tokens_cv);
+  return n;
 }
 
 // Samples every sampling entry's token (mu held: the records' parameters).
@@ -690,6 +763,12 @@ accel_status_t accel_serve_step(accel_serve_engine_t *engine,
     return st;
   }
   st = serve_model_run(e->model, &plan, e->logits);
+  char why[256] = "";
+  accel_status_t recovered = ACCEL_ERROR_INTERNAL;
+  if (st != ACCEL_OK) {
+    snprintf(why, sizeof(why), "%s", accel_last_error());
+    recovered = serve_model_recover(e->model, st);
+  }
   uint32_t samples = 0, deliveries = 0;
   pthread_mutex_lock(&e->mu);
   if (st == ACCEL_OK) {
@@ -698,7 +777,16 @@ accel_status_t accel_serve_step(accel_serve_engine_t *engine,
   if (st == ACCEL_OK) {
     st = complete_locked(e, &plan, samples, &deliveries);
   }
-  if (st != ACCEL_OK) {
+  if (st != ACCEL_OK && recovered == ACCEL_OK) {
+    uint32_t n = fail_step_locked(e, &plan);
+    st = accel_error(st,
+                     "serve step: %u request%s failed (the engine goes on): "
+                     "%s",
+                     n, n == 1 ? "" : "s", why);
+  } else if (st != ACCEL_OK) {
+    if (why[0] != '\0') {
+      (void)accel_error(st, "%s", why);  // the step's failure, not recovery's
+    }
     fail_all_locked(e, st);
   }
   refresh_stats_locked(e);

@@ -11,8 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "attention_params.h"
+#include "accel/command_buffer.h"
+#include "accel/health.h"
 #include "accel/gguf_import.h"
 #include "core/error.h"
 #include "kernel_params.h"
@@ -79,6 +82,23 @@ typedef struct serve_inputs {
   uint32_t *tables, *ctx;
 } serve_inputs_t;
 
+// Step shapes the runner remembers (docs/serving.md, "Step command
+// buffers"): at most SERVE_CB_CAP with a recorded command buffer, the rest
+// seen once and not recorded yet. A decode-only batch has one shape per
+// batch size, so 32 buffers cover every decode batch of a 32-sequence
+// engine; mixed prefill steps rarely repeat and are recorded only when
+// they do.
+#define SERVE_CB_CAP 32
+#define SERVE_SHAPES 96
+
+typedef struct serve_shape {
+  uint32_t *key;  // NULL: an empty slot
+  uint32_t key_len;
+  uint64_t hash;
+  uint64_t last_use;          // m->clock at the last sight
+  accel_command_buffer_t *cb;  // NULL: seen, not recorded
+} serve_shape_t;
+
 struct serve_model {
   serve_model_config_t c;
   serve_model_desc_t d;
@@ -112,12 +132,47 @@ struct serve_model {
   float *logits_host;
   // Order of the step's entries: decode-shaped first, then prefill chunks.
   uint32_t *order;
+  // Step command buffers (docs/serving.md, "Step command buffers"): the
+  // shapes seen, the recorded ones with their buffer; |rec| is the buffer
+  // being recorded (launch() and gather() append to it instead of
+  // submitting), |binds| the gathers' binding table of the step.
+  bool replay;
+  serve_shape_t shapes[SERVE_SHAPES];
+  uint32_t *key;  // the step's shape key (scratch, 3 + 2 x max_step_seqs)
+  uint32_t key_len;
+  uint64_t clock;  // shape uses so far (LRU order)
+  accel_command_buffer_t *rec;
+  accel_command_buffer_binding_t *binds;
+  uint32_t bind_count, bind_cap;
+  serve_model_counters_t counters;
 };
+
+static void shape_clear(serve_shape_t *sh);
 
 typedef struct bind {
   accel_buffer_t *buffer;
   uint64_t offset;
 } bind_t;
+
+// Records a launch into the buffer being recorded: every binding names its
+// buffer (the model's buffers are the same for every step of a shape).
+static accel_status_t record_launch(serve_model_t *m, int kernel,
+                                    const accel_launch_desc_t *d) {
+  accel_command_buffer_ref_t refs[8];
+  for (uint32_t i = 0; i < d->binding_count; ++i) {
+    refs[i] = (accel_command_buffer_ref_t){.buffer = d->bindings[i].buffer,
+                                           .offset = d->bindings[i].offset};
+  }
+  accel_command_buffer_launch_desc_t ld = {
+      .struct_size = sizeof(ld),
+      .workgroup_count = {d->workgroup_count[0], d->workgroup_count[1],
+                          d->workgroup_count[2]},
+      .binding_count = d->binding_count,
+      .constants_size = d->constants_size,
+      .bindings = refs,
+      .constants = d->constants};
+  return accel_command_buffer_launch(m->rec, m->k[kernel], &ld);
+}
 
 static accel_status_t launch(serve_model_t *m, int kernel, uint64_t units,
                              const bind_t *b, uint32_t n, const void *constants,
@@ -136,6 +191,9 @@ static accel_status_t launch(serve_model_t *m, int kernel, uint64_t units,
                            .constants_size = constants_size,
                            .bindings = lb,
                            .constants = constants};
+  if (m->rec != NULL) {
+    return record_launch(m, kernel, &d);
+  }
   return accel_launch(m->s, m->k[kernel], &d);
 }
 
@@ -518,8 +576,11 @@ static accel_status_t alloc_activations(serve_model_t *m) {
     m->in.ctx = calloc(s, 4);
   }
   m->order = calloc(s, 4);
-  if (!m->in.tokens || !m->in.positions || !m->in.slots || !m->in.rows ||
-      !m->in.tables || !m->in.ctx || !m->order) {
+  m->replay = m->d.command_buffers;
+  // rows, decodes, samples, then a count and a context per prefill chunk.
+  m->key = calloc(3 + 2 * s, 4);
+  if (!m->key || !m->in.tokens || !m->in.positions || !m->in.slots ||
+      !m->in.rows || !m->in.tables || !m->in.ctx || !m->order) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "serve: cannot allocate the step's staging arrays");
   }
@@ -640,6 +701,9 @@ void serve_model_destroy(serve_model_t *m) {
   if (m->s != NULL) {
     (void)accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE);
   }
+  for (uint32_t i = 0; i < SERVE_SHAPES; ++i) {
+    shape_clear(&m->shapes[i]);
+  }
   accel_buffer_t *bufs[] = {m->embed.w, m->embed.bias, m->final_norm,
                             m->lm_head.w, m->lm_head.scale, m->lm_head.bias,
                             m->x, m->h, m->o, m->q, m->attn, m->kn, m->vn,
@@ -683,6 +747,8 @@ void serve_model_destroy(serve_model_t *m) {
     free(m->in.ctx);
   }
   free(m->order);
+  free(m->key);
+  free(m->binds);
   free(m);
 }
 
@@ -722,20 +788,79 @@ static accel_status_t copy_blocks(serve_model_t *m, const accel_kv_copy_t *cp,
   return ACCEL_OK;
 }
 
+// Appends a binding to the step's table.
+static accel_status_t push_bind(serve_model_t *m, accel_buffer_t *buffer,
+                                uint64_t offset, uint64_t length) {
+  if (m->bind_count == m->bind_cap) {
+    uint32_t cap = m->bind_cap ? 2 * m->bind_cap : 64;
+    void *grown = realloc(m->binds, sizeof(*m->binds) * cap);
+    if (grown == NULL) {
+      return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                         "serve: cannot grow a step's binding table to %u",
+                         cap);
+    }
+    m->binds = grown;
+    m->bind_cap = cap;
+  }
+  m->binds[m->bind_count++] = (accel_command_buffer_binding_t){
+      .buffer = buffer, .offset = offset, .length = length};
+  return ACCEL_OK;
+}
+
+// One copy of a gather into |dst|: submitted; or recorded reading the next
+// slot of the binding table (the block it reads comes from the step's block
+// table, which changes from step to step); or, with |bind_only| (a replay),
+// only that slot's binding.
+static accel_status_t gather_copy(serve_model_t *m, bool bind_only,
+                                  accel_buffer_t *dst, uint64_t dst_offset,
+                                  accel_buffer_t *src, uint64_t src_offset,
+                                  uint64_t size) {
+  if (m->rec == NULL && !bind_only) {
+    return accel_stream_copy(m->s, dst, dst_offset, src, src_offset, size);
+  }
+  uint32_t slot = m->bind_count;
+  ACCEL_RETURN_IF_ERROR(push_bind(m, src, src_offset, size));
+  if (bind_only) {
+    return ACCEL_OK;
+  }
+  accel_command_buffer_ref_t d = {.buffer = dst, .offset = dst_offset};
+  accel_command_buffer_ref_t r = {.slot = slot};
+  return accel_command_buffer_copy(m->rec, &d, &r, size);
+}
+
 // Gathers the first |len| positions of a sequence's paged K and V of layer
 // |L| into the dense scratch gk, gv ([len, kv_heads, head_dim]): a block is
 // contiguous in both layouts, so one copy per block.
 static accel_status_t gather(serve_model_t *m, const serve_layer_t *L,
-                             const uint32_t *table, uint32_t len) {
+                             const uint32_t *table, uint32_t len,
+                             bool bind_only) {
   uint32_t bs = m->c.block_size;
   uint64_t row = 4ull * m->kvd;
   for (uint32_t b = 0; b * bs < len; ++b) {
     uint32_t n = len - b * bs < bs ? len - b * bs : bs;
     uint64_t src = (uint64_t)table[b] * m->layer_block_bytes;
-    ACCEL_RETURN_IF_ERROR(accel_stream_copy(m->s, m->gk, b * bs * row, L->k,
-                                            src, n * row));
-    ACCEL_RETURN_IF_ERROR(accel_stream_copy(m->s, m->gv, b * bs * row, L->v,
-                                            src, n * row));
+    ACCEL_RETURN_IF_ERROR(gather_copy(m, bind_only, m->gk, b * bs * row, L->k,
+                                      src, n * row));
+    ACCEL_RETURN_IF_ERROR(gather_copy(m, bind_only, m->gv, b * bs * row, L->v,
+                                      src, n * row));
+  }
+  return ACCEL_OK;
+}
+
+// The binding table of a replayed step: the gathers' sources in the order
+// layer_forward records them.
+static accel_status_t gather_bindings(serve_model_t *m,
+                                      const accel_sched_plan_t *plan,
+                                      uint32_t nd) {
+  m->bind_count = 0;
+  for (uint32_t l = 0; l < m->c.layers; ++l) {
+    for (uint32_t i = nd; i < plan->entry_count; ++i) {
+      const accel_sched_entry_t *e = &plan->entries[m->order[i]];
+      if (e->start > 0) {
+        ACCEL_RETURN_IF_ERROR(gather(m, &m->layers[l], e->block_table,
+                                     e->start + e->count, true));
+      }
+    }
   }
   return ACCEL_OK;
 }
@@ -770,7 +895,7 @@ static accel_status_t attention(serve_model_t *m, const serve_layer_t *L,
     if (e->start > 0) {
       // Part of the context is cached: read all of it from the paged cache
       // (the new rows were appended above).
-      ACCEL_RETURN_IF_ERROR(gather(m, L, e->block_table, len));
+      ACCEL_RETURN_IF_ERROR(gather(m, L, e->block_table, len, false));
       pb[1] = (bind_t){m->gk, 0};
       pb[2] = (bind_t){m->gv, 0};
     }
@@ -903,6 +1028,199 @@ static accel_status_t upload(serve_model_t *m, uint32_t rows, uint32_t samples,
   return ACCEL_OK;
 }
 
+// The model over the staged step: the embedding, every layer, and the head
+// over the sampled rows; submitted, or recorded into m->rec.
+static accel_status_t forward(serve_model_t *m, const accel_sched_plan_t *plan,
+                              uint32_t rows, uint32_t nd, uint32_t samples) {
+  const serve_model_config_t *c = &m->c;
+  ACCEL_RETURN_IF_ERROR(embed(m, rows));
+  for (uint32_t l = 0; l < c->layers; ++l) {
+    ACCEL_RETURN_IF_ERROR(layer_forward(m, &m->layers[l], plan, rows, nd));
+  }
+  if (samples == 0) {
+    return ACCEL_OK;
+  }
+  // The sampled rows' hidden states, gathered by the embedding kernel (the
+  // step's hidden states as its table), then the head over them only.
+  accel_kp_embedding_constants_t gc = {.tokens = samples, .vocab = rows,
+                                       .dim = c->dim,
+                                       .dtype = ACCEL_KP_DTYPE_F32};
+  bind_t gb[3] = {{m->x, 0}, {m->rows, 0}, {m->fx, 0}};
+  ACCEL_RETURN_IF_ERROR(launch(m, K_EMBEDDING, samples, gb, 3, &gc,
+                               sizeof(gc)));
+  ACCEL_RETURN_IF_ERROR(rmsnorm(m, (bind_t){m->fx, 0}, m->final_norm,
+                                (bind_t){m->fh, 0}, samples));
+  return project(m, m->fh, &m->lm_head, m->logits, samples, c->vocab, c->dim);
+}
+
+// ---------------------------------------------------------------------------
+// Step command buffers (docs/serving.md, "Step command buffers")
+// ---------------------------------------------------------------------------
+
+// The step's shape: what changes the commands a step issues (their grids,
+// constants and gathers). Everything else a step reads (tokens, positions,
+// slots, block tables, context lengths, sampled rows) is in the step's
+// input buffers, the same buffers for every step.
+static void shape_key(serve_model_t *m, const accel_sched_plan_t *plan,
+                      uint32_t rows, uint32_t nd, uint32_t samples) {
+  uint32_t n = 0;
+  m->key[n++] = rows;
+  m->key[n++] = nd;
+  m->key[n++] = samples;
+  for (uint32_t i = nd; i < plan->entry_count; ++i) {
+    const accel_sched_entry_t *e = &plan->entries[m->order[i]];
+    m->key[n++] = e->count;
+    // A chunk that starts at 0 attends over its own rows; a later one over
+    // its whole context, gathered block by block.
+    m->key[n++] = e->start > 0 ? e->start + e->count : 0;
+  }
+  m->key_len = n;
+}
+
+static uint64_t key_hash(const uint32_t *key, uint32_t len) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (uint32_t i = 0; i < len; ++i) {
+    h = (h ^ key[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+static void shape_clear(serve_shape_t *sh) {
+  accel_command_buffer_release(sh->cb);
+  free(sh->key);
+  *sh = (serve_shape_t){0};
+}
+
+static serve_shape_t *shape_find(serve_model_t *m, uint64_t hash) {
+  for (uint32_t i = 0; i < SERVE_SHAPES; ++i) {
+    serve_shape_t *sh = &m->shapes[i];
+    if (sh->key != NULL && sh->hash == hash && sh->key_len == m->key_len &&
+        memcmp(sh->key, m->key, 4ull * m->key_len) == 0) {
+      return sh;
+    }
+  }
+  return NULL;
+}
+
+// The least recently used shape: among those with a buffer when |recorded|,
+// else an empty slot first, then a shape without a buffer, then any.
+static serve_shape_t *shape_victim(serve_model_t *m, bool recorded) {
+  serve_shape_t *best = NULL;
+  int best_rank = 3;
+  for (uint32_t i = 0; i < SERVE_SHAPES; ++i) {
+    serve_shape_t *sh = &m->shapes[i];
+    int rank = recorded ? (sh->cb != NULL ? 0 : 3)
+                        : sh->key == NULL ? 0 : sh->cb == NULL ? 1 : 2;
+    if (rank < best_rank ||
+        (rank == best_rank && rank < 3 && best != NULL &&
+         sh->last_use < best->last_use)) {
+      best = sh;
+      best_rank = rank;
+    }
+  }
+  return best;
+}
+
+// Remembers the step's shape as seen (not recorded).
+static accel_status_t shape_insert(serve_model_t *m, uint64_t hash) {
+  serve_shape_t *sh = shape_victim(m, false);
+  uint32_t *key = malloc(4ull * m->key_len);
+  if (key == NULL) {
+    return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
+                       "serve: cannot remember a step shape");
+  }
+  if (sh->cb != NULL) {
+    m->counters.command_buffers--;
+  }
+  shape_clear(sh);
+  memcpy(key, m->key, 4ull * m->key_len);
+  *sh = (serve_shape_t){.key = key, .key_len = m->key_len, .hash = hash,
+                        .last_use = ++m->clock};
+  return ACCEL_OK;
+}
+
+// Records the staged step into a new command buffer for |sh|, evicting the
+// least recently used buffer when SERVE_CB_CAP are cached; leaves the
+// gathers' bindings in m->binds.
+static accel_status_t shape_record(serve_model_t *m, serve_shape_t *sh,
+                                   const accel_sched_plan_t *plan,
+                                   uint32_t rows, uint32_t nd,
+                                   uint32_t samples) {
+  if (m->counters.command_buffers == SERVE_CB_CAP) {
+    serve_shape_t *old = shape_victim(m, true);
+    accel_command_buffer_release(old->cb);
+    old->cb = NULL;
+    m->counters.command_buffers--;
+  }
+  accel_command_buffer_desc_t d = {.struct_size = sizeof(d),
+                                   .name = "serve-step"};
+  accel_command_buffer_t *cb = NULL;
+  ACCEL_RETURN_IF_ERROR(accel_command_buffer_create(m->dev, &d, &cb));
+  m->rec = cb;
+  m->bind_count = 0;
+  accel_status_t st = forward(m, plan, rows, nd, samples);
+  m->rec = NULL;
+  if (st == ACCEL_OK) {
+    st = accel_command_buffer_finalize(cb);
+  }
+  if (st != ACCEL_OK) {
+    accel_command_buffer_release(cb);
+    return accel_error_context(st, "serve: recording a step of %u rows",
+                               rows);
+  }
+  sh->cb = cb;
+  m->counters.command_buffers++;
+  return ACCEL_OK;
+}
+
+// Issues the staged step's model: replays its shape's buffer, records one
+// on the shape's second sight, or submits launch by launch.
+static accel_status_t issue(serve_model_t *m, const accel_sched_plan_t *plan,
+                            uint32_t rows, uint32_t nd, uint32_t samples) {
+  serve_shape_t *sh = NULL;
+  if (m->replay) {
+    shape_key(m, plan, rows, nd, samples);
+    uint64_t hash = key_hash(m->key, m->key_len);
+    sh = shape_find(m, hash);
+    if (sh == NULL) {
+      ACCEL_RETURN_IF_ERROR(shape_insert(m, hash));
+    }
+  }
+  if (sh == NULL) {
+    m->counters.steps_direct++;
+    return forward(m, plan, rows, nd, samples);
+  }
+  sh->last_use = ++m->clock;
+  if (sh->cb == NULL) {
+    accel_status_t st = shape_record(m, sh, plan, rows, nd, samples);
+    if (st == ACCEL_ERROR_UNSUPPORTED) {
+      // The device's command buffers cannot hold these launches (a backend
+      // without recorded kernels): launch by launch from now on.
+      m->replay = false;
+      m->counters.steps_direct++;
+      return forward(m, plan, rows, nd, samples);
+    }
+    ACCEL_RETURN_IF_ERROR(st);
+    m->counters.steps_recorded++;
+  } else {
+    ACCEL_RETURN_IF_ERROR(gather_bindings(m, plan, nd));
+    m->counters.steps_replayed++;
+  }
+  accel_command_buffer_execute_desc_t ed = {.struct_size = sizeof(ed),
+                                            .binding_count = m->bind_count,
+                                            .bindings = m->binds};
+  return accel_stream_execute(m->s, sh->cb, m->bind_count ? &ed : NULL);
+}
+
+// The stepping thread's CPU time: what issuing costs the host, not the
+// time the thread waits for a core (the device's worker threads share the
+// CPUs on the host device).
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 accel_status_t serve_model_run(serve_model_t *m, const accel_sched_plan_t *plan,
                                float *logits) {
   const serve_model_config_t *c = &m->c;
@@ -917,36 +1235,48 @@ accel_status_t serve_model_run(serve_model_t *m, const accel_sched_plan_t *plan,
   if (plan->entry_count == 0) {
     return accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE);
   }
+  uint64_t t0 = now_ns();
   stage(m, plan, &nd, &samples);
   // The previous step was waited for, so the inputs are free to rewrite.
   if (!m->direct) {
     ACCEL_RETURN_IF_ERROR(upload(m, rows, samples, nd));
   }
-  ACCEL_RETURN_IF_ERROR(embed(m, rows));
-  for (uint32_t l = 0; l < c->layers; ++l) {
-    ACCEL_RETURN_IF_ERROR(layer_forward(m, &m->layers[l], plan, rows, nd));
+  ACCEL_RETURN_IF_ERROR(issue(m, plan, rows, nd, samples));
+  if (samples > 0 && !m->direct) {
+    ACCEL_RETURN_IF_ERROR(accel_stream_copy_to_host(
+        m->s, logits, m->logits, 0, 4ull * samples * c->vocab));
   }
-  if (samples > 0) {
-    // The sampled rows' hidden states, gathered by the embedding kernel
-    // (the step's hidden states as its table), then the head over them only.
-    accel_kp_embedding_constants_t gc = {.tokens = samples, .vocab = rows,
-                                         .dim = c->dim,
-                                         .dtype = ACCEL_KP_DTYPE_F32};
-    bind_t gb[3] = {{m->x, 0}, {m->rows, 0}, {m->fx, 0}};
-    ACCEL_RETURN_IF_ERROR(launch(m, K_EMBEDDING, samples, gb, 3, &gc,
-                                 sizeof(gc)));
-    ACCEL_RETURN_IF_ERROR(rmsnorm(m, (bind_t){m->fx, 0}, m->final_norm,
-                                  (bind_t){m->fh, 0}, samples));
-    ACCEL_RETURN_IF_ERROR(project(m, m->fh, &m->lm_head,
-                                  m->logits, samples, c->vocab, c->dim));
-    if (!m->direct) {
-      ACCEL_RETURN_IF_ERROR(accel_stream_copy_to_host(
-          m->s, logits, m->logits, 0, 4ull * samples * c->vocab));
-    }
-  }
+  m->counters.issue_ns += now_ns() - t0;
   ACCEL_RETURN_IF_ERROR(accel_stream_synchronize(m->s, ACCEL_TIMEOUT_INFINITE));
   if (m->direct && samples > 0) {
     memcpy(logits, m->logits_host, 4ull * samples * c->vocab);
   }
   return ACCEL_OK;
+}
+
+accel_status_t serve_model_recover(serve_model_t *m, accel_status_t failure) {
+  accel_device_health_t h = {.struct_size = sizeof(h)};
+  if (failure == ACCEL_ERROR_DEVICE_LOST ||
+      (accel_device_health(m->dev, &h) == ACCEL_OK &&
+       h.state == ACCEL_DEVICE_STATE_LOST)) {
+    return accel_error(ACCEL_ERROR_DEVICE_LOST,
+                       "serve: the device is lost; the engine stops");
+  }
+  // The old stream's commands after the failure were skipped; destroying
+  // it waits for what still runs, so nothing of the failed step writes the
+  // activations once the next step starts. The recorded buffers name no
+  // stream and stay valid.
+  accel_stream_destroy(m->s);
+  m->s = NULL;
+  accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "serve"};
+  accel_status_t st = accel_stream_create(m->dev, &sd, &m->s);
+  if (st != ACCEL_OK) {
+    return accel_error_context(st, "serve: replacing the failed stream");
+  }
+  return ACCEL_OK;
+}
+
+void serve_model_counters(const serve_model_t *m,
+                          serve_model_counters_t *out) {
+  *out = m->counters;
 }

@@ -6,6 +6,7 @@
 #ifndef ACCEL_SERVE_SERVE_MODEL_H_
 #define ACCEL_SERVE_SERVE_MODEL_H_
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "accel/executable.h"
@@ -30,7 +31,21 @@ typedef struct serve_model_desc {
   const char *model_path, *kernels_path;
   uint64_t kv_bytes, swap_bytes;
   uint32_t max_step_tokens, max_step_seqs, max_context;
+  // Replay a recorded command buffer per step shape (docs/serving.md, "Step
+  // command buffers"); false: every step launch by launch.
+  bool command_buffers;
 } serve_model_desc_t;
+
+// What the runner did so far.
+typedef struct serve_model_counters {
+  uint64_t steps_direct;    // steps submitted launch by launch
+  uint64_t steps_recorded;  // steps recorded into a buffer, then executed
+  uint64_t steps_replayed;  // steps that replayed a recorded buffer
+  uint64_t issue_ns;        // CPU time of the stepping thread issuing the
+                            // steps' commands (from staging to the last
+                            // submit, not the wait)
+  uint32_t command_buffers;  // recorded buffers cached now (<= 32)
+} serve_model_counters_t;
 
 // Loads the model and kernels and allocates the cache and the activations.
 // Errors as accel_serve_engine_create.
@@ -51,5 +66,14 @@ uint64_t serve_model_block_bytes(const serve_model_t *m);
 // accel_stream_synchronize.
 accel_status_t serve_model_run(serve_model_t *m, const accel_sched_plan_t *plan,
                                float *logits);
+
+// After serve_model_run failed with |failure|: replaces the failed stream
+// with a new one, so that later steps run. ACCEL_ERROR_DEVICE_LOST when
+// |failure| is that or the device is lost (the runner cannot go on);
+// stream creation errors.
+accel_status_t serve_model_recover(serve_model_t *m, accel_status_t failure);
+
+// Copies the runner's counters to |*out|.
+void serve_model_counters(const serve_model_t *m, serve_model_counters_t *out);
 
 #endif  // ACCEL_SERVE_SERVE_MODEL_H_

@@ -67,7 +67,8 @@ EXPECTED = {
                "serve_continuous_vs_unpadded", "serve_kv_waste",
                "serve_ttft_p50", "serve_ttft_p99", "serve_tpot_p50",
                "serve_tpot_p99", "serve_shared_prefix",
-               "serve_prefix_hit_rate"], []),
+               "serve_prefix_hit_rate", "serve_step_host_us",
+               "serve_steps_replayed", "serve_throughput_replayed"], []),
     "shim": (["shim_semaphore_query", "shim_buffer_size"], []),
     # Skipped (no results, the reason instead) where there is no CUDA device.
     "cuda": (["launch_sync_empty_kernel", "copy_pinned_h2d_1MiB",

@@ -1,11 +1,13 @@
 // The serving engine (include/accel/serve.h) on the host device with a small
-// decoder packed by examples/decoder_run.c. The independent reference is the
-// example's own single-sequence run (dense prefill, then paged decode, greedy,
-// a different code path): the engine's logits must equal it bit for bit.
-// Then batches: every request's tokens and logits in a crowded engine
-// (chunked prefill, prefix caching, preemption by recompute or swap) equal
-// those of the same request run alone; releases return every block; the
-// pull iterator streams what the callback sees; misuse is refused.
+// decoder packed by examples/decoder_run.c. The engine's logits against a
+// float64 model of the decoder are checked by tests/examples/decoder_test.c
+// (example-decoder runs on the engine). Here: every request's tokens and
+// logits in a crowded engine (chunked prefill, prefix caching, preemption by
+// recompute or swap), launched step by step and replayed from step command
+// buffers, equal those of the same request run alone launch by launch; the
+// step buffer cache stays bounded; a fault in a replayed step fails only
+// that step's request; releases return every block; the pull iterator
+// streams what the callback sees; misuse is refused.
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,12 +27,13 @@ static decoder_config_t g_cfg = {.layers = 2, .dim = 64, .heads = 4,
                                  .kv_heads = 2, .head_dim = 16, .ffn = 96,
                                  .vocab = 97, .block_size = 4, .seed = 7};
 
-enum { MAX_REQ = 24, MAX_NEW = 24, VOCAB = 97 };
+// MAX_NEW: the most tokens of a random request; MAX_OUT: of any request.
+enum { MAX_REQ = 24, MAX_NEW = 24, MAX_OUT = 108, VOCAB = 97 };
 
 // What one request produced.
 typedef struct run {
-  int32_t tokens[MAX_NEW];
-  float logits[MAX_NEW][VOCAB];
+  int32_t tokens[MAX_OUT];
+  float logits[MAX_OUT][VOCAB];
   uint32_t count;
   uint32_t end;
 } run_t;
@@ -39,7 +42,7 @@ static void on_token(void *user, const accel_serve_token_t *t) {
   run_t *r = user;
   assert_int_equal(t->index, r->count);
   assert_int_equal(t->vocab, VOCAB);
-  assert_true(r->count < MAX_NEW);
+  assert_true(r->count < MAX_OUT);
   r->tokens[r->count] = t->token;
   memcpy(r->logits[r->count], t->logits, sizeof(float) * VOCAB);
   r->count++;
@@ -102,49 +105,15 @@ static int group_teardown(void **state) {
   if (*state == NULL) {
     return 0;  // setup failed before the environment existed
   }
-  char path[512];
-  const char *files[] = {"model.axe", "decoder-prefill.pftrace",
-                         "decoder-decode.pftrace"};
-  for (size_t i = 0; i < 3; ++i) {
-    snprintf(path, sizeof(path), "%s/%s", g_dir, files[i]);
-    unlink(path);
-  }
+  unlink(g_model);
   rmdir(g_dir);
   return test_env_teardown(state);
-}
-
-// The engine's greedy run of one request equals examples/decoder.c's run
-// (dense prefill, paged decode) bit for bit: tokens and every logit.
-static void test_engine_matches_decoder_example_bit_for_bit(void **state) {
-  test_env_t *env = *state;
-  decoder_run_desc_t d = {.c = g_cfg, .prompt = 13, .steps = 9,
-                          .reference_path = g_ref, .model_path = g_model,
-                          .trace_dir = g_dir};
-  decoder_result_t ref;
-  decoder_run(env->runtime, &d, &ref);
-  accel_serve_engine_t *e = engine_new(env->device, 0, 32, 64);
-  run_t *r = calloc(1, sizeof(*r));
-  accel_serve_request_desc_t rq = request(ref.tokens, 13, 9, r);
-  uint64_t id = 0;
-  assert_accel_ok(accel_serve_submit(e, &rq, &id));
-  assert_true(id != 0);
-  run_until_idle(e);
-  assert_int_equal(r->count, 9);
-  assert_int_equal(r->end, ACCEL_SERVE_END_LENGTH);
-  for (uint32_t t = 0; t < 9; ++t) {
-    assert_int_equal(r->tokens[t], ref.tokens[13 + t]);
-    assert_memory_equal(r->logits[t], ref.logits + (uint64_t)t * VOCAB,
-                        sizeof(float) * VOCAB);
-  }
-  assert_accel_ok(accel_serve_release(e, id));
-  free(r);
-  decoder_result_free(&ref);
-  accel_serve_engine_destroy(e);
 }
 
 typedef struct workload {
   int32_t prompts[MAX_REQ][40];
   uint32_t lens[MAX_REQ], max_new[MAX_REQ];
+  int32_t priority[MAX_REQ];
   accel_sampling_params_t sampling[MAX_REQ];
   run_t alone[MAX_REQ];
   run_t batched[MAX_REQ];
@@ -166,6 +135,7 @@ static void make_workload(workload_t *w, test_rng_t *rng) {
                                     : (int32_t)test_rng_range(rng, 0,
                                                               VOCAB - 1);
     }
+    w->priority[q] = (int32_t)test_rng_range(rng, 0, 2);
     bool greedy = test_rng_range(rng, 0, 2) == 0;
     w->sampling[q] = (accel_sampling_params_t){
         .struct_size = sizeof(accel_sampling_params_t),
@@ -176,15 +146,73 @@ static void make_workload(workload_t *w, test_rng_t *rng) {
   }
 }
 
-// Runs every request of |w| alone (one engine, one at a time), then all of
-// them together in a small, crowded engine with |flags|, and compares.
+// Runs every request of |w| together in a small, crowded engine with
+// |flags| (arrivals spread over the steps: two requests every step) into
+// |out|; returns the engine's counters.
+static accel_serve_stats_t run_crowded(accel_device_t *dev, uint32_t flags,
+                                       uint64_t kv_blocks, workload_t *w,
+                                       run_t *out) {
+  accel_serve_engine_t *e = engine_new(dev, flags, kv_blocks, 16);
+  uint64_t ids[MAX_REQ];
+  uint32_t submitted = 0, pending = 1;
+  while (submitted < MAX_REQ || pending > 0) {
+    for (int k = 0; k < 2 && submitted < MAX_REQ; ++k, ++submitted) {
+      accel_serve_request_desc_t d =
+          request(w->prompts[submitted], w->lens[submitted],
+                  w->max_new[submitted], &out[submitted]);
+      d.sampling = w->sampling[submitted];
+      d.priority = w->priority[submitted];
+      assert_accel_ok(accel_serve_submit(e, &d, &ids[submitted]));
+    }
+    assert_accel_ok(accel_serve_step(e, &pending));
+  }
+  accel_serve_stats_t st = {.struct_size = sizeof(st)};
+  assert_accel_ok(accel_serve_stats(e, &st));
+  print_message("flags 0x%x: %llu steps (%llu direct, %llu recorded, %llu "
+                "replayed, %u buffers), %llu preemptions, prefix hits %llu "
+                "of %llu\n", flags, (unsigned long long)st.steps,
+                (unsigned long long)st.steps_direct,
+                (unsigned long long)st.steps_recorded,
+                (unsigned long long)st.steps_replayed, st.command_buffers,
+                (unsigned long long)st.preemptions,
+                (unsigned long long)st.prefix_hits,
+                (unsigned long long)st.prefix_queries);
+  for (int q = 0; q < MAX_REQ; ++q) {
+    assert_accel_ok(accel_serve_release(e, ids[q]));
+  }
+  accel_serve_stats_t end = {.struct_size = sizeof(end)};
+  assert_accel_ok(accel_serve_stats(e, &end));
+  assert_int_equal(end.kv_used_blocks, 0);
+  assert_int_equal(end.requests, 0);
+  accel_serve_engine_destroy(e);
+  return st;
+}
+
+static void expect_same_runs(const workload_t *w, const run_t *got,
+                             const run_t *want) {
+  for (int q = 0; q < MAX_REQ; ++q) {
+    assert_int_equal(got[q].count, want[q].count);
+    assert_int_equal(got[q].count, w->max_new[q]);
+    for (uint32_t t = 0; t < want[q].count; ++t) {
+      assert_int_equal(got[q].tokens[t], want[q].tokens[t]);
+      assert_memory_equal(got[q].logits[t], want[q].logits[t],
+                          sizeof(float) * VOCAB);
+    }
+  }
+}
+
+// Runs every request of |w| alone (one engine, one at a time, launch by
+// launch), then all of them together in a small, crowded engine with
+// |flags|, once launch by launch and once replaying step command buffers,
+// and compares every token and logit with the lone runs.
 static void check_batched_equals_alone(accel_device_t *dev, uint32_t flags,
                                        uint64_t kv_blocks) {
   test_rng_t rng;
   test_rng_init(&rng, "engine batched");
   workload_t *w = calloc(1, sizeof(*w));
   make_workload(w, &rng);
-  accel_serve_engine_t *alone = engine_new(dev, 0, 64, 64);
+  accel_serve_engine_t *alone =
+      engine_new(dev, ACCEL_SERVE_DIRECT_LAUNCH, 64, 64);
   for (int q = 0; q < MAX_REQ; ++q) {
     accel_serve_request_desc_t d =
         request(w->prompts[q], w->lens[q], w->max_new[q], &w->alone[q]);
@@ -196,42 +224,18 @@ static void check_batched_equals_alone(accel_device_t *dev, uint32_t flags,
   }
   accel_serve_engine_destroy(alone);
 
-  accel_serve_engine_t *e = engine_new(dev, flags, kv_blocks, 16);
-  uint64_t ids[MAX_REQ];
-  uint32_t submitted = 0, pending = 1;
-  // Arrivals spread over the steps: two requests every step.
-  while (submitted < MAX_REQ || pending > 0) {
-    for (int k = 0; k < 2 && submitted < MAX_REQ; ++k, ++submitted) {
-      accel_serve_request_desc_t d =
-          request(w->prompts[submitted], w->lens[submitted],
-                  w->max_new[submitted], &w->batched[submitted]);
-      d.sampling = w->sampling[submitted];
-      d.priority = (int32_t)test_rng_range(&rng, 0, 2);
-      assert_accel_ok(accel_serve_submit(e, &d, &ids[submitted]));
-    }
-    assert_accel_ok(accel_serve_step(e, &pending));
-  }
-  accel_serve_stats_t st = {.struct_size = sizeof(st)};
-  assert_accel_ok(accel_serve_stats(e, &st));
-  print_message("flags %u: %llu steps, %llu preemptions, prefix hits %llu of "
-                "%llu\n", flags, (unsigned long long)st.steps,
-                (unsigned long long)st.preemptions,
-                (unsigned long long)st.prefix_hits,
-                (unsigned long long)st.prefix_queries);
-  for (int q = 0; q < MAX_REQ; ++q) {
-    assert_int_equal(w->batched[q].count, w->alone[q].count);
-    assert_int_equal(w->batched[q].count, w->max_new[q]);
-    for (uint32_t t = 0; t < w->alone[q].count; ++t) {
-      assert_int_equal(w->batched[q].tokens[t], w->alone[q].tokens[t]);
-      assert_memory_equal(w->batched[q].logits[t], w->alone[q].logits[t],
-                          sizeof(float) * VOCAB);
-    }
-    assert_accel_ok(accel_serve_release(e, ids[q]));
-  }
-  assert_accel_ok(accel_serve_stats(e, &st));
-  assert_int_equal(st.kv_used_blocks, 0);
-  assert_int_equal(st.requests, 0);
-  accel_serve_engine_destroy(e);
+  accel_serve_stats_t st = run_crowded(dev, flags | ACCEL_SERVE_DIRECT_LAUNCH,
+                                       kv_blocks, w, w->batched);
+  assert_int_equal(st.steps_direct, st.steps);
+  assert_int_equal(st.steps_recorded + st.steps_replayed, 0);
+  expect_same_runs(w, w->batched, w->alone);
+  memset(w->batched, 0, sizeof(w->batched));
+  st = run_crowded(dev, flags, kv_blocks, w, w->batched);
+  assert_int_equal(st.steps_direct + st.steps_recorded + st.steps_replayed,
+                   st.steps);
+  assert_true(st.steps_replayed > 0);
+  assert_true(st.command_buffers <= 32);
+  expect_same_runs(w, w->batched, w->alone);
   free(w);
 }
 
@@ -451,6 +455,254 @@ static void test_create_rejects_bad_descriptions(void **state) {
   accel_serve_engine_destroy(e);
 }
 
+// Runs |count| requests one at a time on an engine with |flags| (max_step_seqs
+// |seqs|, max_context |context|): request q's prompt is prompts[q] of
+// lens[q] tokens and it generates max_new[q] greedy tokens into out[q].
+// Returns the engine's counters; checks after every step that at most 32
+// step command buffers are cached.
+static accel_serve_stats_t run_each(accel_device_t *dev, uint32_t flags,
+                                    uint32_t seqs, uint32_t context,
+                                    uint32_t count, const int32_t *prompts,
+                                    const uint32_t *lens,
+                                    const uint32_t *max_new, bool together,
+                                    run_t *out) {
+  uint64_t block = 2ull * g_cfg.layers * g_cfg.block_size * g_cfg.kv_heads *
+                   g_cfg.head_dim * 4;
+  accel_serve_engine_desc_t d = {
+      .struct_size = sizeof(d), .flags = flags | ACCEL_SERVE_CHUNKED_PREFILL,
+      .model_path = g_model, .kernels_path = g_ref,
+      .kv_bytes = 2048 * block, .max_step_tokens = seqs > 16 ? seqs : 16,
+      .max_step_seqs = seqs, .max_context = context};
+  accel_serve_engine_t *e = NULL;
+  assert_accel_ok(accel_serve_engine_create(dev, &d, &e));
+  uint64_t *ids = calloc(count, sizeof(uint64_t));
+  accel_serve_stats_t st = {.struct_size = sizeof(st)};
+  for (uint32_t q = 0; q < count; ++q) {
+    accel_serve_request_desc_t rq =
+        request(prompts + (uint64_t)q * context, lens[q], max_new[q], &out[q]);
+    assert_accel_ok(accel_serve_submit(e, &rq, &ids[q]));
+    if (together && q + 1 < count) {
+      continue;
+    }
+    uint32_t pending = 1;
+    while (pending > 0) {
+      assert_accel_ok(accel_serve_step(e, &pending));
+      assert_accel_ok(accel_serve_stats(e, &st));
+      assert_true(st.command_buffers <= 32);
+    }
+  }
+  for (uint32_t q = 0; q < count; ++q) {
+    assert_int_equal(out[q].count, max_new[q]);
+    assert_accel_ok(accel_serve_release(e, ids[q]));
+  }
+  free(ids);
+  accel_serve_engine_destroy(e);
+  return st;
+}
+
+static void expect_same(const run_t *got, const run_t *want, uint32_t count) {
+  for (uint32_t q = 0; q < count; ++q) {
+    assert_int_equal(got[q].count, want[q].count);
+    for (uint32_t t = 0; t < want[q].count; ++t) {
+      assert_int_equal(got[q].tokens[t], want[q].tokens[t]);
+      assert_memory_equal(got[q].logits[t], want[q].logits[t],
+                          sizeof(float) * VOCAB);
+    }
+  }
+}
+
+// A replayed step whose prefill chunk continues a prompt reads the chunk's
+// context through the binding table (the gathers' source blocks), so a
+// replay with other block tables gives the launch-by-launch logits: 30-token
+// prompts (chunks of 16 and 14) one after another, with short requests in
+// between that move the free blocks around.
+static void test_replayed_chunks_read_their_own_blocks(void **state) {
+  test_env_t *env = *state;
+  enum { N = 12, CTX = 64 };
+  test_rng_t rng;
+  test_rng_init(&rng, "engine replayed chunks");
+  int32_t *prompts = calloc((uint64_t)N * CTX, sizeof(int32_t));
+  uint32_t lens[N], max_new[N];
+  for (uint32_t q = 0; q < N; ++q) {
+    lens[q] = q % 2 == 0 ? 30 : 3 + q;
+    max_new[q] = q % 2 == 0 ? 4 : 1;
+    for (uint32_t i = 0; i < lens[q]; ++i) {
+      prompts[q * CTX + i] = (int32_t)test_rng_range(&rng, 0, VOCAB - 1);
+    }
+  }
+  run_t *direct = calloc(N, sizeof(run_t));
+  run_t *replay = calloc(N, sizeof(run_t));
+  run_each(env->device, ACCEL_SERVE_DIRECT_LAUNCH, 8, CTX, N, prompts, lens,
+           max_new, false, direct);
+  accel_serve_stats_t st = run_each(env->device, 0, 8, CTX, N, prompts, lens,
+                                    max_new, false, replay);
+  // Six 30-token prompts: their second chunk (14 rows over 30 positions)
+  // is recorded at its second sight and replayed at the next four.
+  assert_true(st.steps_replayed >= 4 * 5);
+  expect_same(replay, direct, N);
+  free(direct);
+  free(replay);
+  free(prompts);
+}
+
+// More step shapes than the cache holds: 36 one-token prompts generating
+// 3, 6, ..., 108 tokens together make decode batches of 36, 35, ..., 1
+// sequences, three steps each: every shape is recorded at its second step
+// and replayed at its third, the least recently used buffer goes when 32
+// are cached, and the tokens are those of launch-by-launch steps.
+static void test_step_buffer_cache_stays_bounded(void **state) {
+  test_env_t *env = *state;
+  enum { N = 36, CTX = 112 };
+  int32_t *prompts = calloc((uint64_t)N * CTX, sizeof(int32_t));
+  uint32_t lens[N], max_new[N];
+  for (uint32_t q = 0; q < N; ++q) {
+    lens[q] = 1;
+    max_new[q] = 3 * (q + 1);
+    prompts[q * CTX] = (int32_t)(q * 5 % VOCAB);
+  }
+  run_t *direct = calloc(N, sizeof(run_t));
+  run_t *replay = calloc(N, sizeof(run_t));
+  run_each(env->device, ACCEL_SERVE_DIRECT_LAUNCH, N, CTX, N, prompts, lens,
+           max_new, true, direct);
+  accel_serve_stats_t st = run_each(env->device, 0, N, CTX, N, prompts, lens,
+                                    max_new, true, replay);
+  print_message("%llu steps: %llu direct, %llu recorded, %llu replayed, %u "
+                "buffers\n", (unsigned long long)st.steps,
+                (unsigned long long)st.steps_direct,
+                (unsigned long long)st.steps_recorded,
+                (unsigned long long)st.steps_replayed, st.command_buffers);
+  assert_int_equal(st.steps, 3 * N);
+  assert_int_equal(st.steps_direct, N);
+  assert_int_equal(st.steps_recorded, N);
+  assert_int_equal(st.steps_replayed, N);
+  assert_int_equal(st.command_buffers, 32);
+  expect_same(replay, direct, N);
+  free(direct);
+  free(replay);
+  free(prompts);
+}
+
+// Runs request |a| (prompt 1..5, 40 greedy tokens) on an engine of |rt|;
+// from step |b_at| on, also request |b| (prompt 6..11, 12 tokens). Returns
+// the first failed step's status (ACCEL_OK: none) with its message in
+// |why|, and the counters at the end.
+static accel_status_t run_two(accel_runtime_t *rt, uint32_t b_at, run_t *a,
+                              run_t *b, char *why, size_t why_size,
+                              accel_serve_stats_t *out_stats) {
+  accel_device_t *dev = NULL;
+  assert_accel_ok(accel_device_get(rt, 0, &dev));
+  accel_serve_engine_t *e = engine_new(dev, 0, 32, 64);
+  int32_t pa[5] = {1, 2, 3, 4, 5}, pb[6] = {6, 7, 8, 9, 10, 11};
+  accel_serve_request_desc_t da = request(pa, 5, 40, a);
+  accel_serve_request_desc_t db = request(pb, 6, 12, b);
+  uint64_t ia = 0, ib = 0;
+  assert_accel_ok(accel_serve_submit(e, &da, &ia));
+  accel_status_t first = ACCEL_OK;
+  uint32_t pending = 1;
+  for (uint32_t step = 0; pending > 0 || ib == 0; ++step) {
+    assert_true(step < 1000);
+    if (step == b_at) {
+      assert_accel_ok(accel_serve_submit(e, &db, &ib));
+    }
+    accel_status_t s = accel_serve_step(e, &pending);
+    if (s != ACCEL_OK && first == ACCEL_OK) {
+      first = s;
+      snprintf(why, why_size, "%s", accel_last_error());
+    }
+    if (s != ACCEL_OK) {
+      pending = 1;  // the step's requests ended; step on for the others
+    }
+  }
+  *out_stats = (accel_serve_stats_t){.struct_size = sizeof(*out_stats)};
+  assert_accel_ok(accel_serve_stats(e, out_stats));
+  assert_accel_ok(accel_serve_release(e, ia));
+  assert_accel_ok(accel_serve_release(e, ib));
+  accel_serve_engine_destroy(e);
+  return first;
+}
+
+// A device fault inside a replayed step (ACCEL_FAULT_INJECT, an uncorrected
+// error on the engine's stream "serve") fails that step's request with a
+// message naming the failed execute of its command buffer, and the engine keeps
+// serving: a request submitted afterwards gives the tokens and logits of a
+// run with no fault.
+static void test_fault_in_replayed_step_fails_its_requests_only(void **state) {
+  (void)state;
+  run_t *ref_a = calloc(1, sizeof(run_t)), *ref_b = calloc(1, sizeof(run_t));
+  run_t *a = calloc(1, sizeof(run_t)), *b = calloc(1, sizeof(run_t));
+  char why[512] = "";
+  accel_serve_stats_t st;
+  accel_runtime_t *rt = NULL;
+  assert_accel_ok(accel_runtime_create(NULL, &rt));
+  assert_accel_ok(run_two(rt, 30, ref_a, ref_b, why, sizeof(why), &st));
+  accel_runtime_destroy(rt);
+  assert_int_equal(ref_a->count, 40);
+  assert_int_equal(ref_b->count, 12);
+
+  // The first two steps go launch by launch (about 35 launches each), the
+  // third records; each later step is one execute command on the stream,
+  // so its 80th command is one of A's replayed decode steps.
+  assert_int_equal(setenv("ACCEL_FAULT_INJECT",
+                          "uncorrected,queue=serve,command=80", 1), 0);
+  accel_status_t created = accel_runtime_create(NULL, &rt);
+  unsetenv("ACCEL_FAULT_INJECT");
+  assert_accel_ok(created);
+  accel_status_t failed =
+      run_two(rt, 30, a, b, why, sizeof(why), &st);
+  accel_runtime_destroy(rt);
+  print_message("failed step: %s: %s\n", accel_status_name(failed), why);
+  assert_int_equal(failed, ACCEL_ERROR_IO);
+  assert_non_null(strstr(why, "1 request failed"));
+  assert_non_null(strstr(why, "(execute)"));
+  assert_int_equal(st.failed_steps, 1);
+  assert_true(st.steps_replayed > 0);
+  // A ended at the failed step: its tokens until then are the reference's.
+  assert_int_equal(a->end, ACCEL_SERVE_END_NONE);
+  assert_true(a->count > 2 && a->count < 40);
+  expect_same(a, ref_a, 0);
+  for (uint32_t t = 0; t < a->count; ++t) {
+    assert_int_equal(a->tokens[t], ref_a->tokens[t]);
+  }
+  // B, after the failure, is served in full.
+  expect_same(b, ref_b, 1);
+  assert_int_equal(b->end, ACCEL_SERVE_END_LENGTH);
+  free(ref_a);
+  free(ref_b);
+  free(a);
+  free(b);
+}
+
+// ACCEL_SERVE_COMMAND_BUFFERS=0 makes an engine step launch by launch;
+// a value other than 0 or 1 is refused at creation, naming the variable.
+static void test_env_turns_step_buffers_off(void **state) {
+  test_env_t *env = *state;
+  assert_int_equal(setenv("ACCEL_SERVE_COMMAND_BUFFERS", "yes", 1), 0);
+  accel_serve_engine_desc_t d = {.struct_size = sizeof(d),
+                                 .model_path = g_model, .kernels_path = g_ref};
+  accel_serve_engine_t *e = NULL;
+  assert_accel_status(accel_serve_engine_create(env->device, &d, &e),
+                      ACCEL_ERROR_INVALID_ARGUMENT);
+  assert_null(e);
+  assert_non_null(strstr(accel_last_error(), "ACCEL_SERVE_COMMAND_BUFFERS"));
+  assert_int_equal(setenv("ACCEL_SERVE_COMMAND_BUFFERS", "0", 1), 0);
+  e = engine_new(env->device, 0, 32, 64);
+  unsetenv("ACCEL_SERVE_COMMAND_BUFFERS");
+  int32_t prompt[3] = {4, 5, 6};
+  run_t *r = calloc(1, sizeof(*r));
+  accel_serve_request_desc_t rq = request(prompt, 3, 8, r);
+  uint64_t id = 0;
+  assert_accel_ok(accel_serve_submit(e, &rq, &id));
+  run_until_idle(e);
+  accel_serve_stats_t st = {.struct_size = sizeof(st)};
+  assert_accel_ok(accel_serve_stats(e, &st));
+  assert_int_equal(st.steps, 8);
+  assert_int_equal(st.steps_direct, 8);
+  assert_int_equal(st.command_buffers, 0);
+  assert_accel_ok(accel_serve_release(e, id));
+  accel_serve_engine_destroy(e);
+  free(r);
+}
+
 // A device failure in a step fails the step and every unfinished request
 // (the iterator ends with ACCEL_SERVE_END_ERROR), and the engine stays
 // failed: later steps and submits return the stored error.
@@ -498,15 +750,18 @@ static void test_device_failure_ends_every_request(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_engine_matches_decoder_example_bit_for_bit),
       cmocka_unit_test(test_batched_logits_equal_single_sequence),
       cmocka_unit_test(test_prefix_caching_and_recompute_keep_logits),
       cmocka_unit_test(test_swap_preemption_keeps_logits),
+      cmocka_unit_test(test_replayed_chunks_read_their_own_blocks),
+      cmocka_unit_test(test_step_buffer_cache_stays_bounded),
       cmocka_unit_test(test_release_mid_stream_returns_every_block),
       cmocka_unit_test(test_iterator_streams_the_callback_tokens),
       cmocka_unit_test(test_submit_rejects_bad_requests),
       cmocka_unit_test(test_create_rejects_bad_descriptions),
+      cmocka_unit_test(test_env_turns_step_buffers_off),
       cmocka_unit_test(test_device_failure_ends_every_request),
+      cmocka_unit_test(test_fault_in_replayed_step_fails_its_requests_only),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -100,11 +100,18 @@ static void *engine_loop(void *arg) {
   server_t *s = arg;
   while (!atomic_load(&s->stop)) {
     uint32_t pending = 0;
+    accel_serve_stats_t before = {.struct_size = sizeof(before)};
+    (void)accel_serve_stats(s->engine, &before);
     accel_status_t st = accel_serve_step(s->engine, &pending);
     if (st != ACCEL_OK) {
       fprintf(stderr, "accel-serve: engine step failed: %s: %s\n",
               accel_status_name(st), accel_last_error());
-      return NULL;  // every request now ends with an error
+      accel_serve_stats_t after = {.struct_size = sizeof(after)};
+      (void)accel_serve_stats(s->engine, &after);
+      if (after.failed_steps == before.failed_steps) {
+        return NULL;  // the engine failed: every request ends with an error
+      }
+      continue;  // only that step's requests failed; the engine goes on
     }
     if (pending == 0) {
       (void)accel_serve_wait_work(s->engine, 50 * 1000 * 1000);
