@@ -9,6 +9,11 @@
 //   copy_pinned_d2h_1MiB/64MiB synchronize, against cuMemcpyAsync +
 //                              cuStreamSynchronize of the same buffers:
 //                              ratio of bandwidths >= 0.95
+//   command_buffer_1000_launches  an execute of a command buffer of 1,000
+//                              launches of the empty kernel plus synchronize
+//                              (a CUDA graph), against cuGraphLaunch of a
+//                              bare graph of the same 1,000 kernel nodes +
+//                              cuStreamSynchronize: ratio <= 1.1
 //
 // The bare side calls the driver through the backend's own table of entry
 // points (the same libcuda, the same context and buffers), so the figures
@@ -75,6 +80,12 @@ typedef struct cuda_bench {
   accel_drv_module_t *module;
   accel_drv_kernel_t *kernel;
   int launches;  // per sample
+  // Command buffer figure: the kernel as an accel_kernel_t (an in-memory
+  // .axe of the empty PTX), the buffer, and the bare graph.
+  accel_executable_t *exe;
+  accel_command_buffer_t *cb;
+  CUgraph graph;
+  CUgraphExec graph_exec;
   // Copies.
   uint64_t size;
   accel_buffer_t *device_buf;
@@ -189,6 +200,134 @@ static const bench_figure_t k_launch_figures[] = {
      .target = "<= 1.1", .pairing = BENCH_PAIRED},
 };
 
+// Command buffer figure.
+
+#define CB_LAUNCHES 1000
+
+// Loads the empty kernel through an in-memory .axe for the device's target.
+static int cb_load_kernel(cuda_bench_t *b, accel_kernel_t **out_kernel) {
+  accel_exe_builder_t *builder = NULL;
+  if (check(accel_exe_builder_create(&builder), "exe builder")) {
+    return 1;
+  }
+  accel_exe_kernel_desc_t k = {.struct_size = sizeof(k),
+                               .name = "accel_bench_empty",
+                               .workgroup_size = {1, 1, 1}};
+  void *image = NULL;
+  uint64_t size = 0;
+  accel_status_t st = accel_exe_builder_add_kernel(builder, &k);
+  if (st == ACCEL_OK) {
+    st = accel_exe_builder_add_code(builder, b->dev->info.target,
+                                    ACCEL_CODE_FORMAT_PTX, k_empty_ptx,
+                                    sizeof(k_empty_ptx));
+  }
+  if (st == ACCEL_OK) {
+    st = accel_exe_builder_write_memory(builder, &image, &size);
+  }
+  accel_exe_builder_destroy(builder);
+  if (st == ACCEL_OK) {
+    st = accel_executable_load_memory(accel_device_runtime(b->dev), b->dev,
+                                      image, size, 0, &b->exe);
+  }
+  free(image);
+  if (check(st, "loading the empty kernel's .axe")) {
+    return 1;
+  }
+  return check(accel_executable_kernel(b->exe, "accel_bench_empty",
+                                       out_kernel),
+               "the empty kernel");
+}
+
+static int cb_setup(void *ctx) {
+  cuda_bench_t *b = ctx;
+  if (launch_setup(ctx)) {
+    return 1;
+  }
+  accel_kernel_t *kernel = NULL;
+  if (cb_load_kernel(b, &kernel) ||
+      check(accel_command_buffer_create(b->dev, NULL, &b->cb),
+            "command buffer")) {
+    return 1;
+  }
+  accel_command_buffer_launch_desc_t ld = {.struct_size = sizeof(ld),
+                                           .workgroup_count = {1, 1, 1}};
+  for (int i = 0; i < CB_LAUNCHES; ++i) {
+    if (check(accel_command_buffer_launch(b->cb, kernel, &ld), "record")) {
+      return 1;
+    }
+  }
+  if (check(accel_command_buffer_finalize(b->cb), "finalize") ||
+      check(accel_cuda_enter(b->dev->drv), "context") ||
+      check_cu(b, b->cu->cuGraphCreate(&b->graph, 0), "bare cuGraphCreate")) {
+    return 1;
+  }
+  CUDA_KERNEL_NODE_PARAMS kp;
+  memset(&kp, 0, sizeof(kp));
+  kp.func = b->kernel->function;
+  kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+  kp.blockDimX = kp.blockDimY = kp.blockDimZ = 1;
+  CUgraphNode prev = NULL;
+  for (int i = 0; i < CB_LAUNCHES; ++i) {
+    CUgraphNode node = NULL;
+    if (check_cu(b, b->cu->cuGraphAddKernelNode(&node, b->graph, &prev,
+                                                prev != NULL, &kp),
+                 "bare cuGraphAddKernelNode")) {
+      return 1;
+    }
+    prev = node;
+  }
+  return check_cu(b, b->cu->cuGraphInstantiateWithFlags(&b->graph_exec,
+                                                        b->graph, 0),
+                  "bare cuGraphInstantiateWithFlags");
+}
+
+static void cb_teardown(void *ctx) {
+  cuda_bench_t *b = ctx;
+  if (accel_cuda_enter(b->dev->drv) == ACCEL_OK) {
+    if (b->graph_exec != NULL) {
+      (void)b->cu->cuGraphExecDestroy(b->graph_exec);
+    }
+    if (b->graph != NULL) {
+      (void)b->cu->cuGraphDestroy(b->graph);
+    }
+  }
+  b->graph_exec = NULL;
+  b->graph = NULL;
+  accel_command_buffer_release(b->cb);
+  b->cb = NULL;
+  accel_executable_release(b->exe);  // the buffer holds its kernel
+  b->exe = NULL;
+  launch_teardown(ctx);
+}
+
+// Slot 0: accel us per execute + sync, slot 1: bare cuGraphLaunch + sync.
+static int cb_measure(void *ctx, int run, double *out) {
+  cuda_bench_t *b = ctx;
+  uint64_t t0 = bench_now_ns();
+  if (check(accel_stream_execute(b->stream, b->cb, NULL), "execute") ||
+      check(accel_stream_synchronize(b->stream, ACCEL_TIMEOUT_INFINITE),
+            "synchronize")) {
+    return 1;
+  }
+  uint64_t t1 = bench_now_ns();
+  if (check_cu(b, b->cu->cuGraphLaunch(b->graph_exec, b->bare),
+               "bare cuGraphLaunch") ||
+      check_cu(b, b->cu->cuStreamSynchronize(b->bare),
+               "bare cuStreamSynchronize")) {
+    return 1;
+  }
+  uint64_t t2 = bench_now_ns();
+  out[0] = (double)(t1 - t0) / 1e3;
+  out[1] = (double)(t2 - t1) / 1e3;
+  return 0;
+}
+
+static const bench_figure_t k_cb_figures[] = {
+    {.name = "command_buffer_1000_launches", .unit = "us", .value_slot = 0,
+     .baseline_name = "bare_cuGraphLaunch_1000_nodes", .baseline_slot = 1,
+     .target = "<= 1.1", .pairing = BENCH_PAIRED},
+};
+
 // Copy figures.
 
 static int copy_setup(void *ctx) {
@@ -284,6 +423,12 @@ int accel_bench_cuda(const bench_args_t *args) {
         .measure = launch_measure, .teardown = launch_teardown,
         .figures = k_launch_figures, .figure_count = 1};
     failed = bench_group_run(&report, &launch, &b);
+  }
+  if (!failed) {
+    const bench_group_t cb = {
+        .runs = runs, .slots = 2, .setup = cb_setup, .measure = cb_measure,
+        .teardown = cb_teardown, .figures = k_cb_figures, .figure_count = 1};
+    failed = bench_group_run(&report, &cb, &b);
   }
   static const struct {
     const char *name;
