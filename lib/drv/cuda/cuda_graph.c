@@ -967,9 +967,10 @@ static accel_status_t execute_host_nodes(accel_drv_recording_t *r,
 // their gates; the context is held until the stream passed the EXECUTE.
 static accel_status_t execute_pending(accel_drv_queue_t *q, graph_ctx_t *c,
                                       const cuda_pending_t *gates,
-                                      uint32_t gate_n) {
+                                      uint32_t gate_n, bool *out_held) {
   cuda_pending_t held = {.seq = c->seq, .refs = {&c->object, NULL}};
   ACCEL_RETURN_IF_ERROR(accel_cuda_queue_pending_push(q, held));
+  *out_held = true;
   for (uint32_t k = 0; k < gate_n; ++k) {
     ACCEL_RETURN_IF_ERROR(accel_cuda_queue_pending_push(q, gates[k]));
   }
@@ -1066,12 +1067,16 @@ accel_status_t accel_cuda_graph_execute(accel_drv_queue_t *q,
     free(gates);
     return st;
   }
-  st = execute_pending(q, c, gates, gate_n);
+  bool held = false;
+  st = execute_pending(q, c, gates, gate_n, &held);
   free(gates);
   if (st != ACCEL_OK) {
     // Out of host memory for the list: keep what the launch reads alive by
     // waiting for the stream instead.
     (void)r->device->cu->cuStreamSynchronize(q->stream);
+    if (!held) {
+      ctx_destroy(&c->object);
+    }
   }
   return st;
 }
