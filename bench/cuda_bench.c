@@ -98,6 +98,9 @@ typedef struct cuda_bench {
   // Command buffer figure: the kernel as an accel_kernel_t (an in-memory
   // .axe of the empty PTX), the buffer, and the bare graph.
   accel_executable_t *exe;
+  // The .axe image: borrowed by |exe| until its last reference is gone,
+  // which the reaper may drop after teardown; freed after the runtime.
+  void *exe_image;
   accel_command_buffer_t *cb;
   CUgraph graph;
   CUgraphExec graph_exec;
@@ -244,7 +247,11 @@ static int cb_load_kernel(cuda_bench_t *b, accel_kernel_t **out_kernel) {
     st = accel_executable_load_memory(accel_device_runtime(b->dev), b->dev,
                                       image, size, 0, &b->exe);
   }
-  free(image);
+  if (st == ACCEL_OK) {
+    b->exe_image = image;
+  } else {
+    free(image);
+  }
   if (check(st, "loading the empty kernel's .axe")) {
     return 1;
   }
@@ -736,6 +743,7 @@ int accel_bench_cuda(const bench_args_t *args) {
   }
   accel_stream_destroy(b.stream);
   accel_runtime_destroy(rt);
+  free(b.exe_image);
   return failed ? 1 : bench_print(&report, args->json);
 }
 
