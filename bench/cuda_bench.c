@@ -25,8 +25,12 @@
 //                              device's peak memory bandwidth (memory clock
 //                              x bus width x 2 from cuDeviceGetAttribute):
 //                              ratio >= 0.6
+//   attention_decode_32x4096   reference.axe's attention_decode over 32
+//                              sequences of 4,096 positions (32 heads, 8 KV
+//                              heads of 128), GB/s moved against the same
+//                              peak: ratio >= 0.6
 //
-// The last two run only on a real GPU with reference.axe built (on the
+// The last three run only on a real GPU with reference.axe built (on the
 // double they would time the emulator) and are left out otherwise.
 //
 // The bare side calls the driver through the backend's own table of entry
@@ -354,6 +358,7 @@ static const bench_figure_t k_cb_figures[] = {
 
 #if ACCEL_BENCH_HAVE_KERNELS
 
+#include "attention_params.h"
 #include "kernel_params.h"
 
 #ifndef ACCEL_REFERENCE_AXE_PATH
@@ -382,12 +387,20 @@ typedef int (*cublas_gemm_ex_fn)(void *handle, int transa, int transb, int m,
 #define GEMM_N 4096u
 #define NORM_ROWS 8192u
 #define NORM_COLS 8192u
+// Decode attention: 32 sequences of 4,096 positions, 32 query heads over 8
+// KV heads of 128 (a Llama-3-8B layer's shape): K and V are 512 MiB each.
+#define DEC_SEQS 32u
+#define DEC_LEN 4096u
+#define DEC_HEADS 32u
+#define DEC_KV_HEADS 8u
+#define DEC_HD 128u
 
 typedef struct gpu_bench {
   cuda_bench_t *b;
   accel_executable_t *exe;
-  accel_kernel_t *matmul, *rmsnorm;
+  accel_kernel_t *matmul, *rmsnorm, *decode;
   accel_buffer_t *a, *bm, *bias, *c, *x, *gamma, *y;
+  accel_buffer_t *q, *kc, *vc, *lens, *out;
   void *cublas_lib, *cublas;
   cublas_gemm_ex_fn gemm;
   cublas_destroy_fn destroy;
@@ -400,16 +413,23 @@ static double peak_gbps(int memory_clock_khz, int bus_width_bits) {
   return 2.0 * memory_clock_khz * 1e3 * (bus_width_bits / 8.0) / 1e9;
 }
 
-static accel_buffer_t *gpu_buffer(gpu_bench_t *g, uint64_t bytes) {
+// A device buffer of |bytes| filled with the 4-byte |pattern| (0x3c003c00:
+// bf16 0.0078, f32 0.0078).
+static accel_buffer_t *gpu_buffer_of(gpu_bench_t *g, uint64_t bytes,
+                                     uint32_t pattern) {
   accel_buffer_desc_t d = {.struct_size = sizeof(d), .size_bytes = bytes};
   accel_buffer_t *buf = NULL;
   if (check(accel_buffer_alloc(g->b->dev, &d, &buf), "gpu buffer") ||
-      check(accel_stream_fill(g->b->stream, buf, 0, bytes, 0x3c00, 2),
+      check(accel_stream_fill(g->b->stream, buf, 0, bytes, pattern, 4),
             "gpu buffer fill")) {
     accel_buffer_release(buf);
     return NULL;
   }
   return buf;
+}
+
+static accel_buffer_t *gpu_buffer(gpu_bench_t *g, uint64_t bytes) {
+  return gpu_buffer_of(g, bytes, 0x3c003c00u);
 }
 
 static int gpu_setup(void *ctx) {
@@ -421,7 +441,20 @@ static int gpu_setup(void *ctx) {
             "reference.axe on the CUDA device") ||
       check(accel_executable_kernel(g->exe, "matmul", &g->matmul), "matmul") ||
       check(accel_executable_kernel(g->exe, "rmsnorm", &g->rmsnorm),
-            "rmsnorm")) {
+            "rmsnorm") ||
+      check(accel_executable_kernel(g->exe, "attention_decode", &g->decode),
+            "attention_decode")) {
+    return 1;
+  }
+  uint64_t kv = 4ull * DEC_SEQS * DEC_LEN * DEC_KV_HEADS * DEC_HD;
+  uint64_t qb = 4ull * DEC_SEQS * DEC_HEADS * DEC_HD;
+  g->q = gpu_buffer(g, qb);
+  g->kc = gpu_buffer(g, kv);
+  g->vc = gpu_buffer(g, kv);
+  g->lens = gpu_buffer_of(g, 4ull * DEC_SEQS, DEC_LEN);  // every context full
+  g->out = gpu_buffer(g, qb);
+  if (g->q == NULL || g->kc == NULL || g->vc == NULL || g->lens == NULL ||
+      g->out == NULL) {
     return 1;
   }
   uint64_t mm = (uint64_t)GEMM_N * GEMM_N, nn = (uint64_t)NORM_ROWS * NORM_COLS;
@@ -486,14 +519,42 @@ static void gpu_teardown(void *ctx) {
   if (g->cublas_lib != NULL) {
     dlclose(g->cublas_lib);
   }
-  accel_buffer_t *bufs[] = {g->a, g->bm, g->bias, g->c, g->x, g->gamma, g->y};
+  accel_buffer_t *bufs[] = {g->a,  g->bm, g->bias, g->c,   g->x,  g->gamma,
+                            g->y,  g->q,  g->kc,   g->vc,  g->lens, g->out};
   for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); ++i) {
     accel_buffer_release(bufs[i]);
   }
   accel_executable_release(g->exe);
 }
 
-// Slots: 0 accel matmul TFLOP/s, 1 cuBLAS TFLOP/s, 2 rmsnorm GB/s, 3 peak.
+// Decode attention's GB/s: K and V read once, q, lengths and out.
+static int decode_measure(gpu_bench_t *g, double *out_gbps) {
+  accel_kp_attn_decode_constants_t dc = {
+      .num_seqs = DEC_SEQS, .max_len = DEC_LEN, .n_heads = DEC_HEADS,
+      .n_kv_heads = DEC_KV_HEADS, .head_dim = DEC_HD,
+      .scale = 0.08838834764831845f};  // 1 / sqrt(128)
+  accel_launch_binding_t db[5] = {{.buffer = g->q}, {.buffer = g->kc},
+                                  {.buffer = g->vc}, {.buffer = g->lens},
+                                  {.buffer = g->out}};
+  accel_launch_desc_t dd = {.struct_size = sizeof(dd),
+                            .workgroup_count = {DEC_SEQS * DEC_KV_HEADS, 1, 1},
+                            .binding_count = 5, .bindings = db,
+                            .constants_size = sizeof(dc), .constants = &dc};
+  uint64_t t0 = bench_now_ns();
+  if (check(accel_launch(g->b->stream, g->decode, &dd), "attention_decode") ||
+      check(accel_stream_synchronize(g->b->stream, ACCEL_TIMEOUT_INFINITE),
+            "attention_decode synchronize")) {
+    return 1;
+  }
+  uint64_t t1 = bench_now_ns();
+  double moved = 2.0 * 4.0 * DEC_SEQS * DEC_LEN * DEC_KV_HEADS * DEC_HD +
+                 2.0 * 4.0 * DEC_SEQS * DEC_HEADS * DEC_HD + 4.0 * DEC_SEQS;
+  *out_gbps = moved / (double)(t1 - t0);
+  return 0;
+}
+
+// Slots: 0 accel matmul TFLOP/s, 1 cuBLAS TFLOP/s, 2 rmsnorm GB/s, 3 peak,
+// 4 decode attention GB/s.
 static int gpu_measure(void *ctx, int run, double *out) {
   gpu_bench_t *g = ctx;
   cuda_bench_t *b = g->b;
@@ -552,7 +613,7 @@ static int gpu_measure(void *ctx, int run, double *out) {
   out[1] = flops / (double)(t2 - t1) / 1e3;
   out[2] = moved / (double)(t4 - t3);  // bytes/ns = GB/s
   out[3] = g->peak_gbps;
-  return 0;
+  return decode_measure(g, &out[4]);
 }
 
 static const bench_figure_t k_gpu_figures[] = {
@@ -560,6 +621,9 @@ static const bench_figure_t k_gpu_figures[] = {
      .baseline_name = "cublasGemmEx_bf16_4096", .baseline_slot = 1,
      .target = ">= 0.5", .pairing = BENCH_PAIRED},
     {.name = "rmsnorm_8192x8192", .unit = "GB/s", .value_slot = 2,
+     .baseline_name = "device_peak_bandwidth", .baseline_slot = 3,
+     .target = ">= 0.6", .pairing = BENCH_PAIRED},
+    {.name = "attention_decode_32x4096", .unit = "GB/s", .value_slot = 4,
      .baseline_name = "device_peak_bandwidth", .baseline_slot = 3,
      .target = ">= 0.6", .pairing = BENCH_PAIRED},
 };
@@ -592,8 +656,8 @@ static bool gpu_figures_apply(void) {
     dlclose(cublas);
   }
   if (why != NULL) {
-    fprintf(stderr, "accel-bench cuda: matmul_bf16_4096 and "
-            "rmsnorm_8192x8192 left out: %s\n", why);
+    fprintf(stderr, "accel-bench cuda: matmul_bf16_4096, rmsnorm_8192x8192 "
+            "and attention_decode_32x4096 left out: %s\n", why);
   }
   return why == NULL;
 }
@@ -706,9 +770,9 @@ int accel_bench_cuda(const bench_args_t *args) {
   if (!failed && gpu_figures_apply()) {
     gpu_bench_t g = {.b = &b};
     const bench_group_t gpu = {
-        .runs = args->quick ? 3 : 9, .slots = 4, .setup = gpu_setup,
+        .runs = args->quick ? 3 : 9, .slots = 5, .setup = gpu_setup,
         .measure = gpu_measure, .teardown = gpu_teardown,
-        .figures = k_gpu_figures, .figure_count = 2};
+        .figures = k_gpu_figures, .figure_count = 3};
     failed = bench_group_run(&report, &gpu, &g);
   }
 #endif
