@@ -279,11 +279,14 @@ ACCEL_API accel_status_t accel_command_buffer_wait_event(
 // Records a launch of |kernel| (retained by the buffer), checked against
 // the kernel's signature as accel_launch is. Bindings that name slots are
 // checked at each execute against the slot's range (access, alignment,
-// minimum length).
+// minimum length). A kernel of the device's own code objects (CUDA PTX or
+// cubin) is recorded where the backend keeps recordings (the CUDA device:
+// a graph kernel node).
 // ACCEL_ERROR_INVALID_ARGUMENT: as accel_launch; a constants_offset not a
 //   multiple of 4; unknown launch flags; finalized.
 // ACCEL_ERROR_UNSUPPORTED: as accel_launch (another device's kernel, a
-//   device without host kernels).
+//   device that runs neither host kernels nor this kernel), or a device
+//   kernel on a backend that keeps no recordings.
 // Thread-compatible (see above).
 ACCEL_API accel_status_t accel_command_buffer_launch(
     accel_command_buffer_t *command_buffer, accel_kernel_t *kernel,

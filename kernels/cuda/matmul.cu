@@ -7,8 +7,9 @@
 // increasing order (products rounded, then added: -fmad=false), so the
 // result is bit-reproducible for any grid; it is not OpenBLAS's order, and
 // matches the host kernel within the tolerance kernels/README.md states.
-// (Tensor-core paths for f16/bf16 are not here yet: they would change the
-// order, see kernels/README.md.)
+// When both operands are f16 or both bf16, the sub-tiles run on tensor cores
+// (WMMA 16 x 16 x 16 with f32 accumulators, kc_mm_sub_tc): the same units
+// and tiles, each 32 x 32 sub-tile one 16 x 16 fragment per warp.
 #include "kc_common.cuh"
 
 #define KC_MM_SUB 32u  // sub-tile edge
@@ -109,6 +110,60 @@ KC_FN void kc_mm_sub(const void *a, const void *b, const float *bias, float *c,
   }
 }
 
+// The same sub-tile on tensor cores, for operands that are both f16 or
+// both bf16 (type T): 32 x 16 slices of op(a) and 16 x 32 of op(b) staged in
+// shared memory as their 16-bit values (zeros outside), warp w computing the
+// 16 x 16 block (w / 2, w % 2) with one accumulator fragment over k in steps
+// of 16, then the epilogue (bias, activation) from a shared f32 tile.
+template <typename T>
+KC_FN void kc_mm_sub_tc(const void *a, const void *b, const float *bias,
+                        float *c, const accel_kp_matmul_constants_t *k,
+                        uint64_t r0, uint64_t c0, uint64_t r1, uint64_t c1) {
+  namespace wmma = nvcuda::wmma;
+  __shared__ __align__(32) uint16_t as16[KC_MM_SUB * KC_MM_K];
+  __shared__ __align__(32) uint16_t bs16[KC_MM_K * KC_MM_SUB];
+  __shared__ __align__(32) float cs[KC_MM_SUB * KC_MM_SUB];
+  const uint16_t *a16 = (const uint16_t *)a, *b16 = (const uint16_t *)b;
+  bool ta = (k->flags & ACCEL_KP_MM_TRANS_A) != 0;
+  bool tb = (k->flags & ACCEL_KP_MM_TRANS_B) != 0;
+  uint32_t t = threadIdx.x, w = t / 32u, wr = w / 2u, wc = w % 2u;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  for (uint64_t k0 = 0; k0 < k->k; k0 += KC_MM_K) {
+    for (uint32_t e = t; e < KC_MM_SUB * KC_MM_K; e += KC_BLOCK) {
+      uint32_t i = e / KC_MM_K, kk = e % KC_MM_K;
+      uint64_t gi = r0 + i, gk = k0 + kk;
+      as16[e] = gi < r1 && gk < k->k
+                    ? a16[ta ? gk * k->m + gi : gi * k->k + gk]
+                    : (uint16_t)0;
+      uint32_t kb = e / KC_MM_SUB, j = e % KC_MM_SUB;
+      uint64_t gj = c0 + j, gkb = k0 + kb;
+      bs16[e] = gj < c1 && gkb < k->k
+                    ? b16[tb ? gj * k->k + gkb : gkb * k->n + gj]
+                    : (uint16_t)0;
+    }
+    __syncthreads();  // the stage is complete before any warp loads it
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+    wmma::load_matrix_sync(fa, (const T *)as16 + wr * 16u * KC_MM_K, KC_MM_K);
+    wmma::load_matrix_sync(fb, (const T *)bs16 + wc * 16u, KC_MM_SUB);
+    wmma::mma_sync(acc, fa, fb, acc);
+    __syncthreads();  // every warp has loaded the stage before it is replaced
+  }
+  wmma::store_matrix_sync(cs + wr * 16u * KC_MM_SUB + wc * 16u, acc, KC_MM_SUB,
+                          wmma::mem_row_major);
+  __syncthreads();  // the whole tile is stored before the epilogue reads it
+  for (uint32_t e = t; e < KC_MM_SUB * KC_MM_SUB; e += KC_BLOCK) {
+    uint64_t gi = r0 + e / KC_MM_SUB, gj = c0 + e % KC_MM_SUB;
+    if (gi < r1 && gj < c1) {
+      float v = cs[e];
+      if (k->flags & ACCEL_KP_MM_BIAS) v = v + bias[gj];
+      c[gi * k->n + gj] = kc_mm_act(v, k->activation);
+    }
+  }
+  __syncthreads();  // the epilogue has read the tile before the next stores
+}
+
 KC_KERNEL matmul(const void *a, const void *b, const float *bias, float *c,
                  uint64_t a_bytes, uint64_t b_bytes, uint64_t bias_bytes,
                  uint64_t c_bytes, accel_kp_matmul_constants_t k) {
@@ -116,6 +171,8 @@ KC_KERNEL matmul(const void *a, const void *b, const float *bias, float *c,
   uint64_t tm = k.tile_m ? k.tile_m : ACCEL_KP_MM_DEFAULT_TILE_M(k.m, k.n);
   uint64_t tn = k.tile_n ? k.tile_n : ACCEL_KP_MM_DEFAULT_TILE_N(k.m, k.n);
   uint64_t tiles_n = (k.n + tn - 1) / tn;
+  // Tensor cores: both operands f16, or both bf16.
+  bool tensor = k.dtype_a == k.dtype_b && k.dtype_a != ACCEL_KP_DTYPE_F32;
   uint64_t begin, end;
   kc_units(accel_kp_matmul_units(&k), &begin, &end);
   for (uint64_t u = begin; u < end; ++u) {
@@ -124,7 +181,13 @@ KC_KERNEL matmul(const void *a, const void *b, const float *bias, float *c,
     uint64_t tc1 = tc0 + tn < k.n ? tc0 + tn : k.n;
     for (uint64_t r0 = tr0; r0 < tr1; r0 += KC_MM_SUB) {
       for (uint64_t c0 = tc0; c0 < tc1; c0 += KC_MM_SUB) {
-        kc_mm_sub(a, b, bias, c, &k, r0, c0, tr1, tc1);
+        if (tensor && k.dtype_a == ACCEL_KP_DTYPE_BF16) {
+          kc_mm_sub_tc<__nv_bfloat16>(a, b, bias, c, &k, r0, c0, tr1, tc1);
+        } else if (tensor) {
+          kc_mm_sub_tc<__half>(a, b, bias, c, &k, r0, c0, tr1, tc1);
+        } else {
+          kc_mm_sub(a, b, bias, c, &k, r0, c0, tr1, tc1);
+        }
       }
     }
   }

@@ -11,7 +11,9 @@
 //   value); __syncthreads() is a barrier of the block's fibers; the warp
 //   functions (__shfl_*_sync, __ballot_sync, __any_sync, __all_sync,
 //   __syncwarp) wait for every lane of their mask and check that each lane
-//   passed the same mask; atomics are the compiler's atomic builtins.
+//   passed the same mask; atomics are the compiler's atomic builtins; the
+//   tensor-core API (nvcuda::wmma, 16 x 16 x 16 with f32 accumulators) is
+//   warp-collective operations on fragments that hold the whole tile.
 //
 // What the emulator cannot see (docs/cuda-backend.md, "The SIMT emulator"):
 // the memory model between blocks (blocks run one after another), timing,
@@ -31,6 +33,9 @@
 #ifdef __CUDACC__
 
 #define KC_EMULATED 0
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
 // One printf call: arguments live across a second call would be spilled.
 #define KC_FAIL(format, ...)                                              \
   do {                                                                    \
@@ -201,6 +206,150 @@ static inline int __float_as_int(float f) {
   memcpy(&i, &f, sizeof(i));
   return i;
 }
+
+// ---- WMMA (nvcuda::wmma), 16 x 16 x 16 with f32 accumulators ---------------
+//
+// The tensor-core API the kernels use, emulated as warp-collective
+// operations: every lane of the warp must call each operation with the same
+// arguments (the emulator's warp barrier checks that all 32 lanes arrive;
+// a lane that passes another address fails the launch). A fragment holds the
+// whole 16 x 16 tile in every lane (the hardware spreads it over the lanes
+// in an unspecified layout the kernels never rely on). mma_sync computes
+// d[i][j] = c[i][j] + a[i][0] b[0][j] + ... + a[i][15] b[15][j] in that
+// order, each product (exact for f16 and bf16 operands) and each addition
+// rounded to f32: the order of the kernels' SIMT loops. A GPU's tensor cores
+// add the 16 products in their own order and internal precision
+// (kernels/README.md states the bound both meet).
+
+typedef struct accel_simt_half {
+  uint16_t bits;
+} __half;
+typedef __half half;
+typedef struct accel_simt_bfloat16 {
+  uint16_t bits;
+} __nv_bfloat16;
+
+static inline float accel_simt_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu,
+           m = h & 0x3ffu, bits;
+  if (e == 0x1f) {
+    bits = sign | 0x7f800000u | (m << 13);
+  } else if (e != 0) {
+    bits = sign | ((e + 112u) << 23) | (m << 13);
+  } else if (m == 0) {
+    bits = sign;
+  } else {  // subnormal: normalize
+    e = 113;
+    while ((m & 0x400u) == 0) {
+      m <<= 1;
+      --e;
+    }
+    bits = sign | (e << 23) | ((m & 0x3ffu) << 13);
+  }
+  float f;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+static inline float accel_simt_to_f32(__half h) {
+  return accel_simt_f16_to_f32(h.bits);
+}
+static inline float accel_simt_to_f32(__nv_bfloat16 h) {
+  uint32_t bits = (uint32_t)h.bits << 16;
+  float f;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+namespace nvcuda {
+namespace wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+struct fragment {
+  static_assert(M == 16 && N == 16 && K == 16,
+                "the emulator has the 16 x 16 x 16 shape only");
+  enum { num_elements = 256 };
+  float x[256];  // element (i, j) at i * 16 + j, as f32
+};
+
+static inline constexpr bool accel_simt_is_col(const col_major *) {
+  return true;
+}
+static inline constexpr bool accel_simt_is_col(const row_major *) {
+  return false;
+}
+
+// Every lane of the warp arrives with the same |address|.
+static inline void accel_simt_wmma_enter(const void *address, const char *op) {
+  uint64_t mine = (uint64_t)(uintptr_t)address;
+  uint64_t lane0 = __shfl_sync(0xffffffffu, mine, 0);
+  if (mine != lane0) {
+    accel_simt_fail("wmma::%s: lane %u passes %p, lane 0 %p", op,
+                    threadIdx.x % 32u, address, (void *)(uintptr_t)lane0);
+  }
+}
+
+template <typename Use, typename T, typename Layout>
+static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f,
+                                    const T *p, unsigned ldm) {
+  accel_simt_wmma_enter(p, "load_matrix_sync");
+  bool col = accel_simt_is_col((Layout *)nullptr);
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      f.x[i * 16 + j] = accel_simt_to_f32(col ? p[j * ldm + i] : p[i * ldm + j]);
+    }
+  }
+  __syncwarp();
+}
+
+static inline void fill_fragment(
+    fragment<accumulator, 16, 16, 16, float, void> &f, float v) {
+  for (int e = 0; e < 256; ++e) f.x[e] = v;
+}
+
+template <typename T, typename LA, typename LB>
+static inline void mma_sync(fragment<accumulator, 16, 16, 16, float, void> &d,
+                            const fragment<matrix_a, 16, 16, 16, T, LA> &a,
+                            const fragment<matrix_b, 16, 16, 16, T, LB> &b,
+                            const fragment<accumulator, 16, 16, 16, float, void> &c) {
+  __syncwarp();  // fragments are each lane's own: only the arrival is checked
+  float out[256];
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      float acc = c.x[i * 16 + j];
+      for (int k = 0; k < 16; ++k) {
+        acc = acc + a.x[i * 16 + k] * b.x[k * 16 + j];
+      }
+      out[i * 16 + j] = acc;
+    }
+  }
+  memcpy(d.x, out, sizeof(out));
+  __syncwarp();
+}
+
+// Lane l stores the elements e with e % 32 == l (the warp stores the tile
+// together), after every lane arrived.
+static inline void store_matrix_sync(
+    float *p, const fragment<accumulator, 16, 16, 16, float, void> &f,
+    unsigned ldm, layout_t layout) {
+  accel_simt_wmma_enter(p, "store_matrix_sync");
+  for (unsigned e = threadIdx.x % 32u; e < 256; e += 32) {
+    unsigned i = e / 16, j = e % 16;
+    p[layout == mem_row_major ? i * ldm + j : j * ldm + i] = f.x[e];
+  }
+  __syncwarp();
+}
+
+}  // namespace wmma
+}  // namespace nvcuda
+
+#define __align__(n) __attribute__((aligned(n)))
 
 #endif  // __CUDACC__
 

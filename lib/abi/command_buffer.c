@@ -537,6 +537,57 @@ static void launch_bindings(accel_command_buffer_t *cb, cb_launch_t *l,
   }
 }
 
+// Describes the recorded launch |l| of a device kernel for the backend
+// (accel_drv_recorded_launch_t): the kernel ABI's parameters as
+// accel_launch gives them, with slot bindings and execute constants named
+// by base (the indexes that depend on the slot count are set at finalize).
+static void device_launch_init(accel_command_buffer_t *cb, cb_launch_t *l) {
+  const accel_kernel_t *k = l->kernel;
+  for (uint32_t i = 0; i < l->binding_count; ++i) {
+    const cb_binding_t *b = &l->bindings[i];
+    bool slot = b->slot != UINT32_MAX;
+    l->drv_bindings[i] = (accel_drv_recorded_binding_t){
+        .address_base = slot ? b->slot : ACCEL_DRV_BASE_NONE,
+        // To the slot's end: fixed at finalize (see finalize_device_launch).
+        .length_base = ACCEL_DRV_BASE_NONE,
+        .address = b->address,
+        .length = b->length};
+    cb->exec_needed = cb->exec_needed || slot;
+  }
+  l->drv = (accel_drv_recorded_launch_t){
+      .kernel = k->drv_kernel,
+      .grid = {l->workgroup_count[0], l->workgroup_count[1],
+               l->workgroup_count[2]},
+      .block = {k->workgroup_size[0], k->workgroup_size[1],
+                k->workgroup_size[2]},
+      .binding_count = l->binding_count,
+      .bindings = l->drv_bindings,
+      .workspace_address = k->workspace_address,
+      .workspace_bytes = k->workspace_address != 0 ? k->workspace_size : 0,
+      .constants_size = l->constants_size,
+      .constants_base = ACCEL_DRV_BASE_NONE,
+      .constants_offset = l->constants_offset,
+      .constants = l->constants};
+  l->device = true;
+  cb->exec_needed = cb->exec_needed || l->constants_from_execute;
+}
+
+// Sets the bases of a recorded device launch that depend on the slot count:
+// the execute's constants block, and each slot's length, which the bases
+// carry after the event records' (command_buffer_impl.h).
+static void finalize_device_launch(const accel_command_buffer_t *cb,
+                                   cb_launch_t *l, uint32_t lengths_at) {
+  for (uint32_t i = 0; i < l->binding_count; ++i) {
+    const cb_binding_t *b = &l->bindings[i];
+    if (b->slot != UINT32_MAX && b->length == 0) {
+      l->drv_bindings[i].length_base = lengths_at + b->slot;
+    }
+  }
+  if (l->constants_from_execute && l->constants_size > 0) {
+    l->drv.constants_base = cb->slots.n;
+  }
+}
+
 accel_status_t accel_command_buffer_launch(
     accel_command_buffer_t *cb, accel_kernel_t *kernel,
     const accel_command_buffer_launch_desc_t *desc) {
@@ -546,7 +597,10 @@ accel_status_t accel_command_buffer_launch(
   uint32_t nb = desc->binding_count;
   size_t table_at = sizeof(cb_launch_t) + nb * sizeof(cb_binding_t);
   table_at = (table_at + 15) & ~(size_t)15;
-  size_t constants_at = table_at + nb * sizeof(accel_kernel_binding_t);
+  size_t drv_at = table_at + nb * sizeof(accel_kernel_binding_t);
+  bool device = accel_cb_launch_is_device(cb->device, k);
+  size_t constants_at =
+      drv_at + (device ? nb * sizeof(accel_drv_recorded_binding_t) : 0);
   bool from_execute =
       (desc->flags & ACCEL_COMMAND_BUFFER_LAUNCH_CONSTANTS_FROM_EXECUTE) != 0;
   size_t total = constants_at + (from_execute ? 0 : desc->constants_size);
@@ -581,9 +635,16 @@ accel_status_t accel_command_buffer_launch(
   uint32_t launch_index = cb->launches.n;
   cb->launches.v[cb->launches.n++] = l;
   accel_cmd_t cmd = {.kind = ACCEL_CMD_LAUNCH};
-  cmd.launch.exec = accel_cb_launch_exec;
-  add_patch(cb, 3, CB_BASE_ENTRIES, 0,
-            (uint64_t)launch_index * sizeof(cb_entry_t));
+  if (device) {
+    l->drv_bindings = (accel_drv_recorded_binding_t *)((uint8_t *)l + drv_at);
+    device_launch_init(cb, l);
+    cmd.flags = ACCEL_CMD_LAUNCH_DEVICE;
+    cmd.launch.payload = &l->drv;
+  } else {
+    cmd.launch.exec = accel_cb_launch_exec;
+    add_patch(cb, 3, CB_BASE_ENTRIES, 0,
+              (uint64_t)launch_index * sizeof(cb_entry_t));
+  }
   push_command(cb, &cmd, CB_LAUNCH);
   return ACCEL_OK;
 }
@@ -654,8 +715,8 @@ static uint16_t base_of(const accel_command_buffer_t *cb, const cb_patch_t *p) {
 // Bytes of one execute record: the record, then its arrays (see cb_exec_t).
 static size_t exec_bytes(const accel_command_buffer_t *cb) {
   size_t n = (sizeof(cb_exec_t) + 15) & ~(size_t)15;
-  n += cb->base_count * sizeof(uint64_t);
-  n += cb->slots.n * (sizeof(uint64_t) + sizeof(accel_buffer_t *));
+  n += cb->base_count * sizeof(uint64_t);  // the slots' lengths included
+  n += cb->slots.n * sizeof(accel_buffer_t *);
   n += cb->events.n * sizeof(accel_semaphore_t *);
   n = (n + 15) & ~(size_t)15;
   n += cb->launches.n * sizeof(cb_entry_t);
@@ -688,7 +749,15 @@ accel_status_t accel_command_buffer_finalize(accel_command_buffer_t *cb) {
     }
   }
   starts[n] = p;
-  uint32_t base_count = cb->slots.n + 2 + 3 * cb->events.n;
+  // Bases: slots, constants, launch entries, three per event, then each
+  // slot's length (read by recorded device launches only).
+  uint32_t lengths_at = cb->slots.n + 2 + 3 * cb->events.n;
+  uint32_t base_count = lengths_at + cb->slots.n;
+  for (uint32_t i = 0; i < cb->launches.n; ++i) {
+    if (cb->launches.v[i]->device) {
+      finalize_device_launch(cb, cb->launches.v[i], lengths_at);
+    }
+  }
   const accel_drv_queue_ops_t *qops = cb->device->driver->queue;
   accel_drv_recording_t *recording = NULL;
   if (qops->recording_create == NULL && !route_host_calls(cb)) {

@@ -82,8 +82,7 @@ static void exec_layout(const accel_command_buffer_t *cb, cb_exec_t *x) {
   uint8_t *p = (uint8_t *)x + ((sizeof(cb_exec_t) + 15) & ~(size_t)15);
   x->bases = (uint64_t *)p;
   p += cb->base_count * sizeof(uint64_t);
-  x->lengths = (uint64_t *)p;
-  p += cb->slots.n * sizeof(uint64_t);
+  x->lengths = x->bases + (cb->base_count - cb->slots.n);
   x->buffers = (accel_buffer_t **)p;
   p += cb->slots.n * sizeof(accel_buffer_t *);
   x->event_semaphores = (accel_semaphore_t **)p;
@@ -403,7 +402,7 @@ accel_status_t accel_stream_execute(
   // Buffers whose commands take nothing from an execute (no slot, launch
   // or event record) need no execute record: their commands hold the buffer.
   cb_exec_t *x = NULL;
-  if (cb->drv_patches_count > 0) {
+  if (cb->drv_patches_count > 0 || cb->exec_needed) {
     x = exec_get(cb);
     if (x == NULL) {
       return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,

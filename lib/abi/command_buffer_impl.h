@@ -104,6 +104,12 @@ typedef struct cb_launch {
   uint32_t constants_offset;  // in the execute's block
   bool prebuilt;  // |dispatch| is complete: no slot, recorded constants
   uint32_t workgroup_count[3];
+  // A kernel of the device's own code objects (CUDA): recorded as
+  // ACCEL_CMD_LAUNCH_DEVICE with |drv| as its payload; |drv|'s bindings are
+  // |drv_bindings| and its bases are set at finalize.
+  bool device;
+  accel_drv_recorded_launch_t drv;
+  accel_drv_recorded_binding_t *drv_bindings;
   accel_kernel_dispatch_t dispatch;  // when |prebuilt|
   uint8_t *constants;                // recorded copy (or NULL)
   accel_kernel_binding_t *table;     // when |prebuilt|
@@ -158,7 +164,9 @@ typedef struct cb_exec {
   accel_command_buffer_t *cb;  // a reference
   bool fallback;  // replayed through ordinary submits
   uint64_t *bases;
-  uint64_t *lengths;          // bytes of each slot's range
+  // Bytes of each slot's range: the bases' last slots.n entries, which
+  // recorded device launches read (accel_drv_recorded_binding_t).
+  uint64_t *lengths;
   accel_buffer_t **buffers;   // each slot's buffer, retained
   accel_semaphore_t **event_semaphores;  // retained
   cb_entry_t *entries;        // one per launch
@@ -201,6 +209,9 @@ struct accel_command_buffer {
   CB_VEC(accel_event_t *) events;
   CB_VEC(uint32_t) event_commands;
   uint32_t constants_size;
+  // A recorded device launch takes bindings or constants from the execute:
+  // executes need a cb_exec_t even without patches.
+  bool exec_needed;
 
   // Set at finalize.
   uint32_t base_count;
@@ -250,6 +261,20 @@ accel_status_t accel_cb_check_execute(const accel_command_buffer_t *cb,
                                       const accel_stream_t *stream,
                                       const accel_command_buffer_execute_desc_t *desc,
                                       uint64_t *out_lengths);
+
+// Whether |k| is a kernel of |dev|'s own code objects (a CUDA kernel on a
+// CUDA device), recorded as ACCEL_CMD_LAUNCH_DEVICE.
+static inline bool accel_cb_launch_is_device(const accel_device_t *dev,
+                                             const accel_kernel_t *k) {
+  return k->drv_kernel != NULL && k->device == dev &&
+         (dev->info.caps & ACCEL_DEVICE_CAP_HOST_KERNELS) == 0;
+}
+
+// Record-time check that |k| can be launched from a command buffer of |cb|'s
+// device (messages start with |pre|).
+accel_status_t accel_cb_check_launch_target(const accel_command_buffer_t *cb,
+                                            const char *pre,
+                                            const accel_kernel_t *k);
 
 // The launch exec function of recorded launches (payload: a cb_entry_t).
 accel_status_t accel_cb_launch_exec(void *payload, accel_drv_device_t *device);

@@ -137,6 +137,25 @@ static accel_status_t check_event_record(const accel_command_buffer_t *cb,
   return ACCEL_OK;
 }
 
+// A recorded launch runs a host kernel on a device that runs them, or a
+// kernel of the device's own code objects (CUDA) on a backend that keeps
+// recordings (recording_create: the commands become graph nodes).
+accel_status_t accel_cb_check_launch_target(const accel_command_buffer_t *cb,
+                                            const char *pre,
+                                            const accel_kernel_t *k) {
+  const accel_device_t *dev = cb->device;
+  if (!accel_cb_launch_is_device(dev, k)) {
+    return accel_launch_check_target(dev, k);
+  }
+  if (dev->driver->queue->recording_create == NULL) {
+    return accel_error(ACCEL_ERROR_UNSUPPORTED,
+                       "%slaunch of \"%s\": %s keeps no recordings, so its "
+                       "kernels cannot be recorded",
+                       pre, k->name, dev->info.id);
+  }
+  return ACCEL_OK;
+}
+
 static accel_status_t check_launch(const accel_command_buffer_t *cb,
                                    const char *pre, const cb_args_t *a) {
   const accel_command_buffer_launch_desc_t *d = a->launch;
@@ -150,7 +169,7 @@ static accel_status_t check_launch(const accel_command_buffer_t *cb,
                        "%slaunch desc: struct_size %u is too small (%zu)", pre,
                        d->struct_size, sizeof(*d));
   }
-  ACCEL_RETURN_IF_ERROR(accel_launch_check_target(cb->device, k));
+  ACCEL_RETURN_IF_ERROR(accel_cb_check_launch_target(cb, pre, k));
   bool from_execute =
       (d->flags & ACCEL_COMMAND_BUFFER_LAUNCH_CONSTANTS_FROM_EXECUTE) != 0;
   if ((d->flags & ~(uint32_t)ACCEL_COMMAND_BUFFER_LAUNCH_CONSTANTS_FROM_EXECUTE) !=

@@ -46,6 +46,54 @@ typedef accel_status_t (*accel_launch_exec_fn_t)(void *payload,
 // replays (recording_create); ACCEL_CMD_EXECUTE replays a range of it.
 typedef struct accel_drv_recording accel_drv_recording_t;
 
+typedef struct accel_drv_kernel accel_drv_kernel_t;  // driver_dispatch.h
+
+// accel_cmd_t.flags of a recorded ACCEL_CMD_LAUNCH of a device kernel (a
+// kernel of the device's own code objects: CUDA PTX or cubin): its
+// launch.exec is NULL and its launch.payload points at an
+// accel_drv_recorded_launch_t. Only backends with recording_create and
+// dispatch.kernel_launch are handed such commands.
+#define ACCEL_CMD_LAUNCH_DEVICE 1u
+
+// Where a recorded device launch's value comes from: UINT32_MAX means the
+// recorded value as it is; any other index i means bases[i] of each
+// execute plus (addresses, constants) or minus (lengths) the recorded
+// value.
+#define ACCEL_DRV_BASE_NONE UINT32_MAX
+
+// One binding of a recorded device launch.
+typedef struct accel_drv_recorded_binding {
+  // ACCEL_DRV_BASE_NONE: |address| is the device address; else the
+  // address is bases[address_base] + |address| (a binding-table slot).
+  uint32_t address_base;
+  // ACCEL_DRV_BASE_NONE: |length| is the bound length; else the length is
+  // bases[length_base] - |address| (the slot's range to its end).
+  uint32_t length_base;
+  uint64_t address;
+  uint64_t length;
+} accel_drv_recorded_binding_t;
+
+// A device kernel's launch in a recording, with the kernel ABI's
+// parameters (docs/kernel-abi.md) of which some come from each execute's
+// bases. Owned by the recording's owner for the recording's lifetime.
+typedef struct accel_drv_recorded_launch {
+  accel_drv_kernel_t *kernel;
+  uint32_t grid[3];   // work-groups per dimension (each >= 1)
+  uint32_t block[3];  // work-items per work-group (each >= 1)
+  uint32_t shared_bytes;
+  uint32_t binding_count;
+  const accel_drv_recorded_binding_t *bindings;  // binding_count entries
+  uint64_t workspace_address;  // with workspace_bytes; 0 bytes: none
+  uint64_t workspace_bytes;
+  uint32_t constants_size;  // 0: none
+  // ACCEL_DRV_BASE_NONE: |constants| holds them; else they are the
+  // constants_size bytes at host address bases[constants_base] +
+  // constants_offset, read when the execute is submitted.
+  uint32_t constants_base;
+  uint64_t constants_offset;
+  const void *constants;
+} accel_drv_recorded_launch_t;
+
 typedef struct accel_cmd {
   uint8_t kind;   // accel_cmd_kind_t
   uint8_t pad0[3];

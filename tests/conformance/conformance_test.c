@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "test_support.h"
 
 static accel_runtime_t *g_runtime;
@@ -135,6 +136,145 @@ static void test_command_buffer_replays_with_binding_tables(void **state) {
   }
 }
 
+static accel_status_t fail_io(void *user_data) {
+  (void)user_data;
+  return accel_error(ACCEL_ERROR_IO, "the disk went away");
+}
+
+// A host call that fails inside a replay fails the stream naming the
+// buffer and the command; the replay's later host calls are skipped and its
+// later SIGNALs fail with the same error (no waiter hangs).
+static void test_command_buffer_host_call_failure_fails_the_replay(
+    void **state) {
+  FOR_EACH_DEVICE(dev) {
+    accel_semaphore_t *before = NULL, *after = NULL;
+    assert_accel_ok(accel_semaphore_create(dev, 0, &before));
+    assert_accel_ok(accel_semaphore_create(dev, 0, &after));
+    uint32_t calls = 0;
+    accel_command_buffer_desc_t cd = {.struct_size = sizeof(cd),
+                                      .name = "failing"};
+    accel_command_buffer_t *cb = NULL;
+    assert_accel_ok(accel_command_buffer_create(dev, &cd, &cb));
+    assert_accel_ok(accel_command_buffer_host_call(cb, bump, &calls));
+    assert_accel_ok(accel_command_buffer_signal(cb, before, 1));
+    assert_accel_ok(accel_command_buffer_host_call(cb, fail_io, NULL));
+    assert_accel_ok(accel_command_buffer_signal(cb, after, 1));
+    assert_accel_ok(accel_command_buffer_host_call(cb, bump, &calls));
+    assert_accel_ok(accel_command_buffer_finalize(cb));
+    accel_stream_t *s = NULL;
+    assert_accel_ok(accel_stream_create(dev, NULL, &s));
+    assert_accel_ok(accel_stream_execute(s, cb, NULL));
+    assert_accel_status(accel_semaphore_wait(after, 1, ACCEL_TIMEOUT_INFINITE),
+                        ACCEL_ERROR_IO);
+    assert_non_null(strstr(accel_last_error(),
+                           "command buffer \"failing\" command #2 (host_call) "
+                           "failed"));
+    assert_non_null(strstr(accel_last_error(), "the disk went away"));
+    assert_accel_status(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE),
+                        ACCEL_ERROR_IO);
+    assert_accel_ok(accel_semaphore_wait(before, 1, ACCEL_TIMEOUT_INFINITE));
+    assert_int_equal(calls, 1);
+    // The failed stream takes no more executes.
+    assert_accel_status(accel_stream_execute(s, cb, NULL), ACCEL_ERROR_IO);
+    accel_command_buffer_release(cb);
+    accel_stream_destroy(s);
+    accel_semaphore_release(before);
+    accel_semaphore_release(after);
+  }
+}
+
+// A reentrant buffer runs on two streams at once: the second execute does
+// not wait for the first (which waits for a semaphore only the second
+// stream signals afterwards), and each fills its own binding. Then event
+// records in one buffer order another buffer's copy (an event wait) on a
+// third stream, and time the fill.
+static void test_command_buffer_reentrant_executes_overlap(void **state) {
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  FOR_EACH_DEVICE(dev) {
+    uint64_t size = 4 * test_rng_range(&rng, 1, 4096);
+    accel_buffer_desc_t desc = {.struct_size = sizeof(desc),
+                                .size_bytes = size};
+    accel_buffer_t *buf[2] = {NULL, NULL};
+    assert_accel_ok(accel_buffer_alloc(dev, &desc, &buf[0]));
+    assert_accel_ok(accel_buffer_alloc(dev, &desc, &buf[1]));
+    accel_semaphore_t *gate = NULL;
+    assert_accel_ok(accel_semaphore_create(dev, 0, &gate));
+    uint32_t pattern = (uint32_t)test_rng_next(&rng);
+    accel_command_buffer_desc_t cd = {
+        .struct_size = sizeof(cd),
+        .flags = ACCEL_COMMAND_BUFFER_FLAG_REENTRANT};
+    accel_command_buffer_t *cb = NULL;
+    assert_accel_ok(accel_command_buffer_create(dev, &cd, &cb));
+    accel_command_buffer_ref_t r = {.slot = 0};
+    assert_accel_ok(accel_command_buffer_fill(cb, &r, size, pattern, 4));
+    assert_accel_ok(accel_command_buffer_finalize(cb));
+    accel_stream_t *s[3];
+    for (int k = 0; k < 3; ++k) {
+      assert_accel_ok(accel_stream_create(dev, NULL, &s[k]));
+    }
+    accel_command_buffer_binding_t table[2] = {{.buffer = buf[0]},
+                                               {.buffer = buf[1]}};
+    accel_command_buffer_execute_desc_t ed = {.struct_size = sizeof(ed),
+                                              .binding_count = 1,
+                                              .bindings = &table[0]};
+    assert_accel_ok(accel_stream_wait(s[0], gate, 1));
+    assert_accel_ok(accel_stream_execute(s[0], cb, &ed));
+    ed.bindings = &table[1];
+    assert_accel_ok(accel_stream_execute(s[1], cb, &ed));
+    assert_accel_ok(accel_stream_signal(s[1], gate, 1));
+    assert_accel_ok(accel_stream_synchronize(s[1], 10000000000ull));
+    assert_accel_ok(accel_stream_synchronize(s[0], 10000000000ull));
+    uint32_t *out = malloc(size);
+    for (int k = 0; k < 2; ++k) {
+      memset(out, 0, size);
+      assert_accel_ok(accel_stream_copy_to_host(s[2], out, buf[k], 0, size));
+      assert_accel_ok(accel_stream_synchronize(s[2], ACCEL_TIMEOUT_INFINITE));
+      for (uint64_t j = 0; j < size / 4; ++j) {
+        assert_int_equal(out[j], pattern);
+      }
+    }
+
+    accel_event_t *start = NULL, *end = NULL;
+    assert_accel_ok(accel_event_create(dev, 0, &start));
+    assert_accel_ok(accel_event_create(dev, 0, &end));
+    accel_command_buffer_t *producer = NULL, *consumer = NULL;
+    assert_accel_ok(accel_command_buffer_create(dev, NULL, &producer));
+    assert_accel_ok(accel_command_buffer_wait(producer, gate, 2));
+    assert_accel_ok(accel_command_buffer_event_record(producer, start));
+    assert_accel_ok(accel_command_buffer_fill(producer, &r, size, ~pattern, 4));
+    assert_accel_ok(accel_command_buffer_event_record(producer, end));
+    assert_accel_ok(accel_command_buffer_finalize(producer));
+    assert_accel_ok(accel_command_buffer_create(dev, NULL, &consumer));
+    assert_accel_ok(accel_command_buffer_wait_event(consumer, end));
+    assert_accel_ok(accel_command_buffer_copy_to_host(consumer, out, &r, size));
+    assert_accel_ok(accel_command_buffer_finalize(consumer));
+    ed.bindings = &table[0];
+    assert_accel_ok(accel_stream_execute(s[0], producer, &ed));
+    assert_accel_ok(accel_stream_execute(s[2], consumer, &ed));
+    assert_accel_ok(accel_semaphore_signal(gate, 2));
+    assert_accel_ok(accel_stream_synchronize(s[2], 10000000000ull));
+    for (uint64_t j = 0; j < size / 4; ++j) {
+      assert_int_equal(out[j], ~pattern);
+    }
+    int64_t ns = -1;
+    assert_accel_ok(accel_event_elapsed_ns(start, end, &ns));
+    assert_true(ns >= 0);
+    accel_command_buffer_release(producer);
+    accel_command_buffer_release(consumer);
+    accel_event_release(start);
+    accel_event_release(end);
+    accel_command_buffer_release(cb);
+    for (int k = 0; k < 3; ++k) {
+      accel_stream_destroy(s[k]);
+    }
+    accel_semaphore_release(gate);
+    accel_buffer_release(buf[0]);
+    accel_buffer_release(buf[1]);
+    free(out);
+  }
+}
+
 // Two streams ordered by a semaphore: the consumer sees the producer's work.
 static void test_semaphore_orders_two_streams(void **state) {
   FOR_EACH_DEVICE(dev) {
@@ -255,6 +395,8 @@ int main(void) {
       cmocka_unit_test(test_events_time_work),
       cmocka_unit_test(test_failure_propagates),
       cmocka_unit_test(test_command_buffer_replays_with_binding_tables),
+      cmocka_unit_test(test_command_buffer_host_call_failure_fails_the_replay),
+      cmocka_unit_test(test_command_buffer_reentrant_executes_overlap),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   accel_runtime_destroy(g_runtime);

@@ -501,6 +501,63 @@ static void test_cuda_driver_failures_are_reported_cleanly(void **state) {
   }
 }
 
+// Each graph call a command buffer's execute makes, failing once: the
+// execute fails with the driver's error name and the buffer's name, leaks
+// nothing (the ASan build checks), and a new stream runs the same buffer
+// (the range's graph is built again, or launched again).
+static void test_cuda_command_buffer_graph_failures_are_reported(void **state) {
+  test_env_t *env = *state;
+  fail_call_fn fail_next = (fail_call_fn)double_hook("cuda_double_fail_call");
+  fail_armed_fn armed = (fail_armed_fn)double_hook("cuda_double_fail_armed");
+  if (fail_next == NULL || armed == NULL) {
+    skip();  // NVIDIA's driver: nothing to inject
+  }
+  static const char *const k_calls[] = {
+      "cuGraphCreate", "cuGraphAddNode", "cuGraphInstantiateWithFlags",
+      "cuGraphLaunch"};
+  accel_buffer_t *b = make_buffer(env, 4096, NULL);
+  uint32_t calls = 0;
+  for (int i = 0; i < (int)(sizeof(k_calls) / sizeof(k_calls[0])); ++i) {
+    print_message("failing %s once\n", k_calls[i]);
+    accel_command_buffer_desc_t cd = {.struct_size = sizeof(cd),
+                                      .name = "graph-faults"};
+    accel_command_buffer_t *cb = NULL;
+    assert_accel_ok(accel_command_buffer_create(env->device, &cd, &cb));
+    accel_command_buffer_ref_t r = {.slot = 0};
+    assert_accel_ok(accel_command_buffer_fill(cb, &r, 4096, 0x5a, 1));
+    assert_accel_ok(accel_command_buffer_host_call(cb, count_call, &calls));
+    assert_accel_ok(accel_command_buffer_finalize(cb));
+    accel_command_buffer_binding_t table = {.buffer = b};
+    accel_command_buffer_execute_desc_t ed = {.struct_size = sizeof(ed),
+                                              .binding_count = 1,
+                                              .bindings = &table};
+    accel_stream_t *s = make_stream(env);
+    if (strcmp(k_calls[i], "cuGraphLaunch") == 0) {
+      // Built and instantiated by a first execute.
+      assert_accel_ok(accel_stream_execute(s, cb, &ed));
+      assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+    }
+    fail_next(k_calls[i], CUDA_ERROR_OUT_OF_MEMORY);
+    accel_status_t st = accel_stream_execute(s, cb, &ed);
+    assert_int_equal(armed(), 0);
+    assert_int_equal(st, ACCEL_ERROR_OUT_OF_MEMORY);
+    assert_non_null(strstr(accel_last_error(), "CUDA_ERROR_OUT_OF_MEMORY"));
+    assert_non_null(strstr(accel_last_error(), "graph-faults"));
+    assert_accel_status(accel_stream_synchronize(s, 0),
+                        ACCEL_ERROR_OUT_OF_MEMORY);
+    accel_stream_destroy(s);
+    uint32_t before = calls;
+    s = make_stream(env);
+    assert_accel_ok(accel_stream_execute(s, cb, &ed));
+    assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+    assert_int_equal(calls, before + 1);
+    accel_stream_destroy(s);
+    accel_command_buffer_release(cb);
+    assert_device_works(env);
+  }
+  accel_buffer_release(b);
+}
+
 // A sticky error (an illegal address, injected into the double's next
 // copy) loses the device: the stream, every semaphore of the device and
 // later work report ACCEL_ERROR_DEVICE_LOST with the driver's error name.
@@ -549,6 +606,7 @@ int main(void) {
       cmocka_unit_test(test_cuda_exported_memory_imports_with_its_data),
       cmocka_unit_test(test_cuda_host_function_cannot_call_the_driver),
       cmocka_unit_test(test_cuda_driver_failures_are_reported_cleanly),
+      cmocka_unit_test(test_cuda_command_buffer_graph_failures_are_reported),
       cmocka_unit_test(test_cuda_sticky_error_loses_the_device),
   };
   return cmocka_run_group_tests(tests, test_env_setup, test_env_teardown);

@@ -331,6 +331,45 @@ static void test_emulator_reports_misuse(void **state) {
                    ACCEL_SIMT_MISUSE);
 }
 
+// The emulated WMMA API: a 16 x 16 x 16 bf16 product with a col_major
+// matrix_b and an accumulator that starts at 0.5 matches the exact product
+// in every fiber order; lanes that pass different addresses to a
+// warp-collective load fail the launch naming the operation (as KC_FAIL).
+static void test_emulator_wmma_is_warp_collective(void **state) {
+  (void)state;
+  test_rng_t rng;
+  rng_init(&rng, "wmma");
+  static float in[1024], out[512];
+  for (int i = 0; i < 1024; ++i) {
+    in[i] = (float)((int)test_rng_range(&rng, 0, 16) - 8);
+  }
+  static const accel_simt_order_t orders[] = {
+      ACCEL_SIMT_ORDER_FORWARD, ACCEL_SIMT_ORDER_REVERSE,
+      ACCEL_SIMT_ORDER_RANDOM};
+  char message[256];
+  for (int o = 0; o < 3; ++o) {
+    memset(out, 0, sizeof(out));
+    assert_int_equal(run_test_kernel("wmma_product", 32, orders[o], 3, in, out,
+                                     message, sizeof(message)),
+                     ACCEL_SIMT_OK);
+    for (int blk = 0; blk < 2; ++blk) {
+      const float *a = in + blk * 512, *b = a + 256;
+      for (int i = 0; i < 16; ++i) {
+        for (int j = 0; j < 16; ++j) {
+          double want = 0.5;
+          for (int p = 0; p < 16; ++p) want += a[i * 16 + p] * b[j * 16 + p];
+          assert_true(out[blk * 256 + i * 16 + j] == (float)want);
+        }
+      }
+    }
+  }
+  assert_int_equal(run_test_kernel("wmma_lanes_disagree", 32,
+                                   ACCEL_SIMT_ORDER_FORWARD, 0, in, out,
+                                   message, sizeof(message)),
+                   ACCEL_SIMT_KERNEL_FAILED);
+  assert_non_null(strstr(message, "load_matrix_sync"));
+}
+
 // Every kernel of kernels/cuda is in the emulator's table.
 static void test_emulator_has_every_kernel(void **state) {
   (void)state;
@@ -754,7 +793,9 @@ static uint16_t to_half(test_rng_t *rng, int bf16, double *value) {
 
 // Every dtype pair, transposes, bias and an activation against float64
 // (2 (k + 1) 2^-24 of sum |a b| + |bias|), reproducible across grids and
-// orders; the host kernel (OpenBLAS order) within the same bound.
+// orders; the host kernel (OpenBLAS order) within the same bound. The
+// tensor-core pairs (WMMA through the emulator's nvcuda::wmma) run with
+// every transpose, k not a multiple of 16 and partial tiles.
 static void test_matmul_matches_float64_and_host(void **state) {
   (void)state;
   test_rng_t rng;
@@ -772,7 +813,10 @@ static void test_matmul_matches_float64_and_host(void **state) {
   assert_non_null(bound);
   for (uint32_t da = 1; da <= 3; ++da) {
     for (uint32_t db = 1; db <= 3; ++db) {
-      uint32_t flags = ((da + db) % 4);  // each transpose combination
+     // f16 x f16 and bf16 x bf16 run on tensor cores (WMMA): again with
+     // every transpose combination.
+     for (uint32_t rep = 0; rep < (da == db && da > 1 ? 5u : 1u); ++rep) {
+      uint32_t flags = rep == 0 ? (da + db) % 4 : rep - 1;
       if (da == 2 && db == 2) flags |= ACCEL_KP_MM_BIAS;
       uint32_t act = da == 3 && db == 3 ? ACCEL_KP_ACT_SILU : ACCEL_KP_ACT_NONE;
       int ta = flags & ACCEL_KP_MM_TRANS_A, tb = flags & ACCEL_KP_MM_TRANS_B;
@@ -835,6 +879,7 @@ static void test_matmul_matches_float64_and_host(void **state) {
       }
       ck_free(&cs, host);
       ck_free(&cs, out);
+     }
     }
   }
   accel_kp_matmul_constants_t c = {.m = m, .n = n, .k = k, .dtype_a = 4,
@@ -1053,6 +1098,7 @@ int main(void) {
       cmocka_unit_test(test_emulator_permutation_catches_missing_barrier),
       cmocka_unit_test(test_emulator_warp_operations),
       cmocka_unit_test(test_emulator_reports_misuse),
+      cmocka_unit_test(test_emulator_wmma_is_warp_collective),
       cmocka_unit_test(test_emulator_has_every_kernel),
       cmocka_unit_test(test_eltwise_kernels_match_float64_and_host),
       cmocka_unit_test(test_row_kernels_match_float64_and_host),

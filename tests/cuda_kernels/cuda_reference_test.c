@@ -227,11 +227,9 @@ static void test_cuda_decode_kernels_match_host_bits(void **state) {
   free(out);
 }
 
-// reference.axe on the CUDA device: the loader hands the cuda-sm_XX code
-// object to the backend, and accel_launch runs rmsnorm and attention decode
-// through it with the kernel record's block; the bits are the host's.
-static void test_cuda_reference_axe_loads_and_launches(void **state) {
-  fixture_t *f = *state;
+// reference.axe loaded on the CUDA device; skips the test where it is not
+// built or has no code object for the device.
+static accel_executable_t *load_reference_axe(fixture_t *f) {
   const char *path = getenv("ACCEL_TEST_REFERENCE_AXE");
   if (path == NULL) {
     skip();
@@ -245,6 +243,15 @@ static void test_cuda_reference_axe_loads_and_launches(void **state) {
     skip();
   }
   assert_accel_ok(st);
+  return exe;
+}
+
+// reference.axe on the CUDA device: the loader hands the cuda-sm_XX code
+// object to the backend, and accel_launch runs rmsnorm and attention decode
+// through it with the kernel record's block; the bits are the host's.
+static void test_cuda_reference_axe_loads_and_launches(void **state) {
+  fixture_t *f = *state;
+  accel_executable_t *exe = load_reference_axe(f);
   test_rng_t rng;
   test_rng_init(&rng, __func__);
   const uint32_t rows = 7, cols = 130;
@@ -304,11 +311,133 @@ static void test_cuda_reference_axe_loads_and_launches(void **state) {
   free(y);
 }
 
+static accel_status_t count_call(void *user_data) {
+  ++*(uint32_t *)user_data;
+  return ACCEL_OK;
+}
+
+// A command buffer of reference.axe's CUDA rmsnorm on the CUDA device (a
+// CUDA graph: kernel, memset, memcpy, host and mem-op nodes), executed with
+// two binding tables and per-execute constants, then the first table again:
+// each output is the host kernel's, bit for bit; an 8-byte fill pattern
+// lands in the slot of each execute.
+static void test_cuda_command_buffer_of_reference_kernels_matches_host(
+    void **state) {
+  fixture_t *f = *state;
+  accel_executable_t *exe = load_reference_axe(f);
+  accel_device_t *dev = f->env->device;
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  enum { ROWS = 7, COLS = 130, EXECUTES = 3 };
+  const uint64_t xbytes = 4ull * ROWS * COLS, fbytes = 8 * 64;
+  float *gamma = random_floats(&rng, COLS);
+  float *x[2] = {random_floats(&rng, ROWS * COLS),
+                 random_floats(&rng, ROWS * COLS)};
+  accel_kp_norm_constants_t nc[2] = {
+      {.rows = ROWS, .cols = COLS, .eps = 1e-5f},
+      {.rows = ROWS, .cols = COLS, .eps = 0.25f}};
+  accel_kernel_t *kernel = NULL;
+  assert_accel_ok(accel_executable_kernel(exe, "rmsnorm", &kernel));
+  accel_stream_t *s = NULL;
+  assert_accel_ok(accel_stream_create(dev, NULL, &s));
+  accel_buffer_t *bx[2], *by[2], *bf[2], *bg = NULL;
+  accel_buffer_desc_t bd = {.struct_size = sizeof(bd), .size_bytes = xbytes};
+  for (int t = 0; t < 2; ++t) {
+    assert_accel_ok(accel_buffer_alloc(dev, &bd, &bx[t]));
+    assert_accel_ok(accel_buffer_alloc(dev, &bd, &by[t]));
+    assert_accel_ok(accel_stream_copy_from_host(s, bx[t], 0, x[t], xbytes));
+  }
+  bd.size_bytes = fbytes;
+  for (int t = 0; t < 2; ++t) {
+    assert_accel_ok(accel_buffer_alloc(dev, &bd, &bf[t]));
+  }
+  bd.size_bytes = 4 * COLS;
+  assert_accel_ok(accel_buffer_alloc(dev, &bd, &bg));
+  assert_accel_ok(accel_stream_copy_from_host(s, bg, 0, gamma, 4 * COLS));
+
+  // Slots: 0 x, 1 y (to the slot's end), 2 the filled buffer.
+  uint32_t calls = 0;
+  accel_command_buffer_t *cb = NULL;
+  accel_command_buffer_desc_t cd = {.struct_size = sizeof(cd),
+                                    .name = "rmsnorm-graph"};
+  assert_accel_ok(accel_command_buffer_create(dev, &cd, &cb));
+  accel_command_buffer_ref_t rx = {.slot = 0}, ry = {.slot = 1},
+                             rf = {.slot = 2}, rg = {.buffer = bg};
+  const uint64_t pattern = 0x0123456789abcdefull;
+  assert_accel_ok(accel_command_buffer_fill(cb, &rf, fbytes, pattern, 8));
+  assert_accel_ok(accel_command_buffer_fill(cb, &ry, xbytes, 0, 4));
+  accel_command_buffer_ref_t bind[3] = {rx, rg, ry};
+  accel_command_buffer_launch_desc_t ld = {
+      .struct_size = sizeof(ld),
+      .workgroup_count = {3, 1, 1},
+      .binding_count = 3,
+      .bindings = bind,
+      .constants_size = sizeof(accel_kp_norm_constants_t),
+      .flags = ACCEL_COMMAND_BUFFER_LAUNCH_CONSTANTS_FROM_EXECUTE};
+  assert_accel_ok(accel_command_buffer_launch(cb, kernel, &ld));
+  assert_accel_ok(accel_command_buffer_host_call(cb, count_call, &calls));
+  assert_accel_ok(accel_command_buffer_finalize(cb));
+
+  const int table_of[EXECUTES] = {0, 1, 0};
+  float *got = malloc(xbytes), *want = calloc(ROWS * COLS, sizeof(float));
+  uint64_t filled[64];
+  assert_non_null(got);
+  for (int e = 0; e < EXECUTES; ++e) {
+    int t = table_of[e];
+    accel_command_buffer_binding_t table[3] = {
+        {.buffer = bx[t]}, {.buffer = by[t]}, {.buffer = bf[t]}};
+    accel_command_buffer_execute_desc_t ed = {.struct_size = sizeof(ed),
+                                              .binding_count = 3,
+                                              .bindings = table,
+                                              .constants = &nc[t],
+                                              .constants_size = sizeof(nc[t])};
+    assert_accel_ok(accel_stream_execute(s, cb, &ed));
+    assert_accel_ok(accel_stream_copy_to_host(s, got, by[t], 0, xbytes));
+    assert_accel_ok(accel_stream_copy_to_host(s, filled, bf[t], 0, fbytes));
+    assert_accel_ok(accel_stream_synchronize(s, ACCEL_TIMEOUT_INFINITE));
+    assert_int_equal(calls, e + 1);
+    for (int i = 0; i < 64; ++i) {
+      assert_true(filled[i] == pattern);
+    }
+    void *data[3] = {x[t], gamma, want};
+    const uint64_t bytes[3] = {xbytes, 4 * COLS, xbytes};
+    kernel_launch_t hl = {.fn = kernel_lib_find(f->host, "rmsnorm"),
+                          .grid = {2, 1, 1},
+                          .binding_count = 3,
+                          .constants = &nc[t],
+                          .constants_size = sizeof(nc[t]),
+                          .threads = 1};
+    for (int i = 0; i < 3; ++i) {
+      hl.bindings[i] = (accel_kernel_binding_t){
+          .data = data[i], .size_bytes = bytes[i],
+          .access = ACCEL_KERNEL_ACCESS_READ | ACCEL_KERNEL_ACCESS_WRITE};
+    }
+    char message[256];
+    assert_int_equal(kernel_run(&hl, message, sizeof(message)), 0);
+    assert_memory_equal(got, want, xbytes);
+  }
+  accel_command_buffer_release(cb);
+  accel_stream_destroy(s);
+  for (int t = 0; t < 2; ++t) {
+    accel_buffer_release(bx[t]);
+    accel_buffer_release(by[t]);
+    accel_buffer_release(bf[t]);
+    free(x[t]);
+  }
+  accel_buffer_release(bg);
+  accel_executable_release(exe);
+  free(gamma);
+  free(got);
+  free(want);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cuda_row_kernels_match_host_bits),
       cmocka_unit_test(test_cuda_decode_kernels_match_host_bits),
       cmocka_unit_test(test_cuda_reference_axe_loads_and_launches),
+      cmocka_unit_test(
+          test_cuda_command_buffer_of_reference_kernels_matches_host),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -667,6 +667,8 @@ static const accel_drv_queue_ops_t k_cuda_queue_ops = {
     .create = accel_cuda_queue_create,
     .destroy = accel_cuda_queue_destroy,
     .submit = accel_cuda_queue_submit,
+    .recording_create = accel_cuda_recording_create,
+    .recording_destroy = accel_cuda_recording_destroy,
 };
 
 static const accel_drv_copy_ops_t k_cuda_copy_ops = {

@@ -197,6 +197,66 @@ accel_status_t accel_cuda_semaphore_wait_ex(
 // Queues (cuda_queue.c): one CUstream each.
 // ---------------------------------------------------------------------------
 
+// A command whose references or signal outlive its submit.
+typedef struct cuda_pending {
+  uint64_t seq;
+  accel_object_t *refs[2];
+  accel_drv_semaphore_t *signal;  // SIGNAL: failed if the queue fails first
+  // WAIT on an abortable queue: the stream waits for the queue's gate word
+  // to reach |gate|, which the reaper stores once |wait| reaches |value|.
+  accel_drv_semaphore_t *wait;
+  uint64_t value;
+  uint64_t gate;
+} cuda_pending_t;
+
+struct accel_drv_queue {
+  accel_cuda_list_t link;  // first: in device->queues (objects_lock)
+  accel_drv_device_t *device;
+  CUstream stream;
+  accel_drv_semaphore_t *completion;
+  _Atomic uint64_t *submitted_seq;
+  bool abort_on_destroy;
+  char name[64];
+  // Serializes submits: the stream's order is the order of the calls.
+  pthread_mutex_t submit_lock;
+  uint64_t last_seq;  // submit_lock
+  // Guards the pending ring; never held across a CUDA call, so that host
+  // functions may take it while a submitter is inside the driver.
+  pthread_mutex_t pending_lock;
+  cuda_pending_t *pending;  // ring of pending_cap entries (pending_lock)
+  uint32_t pending_head, pending_count, pending_cap;
+  // The queue's failure (first wins), stored before |failed| is set.
+  accel_error_state_t error;
+  // Set once (after |error|) when the queue fails; host functions skip
+  // after it.
+  _Atomic int failed;
+  // Abortable queues (abort_on_destroy): a device wait cannot be taken back,
+  // so their WAITs wait on this private word instead, which the reaper
+  // raises to each wait's number once its semaphore is reached, and destroy
+  // raises past every wait (ACCEL_CUDA_GATE_OPEN) to interrupt them.
+  _Atomic uint64_t *gate_word;
+  CUdeviceptr gate_word_device;
+  uint64_t gate_count;  // submit_lock: WAITs issued
+  // Records of host functions not run yet (pending_lock): the list head.
+  accel_cuda_list_t host_recs;
+};
+
+// What an aborting destroy stores in the gate word: past every wait.
+#define ACCEL_CUDA_GATE_OPEN (1ull << 62)
+
+// Fails the queue at command |seq| of kind |kind| with "stream "NAME"
+// command #SEQ (KIND) failed: |why|" (the first failure wins): its completion
+// semaphore and every pending SIGNAL after |seq| fail with it.
+void accel_cuda_queue_fail(accel_drv_queue_t *q, uint64_t seq, uint32_t kind,
+                           accel_status_t status, const char *why);
+// Whether the queue has failed (host functions skip from then on).
+bool accel_cuda_queue_failed(accel_drv_queue_t *q);
+// Appends |p| to the queue's pending list (the reaper drops its references
+// once the stream passed |p.seq|); ACCEL_ERROR_OUT_OF_MEMORY when it cannot
+// grow.
+accel_status_t accel_cuda_queue_pending_push(accel_drv_queue_t *q,
+                                             cuda_pending_t p);
+
 accel_status_t accel_cuda_queue_create(accel_drv_device_t *device,
                                        const accel_drv_queue_params_t *params,
                                        accel_drv_queue_t **out_queue);
@@ -266,6 +326,27 @@ typedef struct accel_cuda_launch_cmd {
   accel_drv_kernel_t *kernel;
   const accel_drv_launch_t *launch;
 } accel_cuda_launch_cmd_t;
+
+// ---------------------------------------------------------------------------
+// Command buffers on CUDA graphs (cuda_graph.c).
+// ---------------------------------------------------------------------------
+
+// The driver interface's recording_create / recording_destroy: keeps the
+// commands; each range replayed gets its CUgraph on first use.
+accel_status_t accel_cuda_recording_create(
+    accel_drv_device_t *device, const accel_drv_recording_params_t *params,
+    accel_drv_recording_t **out_recording);
+void accel_cuda_recording_destroy(accel_drv_recording_t *recording);
+// Enqueues the EXECUTE |cmd| (seq |seq|) on |queue|'s stream, under the
+// queue's submit order: updates the nodes whose values this execute changes
+// and launches the range's CUgraphExec. A refusal sets the message.
+accel_status_t accel_cuda_graph_execute(accel_drv_queue_t *queue,
+                                        const accel_cmd_t *cmd, uint64_t seq);
+
+// Narrows a fill pattern of |size| bytes to the smallest element that
+// repeats it (0xabab as 2 bytes: 0xab as 1); returns the element size and
+// leaves the element's value in |*pattern|.
+uint32_t accel_cuda_fill_narrow(uint64_t *pattern, uint32_t size);
 
 // Enqueues a fill of |size_bytes| at |dst| with a 1/2/4/8-byte pattern on
 // |stream| (shared by queues and DMA rings).

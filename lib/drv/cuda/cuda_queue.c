@@ -11,6 +11,8 @@
 //              the queue if the semaphore failed instead of being reached
 //   LAUNCH     a device kernel (cuda_module.c) through cuLaunchKernel; host
 //              code objects: ACCEL_ERROR_UNSUPPORTED
+//   EXECUTE    a range of a recording: node updates and cuGraphLaunch of
+//              its CUgraphExec (cuda_graph.c)
 //
 // After each submit the stream writes the last seq into the completion
 // semaphore's word. A failing host function or wait fails the queue: the
@@ -32,53 +34,6 @@
 #include "drv/cuda/cuda_internal.h"
 #include "trace/trace_hooks.h"
 
-// A command whose references or signal outlive its submit.
-typedef struct cuda_pending {
-  uint64_t seq;
-  accel_object_t *refs[2];
-  accel_drv_semaphore_t *signal;  // SIGNAL: failed if the queue fails first
-  // WAIT on an abortable queue: the stream waits for the queue's gate word
-  // to reach |gate|, which the reaper stores once |wait| reaches |value|.
-  accel_drv_semaphore_t *wait;
-  uint64_t value;
-  uint64_t gate;
-} cuda_pending_t;
-
-struct accel_drv_queue {
-  accel_cuda_list_t link;  // first: in device->queues (objects_lock)
-  accel_drv_device_t *device;
-  CUstream stream;
-  accel_drv_semaphore_t *completion;
-  _Atomic uint64_t *submitted_seq;
-  bool abort_on_destroy;
-  char name[64];
-  // Serializes submits: the stream's order is the order of the calls.
-  pthread_mutex_t submit_lock;
-  uint64_t last_seq;  // submit_lock
-  // Guards the pending ring; never held across a CUDA call, so that host
-  // functions may take it while a submitter is inside the driver.
-  pthread_mutex_t pending_lock;
-  cuda_pending_t *pending;  // ring of pending_cap entries (pending_lock)
-  uint32_t pending_head, pending_count, pending_cap;
-  // The queue's failure (first wins), stored before |failed| is set.
-  accel_error_state_t error;
-  // Set once (after |error|) when the queue fails; host functions skip
-  // after it.
-  _Atomic int failed;
-  // Abortable queues (abort_on_destroy): a device wait cannot be taken back,
-  // so their WAITs wait on this private word instead, which the reaper
-  // raises to each wait's number once its semaphore is reached, and destroy
-  // raises past every wait (ACCEL_CUDA_GATE_OPEN) to interrupt them.
-  _Atomic uint64_t *gate_word;
-  CUdeviceptr gate_word_device;
-  uint64_t gate_count;  // submit_lock: WAITs issued
-  // Records of host functions not run yet (pending_lock): the list head.
-  accel_cuda_list_t host_recs;
-};
-
-// What an aborting destroy stores in the gate word: past every wait.
-#define ACCEL_CUDA_GATE_OPEN (1ull << 62)
-
 static const char *kind_name(uint32_t kind) {
   return accel_cmd_kind_name(kind);
 }
@@ -98,7 +53,7 @@ static void fail_pending_signals(accel_drv_queue_t *q, uint64_t seq,
 }
 
 // Fails the queue at command |seq| (first failure wins).
-static void queue_fail(accel_drv_queue_t *q, uint64_t seq, uint32_t kind,
+void accel_cuda_queue_fail(accel_drv_queue_t *q, uint64_t seq, uint32_t kind,
                        accel_status_t status, const char *why) {
   char message[ACCEL_ERROR_MESSAGE_MAX];
   snprintf(message, sizeof(message), "stream \"%s\" command #%llu (%s) "
@@ -127,14 +82,15 @@ void accel_cuda_queue_lose_locked(accel_drv_queue_t *q, const char *message) {
   accel_cuda_semaphore_fail(q->completion, ACCEL_ERROR_DEVICE_LOST, message);
 }
 
-static bool queue_failed(accel_drv_queue_t *q) {
+bool accel_cuda_queue_failed(accel_drv_queue_t *q) {
   // Acquire: pairs with queue_fail's exchange.
   return atomic_load_explicit(&q->failed, memory_order_acquire) != 0;
 }
 
 // Pending ring.
 
-static accel_status_t pending_push(accel_drv_queue_t *q, cuda_pending_t p) {
+accel_status_t accel_cuda_queue_pending_push(accel_drv_queue_t *q,
+                                             cuda_pending_t p) {
   pthread_mutex_lock(&q->pending_lock);
   if (q->pending_count == q->pending_cap) {
     uint32_t cap = q->pending_cap ? q->pending_cap * 2 : 64;
@@ -163,7 +119,7 @@ static accel_status_t pending_push(accel_drv_queue_t *q, cuda_pending_t p) {
 // queue is healthy; once failed (the word was raised by the failure), all
 // of it only when the stream is idle, and everything when the device is lost.
 static uint64_t retired_seq(accel_drv_queue_t *q) {
-  if (!queue_failed(q)) {
+  if (!accel_cuda_queue_failed(q)) {
     return atomic_load_explicit(q->completion->word, memory_order_acquire);
   }
   if (accel_error_state_code(&q->device->lost) != ACCEL_OK) {
@@ -375,7 +331,7 @@ static void rec_done(host_call_rec_t *rec) {
 static void CUDA_CB host_call_tramp(void *arg) {
   host_call_rec_t *rec = arg;
   accel_drv_queue_t *q = rec->queue;
-  if (!queue_failed(q)) {
+  if (!accel_cuda_queue_failed(q)) {
     accel_error_clear();
     accel_status_t st = rec->call.fn(rec->call.user_data);
     if (st != ACCEL_OK) {
@@ -383,7 +339,7 @@ static void CUDA_CB host_call_tramp(void *arg) {
       const char *msg = accel_last_error();
       snprintf(why, sizeof(why), "host function returned %s%s%s",
                accel_status_name(st), msg[0] != '\0' ? ": " : "", msg);
-      queue_fail(q, rec->seq, ACCEL_CMD_HOST_CALL, st, why);
+      accel_cuda_queue_fail(q, rec->seq, ACCEL_CMD_HOST_CALL, st, why);
     }
   }
   rec_done(rec);
@@ -405,7 +361,7 @@ static void CUDA_CB wait_check_tramp(void *arg) {
   accel_drv_semaphore_t *sem = rec->sem.semaphore;
   accel_status_t st = accel_error_state_code(&sem->error);
   if (st != ACCEL_OK) {
-    queue_fail(rec->queue, rec->seq, ACCEL_CMD_WAIT, st, sem->error.message);
+    accel_cuda_queue_fail(rec->queue, rec->seq, ACCEL_CMD_WAIT, st, sem->error.message);
   }
   rec_done(rec);
 }
@@ -415,12 +371,12 @@ static void CUDA_CB wait_check_tramp(void *arg) {
 static void CUDA_CB host_wait_tramp(void *arg) {
   host_call_rec_t *rec = arg;
   accel_drv_semaphore_t *sem = rec->sem.semaphore;
-  if (!queue_failed(rec->queue)) {
+  if (!accel_cuda_queue_failed(rec->queue)) {
     accel_status_t st = accel_cuda_semaphore_wait_ex(
         1, &sem, &rec->sem.value, ACCEL_WAIT_ALL, ACCEL_TIMEOUT_INFINITE,
         NULL, false);
     if (st != ACCEL_OK) {
-      queue_fail(rec->queue, rec->seq, ACCEL_CMD_WAIT, st, accel_last_error());
+      accel_cuda_queue_fail(rec->queue, rec->seq, ACCEL_CMD_WAIT, st, accel_last_error());
     }
   }
   rec_done(rec);
@@ -460,24 +416,31 @@ static CUresult launch_host(accel_drv_queue_t *q, void (*fn)(void *),
 
 // Commands.
 
+uint32_t accel_cuda_fill_narrow(uint64_t *pattern, uint32_t size) {
+  // An 8-byte pattern whose halves match is a 4-byte pattern, and so on
+  // down: the narrowest fill the driver offers.
+  uint64_t v = *pattern;
+  if (size == 8 && (v >> 32) == (v & 0xffffffffu)) {
+    size = 4;
+    v &= 0xffffffffu;
+  }
+  if (size == 4 && (v >> 16) == (v & 0xffffu)) {
+    size = 2;
+    v &= 0xffffu;
+  }
+  if (size == 2 && (v >> 8) == (v & 0xffu)) {
+    size = 1;
+    v &= 0xffu;
+  }
+  *pattern = v;
+  return size;
+}
+
 CUresult accel_cuda_enqueue_fill(accel_drv_device_t *device, CUstream stream,
                                  uint64_t dst, uint64_t size_bytes,
                                  uint64_t pattern, uint32_t pattern_size) {
   const accel_cuda_api_t *cu = device->cu;
-  // An 8-byte pattern whose halves match is a 4-byte pattern, and so on
-  // down: the narrowest fill the driver offers.
-  if (pattern_size == 8 && (pattern >> 32) == (pattern & 0xffffffffu)) {
-    pattern_size = 4;
-    pattern &= 0xffffffffu;
-  }
-  if (pattern_size == 4 && (pattern >> 16) == (pattern & 0xffffu)) {
-    pattern_size = 2;
-    pattern &= 0xffffu;
-  }
-  if (pattern_size == 2 && (pattern >> 8) == (pattern & 0xffu)) {
-    pattern_size = 1;
-    pattern &= 0xffu;
-  }
+  pattern_size = accel_cuda_fill_narrow(&pattern, pattern_size);
   switch (pattern_size) {
     case 1:
       return cu->cuMemsetD8Async(dst, (unsigned char)pattern, size_bytes,
@@ -601,6 +564,8 @@ static accel_status_t enqueue(accel_drv_queue_t *q, const accel_cmd_t *cmd,
                          "stream \"%s\" command #%llu (launch): the CUDA "
                          "device runs no host code objects",
                          q->name, (unsigned long long)seq);
+    case ACCEL_CMD_EXECUTE:
+      return accel_cuda_graph_execute(q, cmd, seq);
     default:
       return accel_error(ACCEL_ERROR_INTERNAL,
                          "stream \"%s\": unknown command kind %u", q->name,
@@ -626,7 +591,7 @@ accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *q,
                                        uint32_t count, uint64_t *out_last_seq) {
   pthread_mutex_lock(&q->submit_lock);
   accel_status_t st = ACCEL_OK;
-  if (queue_failed(q)) {
+  if (accel_cuda_queue_failed(q)) {
     st = accel_error_state_report(&q->error);
     goto err_refuse;
   }
@@ -642,7 +607,7 @@ accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *q,
     st = enqueue(q, cmd, seq);
     if (st != ACCEL_OK) {
       // The stream may hold part of the command: the queue is failed.
-      queue_fail(q, seq, cmd->kind, st, accel_last_error());
+      accel_cuda_queue_fail(q, seq, cmd->kind, st, accel_last_error());
       st = accel_error_state_report(&q->error);
       break;
     }
@@ -664,7 +629,7 @@ accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *q,
           .value = gated ? cmd->wait.value : 0,
           .gate = gated ? q->gate_count : 0,
       };
-      if (pending_push(q, p) != ACCEL_OK) {
+      if (accel_cuda_queue_pending_push(q, p) != ACCEL_OK) {
         // Out of host memory for the list: keep the references alive by
         // waiting for the stream instead.
         (void)q->device->cu->cuStreamSynchronize(q->stream);
@@ -694,7 +659,7 @@ accel_status_t accel_cuda_queue_submit(accel_drv_queue_t *q,
     if (r != CUDA_SUCCESS) {
       accel_status_t wst = accel_cuda_check(
           q->device, r, "stream \"%s\": completion write", q->name);
-      queue_fail(q, q->last_seq, ACCEL_CMD_SIGNAL, wst, accel_last_error());
+      accel_cuda_queue_fail(q, q->last_seq, ACCEL_CMD_SIGNAL, wst, accel_last_error());
     }
     if (q->submitted_seq != NULL) {
       // Release: a waiter that reads the seq finds its commands enqueued.
@@ -782,7 +747,7 @@ accel_status_t accel_cuda_queue_create(accel_drv_device_t *device,
 void accel_cuda_queue_destroy(accel_drv_queue_t *q) {
   accel_drv_device_t *device = q->device;
   if (q->abort_on_destroy) {
-    queue_fail(q, 0, ACCEL_CMD_HOST_CALL, ACCEL_ERROR_ABORTED,
+    accel_cuda_queue_fail(q, 0, ACCEL_CMD_HOST_CALL, ACCEL_ERROR_ABORTED,
                "aborted: the stream was destroyed with abort_on_destroy");
     // Release: interrupts every gated wait; the commands behind them are
     // skipped (host functions) or report the abort (signals).

@@ -72,6 +72,22 @@
   X(cuLibraryUnload)                     \
   X(cuLibraryGetKernel)                  \
   X(cuKernelGetFunction)                 \
-  X(cuLaunchKernel)
+  X(cuLaunchKernel)                      \
+  /* Graphs: command buffers (cuda_graph.c). */ \
+  X(cuGraphCreate)                       \
+  X(cuGraphDestroy)                      \
+  X(cuGraphAddHostNode)                  \
+  X(cuGraphAddMemsetNode)                \
+  X(cuGraphAddMemcpyNode)                \
+  X(cuGraphAddBatchMemOpNode)            \
+  X(cuGraphAddKernelNode)                \
+  X(cuGraphInstantiateWithFlags)         \
+  X(cuGraphExecDestroy)                  \
+  X(cuGraphLaunch)                       \
+  X(cuGraphExecHostNodeSetParams)        \
+  X(cuGraphExecMemsetNodeSetParams)      \
+  X(cuGraphExecMemcpyNodeSetParams)      \
+  X(cuGraphExecBatchMemOpNodeSetParams)  \
+  X(cuGraphExecKernelNodeSetParams)
 
 #endif  // ACCEL_DRV_CUDA_SYMBOLS_H_

@@ -18,7 +18,8 @@
 //   CUDA_DOUBLE_DEVICES=N     devices (default 2)
 //   CUDA_DOUBLE_MODE=stub     cuInit answers CUDA_ERROR_STUB_LIBRARY
 //   CUDA_DOUBLE_MODE=nodevice cuInit answers CUDA_ERROR_NO_DEVICE
-//   CUDA_DOUBLE_MODE=nomemops no 64-bit stream memory operations
+//   CUDA_DOUBLE_MODE=nomemops no 64-bit stream memory operations (nor
+//                             batch mem-op graph nodes)
 //   CUDA_VISIBLE_DEVICES      as the driver applies it
 // Test hooks: cuda_double_inject_fault(CUresult) makes the next copy or fill
 // a stream executes fail with that (sticky) error;
@@ -89,8 +90,12 @@ typedef struct phys {
 } phys_t;
 
 typedef enum op_kind {
-  OP_COPY, OP_FILL, OP_WAIT, OP_WRITE, OP_HOST, OP_KERNEL
+  OP_COPY, OP_FILL, OP_WAIT, OP_WRITE, OP_HOST, OP_KERNEL,
+  // A graph launch's first and last operations (graphs below).
+  OP_GRAPH_BEGIN, OP_GRAPH_END
 } op_kind_t;
+
+struct gexec;
 
 // A host function standing in for a kernel: called once per launch with
 // copies of the parameter values and the launch shape.
@@ -151,6 +156,10 @@ typedef struct op {
       void *params[MAX_KERNEL_PARAMS];  // each a malloc'ed copy
       uint32_t param_count;
     } kernel;
+    struct {
+      struct gexec *exec;
+      uint64_t number;  // the exec's launch number, from 1
+    } graph;
   };
 } op_t;
 
@@ -1199,6 +1208,9 @@ static void sleep_ns(long ns) {
   nanosleep(&ts, NULL);
 }
 
+static void graph_begin(stream_t *s, const op_t *op);
+static void graph_end(const op_t *op);
+
 // Runs |op|; a bad address or an injected fault poisons the context.
 static CUresult run_op(stream_t *s, op_t *op) {
   switch (op->kind) {
@@ -1297,6 +1309,12 @@ static CUresult run_op(stream_t *s, op_t *op) {
     case OP_KERNEL:
       op->kernel.fn(op->kernel.params, op->kernel.grid, op->kernel.block);
       return CUDA_SUCCESS;
+    case OP_GRAPH_BEGIN:
+      graph_begin(s, op);
+      return CUDA_SUCCESS;
+    case OP_GRAPH_END:
+      graph_end(op);
+      return CUDA_SUCCESS;
   }
   return CUDA_ERROR_INVALID_VALUE;
 }
@@ -1314,7 +1332,8 @@ static void *stream_main(void *arg) {
     op_t *op = s->head;
     pthread_mutex_unlock(&s->lock);
     // After a sticky error nothing more runs in the context.
-    if (atomic_load(&s->ctx->sticky) == 0) {
+    // A graph launch's end is bookkeeping: it runs in a dead context too.
+    if (atomic_load(&s->ctx->sticky) == 0 || op->kind == OP_GRAPH_END) {
       CUresult r = run_op(s, op);
       if (r != CUDA_SUCCESS) {
         int zero = 0;
@@ -1910,22 +1929,30 @@ CUresult cuKernelGetFunction(CUfunction *out, CUkernel h) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                        unsigned bx, unsigned by, unsigned bz,
-                        unsigned shared_bytes, CUstream h, void **params,
-                        void **extra) {
-  stream_t *s = NULL;
-  CUresult r = stream_enter(h, &s);
-  if (r != CUDA_SUCCESS) {
-    return r;
+static void op_free(op_t *op) {
+  if (op->kind == OP_KERNEL) {
+    for (uint32_t i = 0; i < op->kernel.param_count; ++i) {
+      free(op->kernel.params[i]);
+    }
   }
-  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
-      (uint64_t)bx * by * bz > 1024 || shared_bytes > 48 * 1024 ||
-      extra != NULL) {
+}
+
+// A launch's operation (cuLaunchKernel's and a kernel node's), checked as
+// the driver checks it: the PTX declares the parameters and a registered
+// host stand-in must match them; parameter values are copied, as the driver
+// does.
+static CUresult kernel_op(const CUDA_KERNEL_NODE_PARAMS *p, op_t *op) {
+  if (p == NULL || p->func == NULL) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (p->gridDimX == 0 || p->gridDimY == 0 || p->gridDimZ == 0 ||
+      p->blockDimX == 0 || p->blockDimY == 0 || p->blockDimZ == 0 ||
+      (uint64_t)p->blockDimX * p->blockDimY * p->blockDimZ > 1024 ||
+      p->sharedMemBytes > 48 * 1024 || p->extra != NULL) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   pthread_mutex_lock(&g.lock);
-  kernel_t *k = kernel_lookup_locked(f);
+  kernel_t *k = kernel_lookup_locked(p->func);
   if (k == NULL) {
     pthread_mutex_unlock(&g.lock);
     return CUDA_ERROR_INVALID_HANDLE;
@@ -1937,30 +1964,851 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
     reg = reg->next;
   }
   pthread_mutex_unlock(&g.lock);
-  // The PTX declares the parameters; a host stand-in must match them.
   if (reg == NULL || reg->param_count != declared ||
-      (declared > 0 && params == NULL)) {
+      (declared > 0 && p->kernelParams == NULL)) {
     return reg == NULL ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
   }
-  op_t op = {.kind = OP_KERNEL,
-             .kernel = {.fn = reg->fn, .grid = {gx, gy, gz},
-                        .block = {bx, by, bz}, .param_count = declared}};
-  // Parameter values are copied at the call, as the driver does.
+  *op = (op_t){.kind = OP_KERNEL,
+               .kernel = {.fn = reg->fn,
+                          .grid = {p->gridDimX, p->gridDimY, p->gridDimZ},
+                          .block = {p->blockDimX, p->blockDimY, p->blockDimZ},
+                          .param_count = declared}};
   for (uint32_t i = 0; i < declared; ++i) {
-    op.kernel.params[i] = malloc(reg->param_sizes[i]);
-    if (op.kernel.params[i] == NULL) {
-      for (uint32_t j = 0; j < i; ++j) {
-        free(op.kernel.params[j]);
-      }
+    op->kernel.params[i] = malloc(reg->param_sizes[i] ? reg->param_sizes[i] : 1);
+    if (op->kernel.params[i] == NULL) {
+      op->kernel.param_count = i;
+      op_free(op);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    memcpy(op.kernel.params[i], params[i], reg->param_sizes[i]);
+    memcpy(op->kernel.params[i], p->kernelParams[i], reg->param_sizes[i]);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                        unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared_bytes, CUstream h, void **params,
+                        void **extra) {
+  stream_t *s = NULL;
+  CUresult r = stream_enter(h, &s);
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  CUDA_KERNEL_NODE_PARAMS p = {.func = f, .gridDimX = gx, .gridDimY = gy,
+                               .gridDimZ = gz, .blockDimX = bx,
+                               .blockDimY = by, .blockDimZ = bz,
+                               .sharedMemBytes = shared_bytes,
+                               .kernelParams = params, .extra = extra};
+  op_t op;
+  r = kernel_op(&p, &op);
+  if (r != CUDA_SUCCESS) {
+    return r;
   }
   r = stream_push(s, op);
   if (r != CUDA_SUCCESS) {
-    for (uint32_t i = 0; i < declared; ++i) {
-      free(op.kernel.params[i]);
+    op_free(&op);
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+// Graphs. A graph is a list of nodes, each an operation (or, for a batch
+// mem-op node, up to MAX_NODE_OPS) that a stream would run, with its
+// dependencies (nodes of the same graph, so creation order is a topological
+// order). Instantiation copies the nodes into an executable graph; its node
+// updates (cuGraphExec*SetParams) change only that copy, within the limits
+// the driver documents (1D memsets and memcpys, the same count and kinds of
+// batch mem-ops, the same kernel). A launch pushes the nodes onto the stream
+// in a random order that respects the dependencies (a missing dependency
+// shows up as a wrong result), after a first operation that waits for the
+// exec's previous launch to end: an executable graph does not run
+// concurrently with itself.
+// ---------------------------------------------------------------------------
+
+enum { KIND_GRAPH = 0x47525031, KIND_NODE = 0x4e4f4431, KIND_EXEC = 0x45584531 };
+enum { NODE_HOST = 1, NODE_MEMSET, NODE_MEMCPY, NODE_MEMOP, NODE_KERNEL };
+
+#define MAX_NODE_OPS 4
+
+typedef struct gnode {
+  uint32_t kind;
+  struct graph *graph;
+  uint32_t index;  // in the graph
+  int type;        // NODE_*
+  uint32_t op_count;
+  op_t ops[MAX_NODE_OPS];
+  uint32_t dep_count;
+  uint32_t *deps;  // indexes of earlier nodes
+} gnode_t;
+
+typedef struct graph {
+  uint32_t kind;
+  struct graph *next_live;
+  ctx_t *ctx;
+  gnode_t **nodes;
+  uint32_t count, cap;
+} graph_t;
+
+typedef struct gexec {
+  uint32_t kind;
+  struct gexec *next_live;
+  ctx_t *ctx;
+  graph_t *graph;  // the source (NULL once destroyed): node handles
+  uint32_t count;
+  gnode_t *nodes;  // copies, by index
+  uint64_t launched;  // g.lock
+  uint64_t ended;     // g.lock
+  uint32_t refs;      // g.lock: 1 while alive + 1 per launch not ended
+  uint32_t seed;      // g.lock: the launch order's
+} gexec_t;
+
+static graph_t *g_graphs;
+static gexec_t *g_execs;
+static pthread_cond_t g_graph_cond = PTHREAD_COND_INITIALIZER;
+
+// A copy of |op| with its own kernel parameter copies.
+static CUresult op_copy(op_t *dst, const op_t *src) {
+  *dst = *src;
+  if (src->kind != OP_KERNEL) {
+    return CUDA_SUCCESS;
+  }
+  for (uint32_t i = 0; i < src->kernel.param_count; ++i) {
+    dst->kernel.params[i] = NULL;
+  }
+  pthread_mutex_lock(&g.lock);
+  registered_kernel_t *reg = g.registered;
+  while (reg != NULL && reg->fn != src->kernel.fn) {
+    reg = reg->next;
+  }
+  pthread_mutex_unlock(&g.lock);
+  for (uint32_t i = 0; i < src->kernel.param_count; ++i) {
+    size_t size = reg != NULL ? reg->param_sizes[i] : 0;
+    dst->kernel.params[i] = malloc(size ? size : 1);
+    if (dst->kernel.params[i] == NULL) {
+      op_free(dst);
+      return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    memcpy(dst->kernel.params[i], src->kernel.params[i], size);
+  }
+  return CUDA_SUCCESS;
+}
+
+static void gexec_unref_locked(gexec_t *e) {
+  if (--e->refs != 0) {
+    return;
+  }
+  for (uint32_t i = 0; i < e->count; ++i) {
+    for (uint32_t k = 0; k < e->nodes[i].op_count; ++k) {
+      op_free(&e->nodes[i].ops[k]);
+    }
+    free(e->nodes[i].deps);
+  }
+  free(e->nodes);
+  free(e);
+}
+
+static void graph_begin(stream_t *s, const op_t *op) {
+  gexec_t *e = op->graph.exec;
+  pthread_mutex_lock(&g.lock);
+  while (e->ended + 1 < op->graph.number && atomic_load(&s->ctx->sticky) == 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&g_graph_cond, &g.lock, &ts);
+  }
+  pthread_mutex_unlock(&g.lock);
+}
+
+static void graph_end(const op_t *op) {
+  gexec_t *e = op->graph.exec;
+  pthread_mutex_lock(&g.lock);
+  if (op->graph.number > e->ended) {
+    e->ended = op->graph.number;
+  }
+  pthread_cond_broadcast(&g_graph_cond);
+  gexec_unref_locked(e);
+  pthread_mutex_unlock(&g.lock);
+}
+
+static graph_t *graph_lookup_locked(CUgraph h) {
+  for (graph_t *gr = g_graphs; gr != NULL; gr = gr->next_live) {
+    if ((CUgraph)gr == h) {
+      return gr;
+    }
+  }
+  return NULL;
+}
+
+static gexec_t *exec_lookup_locked(CUgraphExec h) {
+  for (gexec_t *e = g_execs; e != NULL; e = e->next_live) {
+    if ((CUgraphExec)e == h) {
+      return e;
+    }
+  }
+  return NULL;
+}
+
+CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
+  ctx_t *c = NULL;
+  CUresult r = enter_ctx(&c);
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  r = injected("cuGraphCreate");
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (phGraph == NULL || flags != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  graph_t *gr = calloc(1, sizeof(*gr));
+  if (gr == NULL) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  gr->kind = KIND_GRAPH;
+  gr->ctx = c;
+  pthread_mutex_lock(&g.lock);
+  gr->next_live = g_graphs;
+  g_graphs = gr;
+  pthread_mutex_unlock(&g.lock);
+  *phGraph = (CUgraph)gr;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph hGraph) {
+  CUresult r = enter();  // allowed after a sticky error: it frees
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  pthread_mutex_lock(&g.lock);
+  graph_t *gr = graph_lookup_locked(hGraph);
+  if (gr == NULL) {
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  for (graph_t **p = &g_graphs; *p != NULL; p = &(*p)->next_live) {
+    if (*p == gr) {
+      *p = gr->next_live;
+      break;
+    }
+  }
+  // Executable graphs live on; their node handles die with the graph.
+  for (gexec_t *e = g_execs; e != NULL; e = e->next_live) {
+    if (e->graph == gr) {
+      e->graph = NULL;
+    }
+  }
+  pthread_mutex_unlock(&g.lock);
+  for (uint32_t i = 0; i < gr->count; ++i) {
+    for (uint32_t k = 0; k < gr->nodes[i]->op_count; ++k) {
+      op_free(&gr->nodes[i]->ops[k]);
+    }
+    free(gr->nodes[i]->deps);
+    free(gr->nodes[i]);
+  }
+  free(gr->nodes);
+  free(gr);
+  return CUDA_SUCCESS;
+}
+
+// Adds a node of |type| with |ops| (owned from here, also on failure) after
+// |deps| to |hGraph|.
+static CUresult node_add(CUgraphNode *out, CUgraph hGraph,
+                         const CUgraphNode *deps, size_t dep_count, int type,
+                         op_t *ops, uint32_t op_count) {
+  ctx_t *c = NULL;
+  CUresult r = enter_ctx(&c);
+  if (r == CUDA_SUCCESS) {
+    r = injected("cuGraphAddNode");
+  }
+  if (r == CUDA_SUCCESS && (out == NULL || (dep_count > 0 && deps == NULL))) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  }
+  gnode_t *n = NULL;
+  if (r == CUDA_SUCCESS) {
+    n = calloc(1, sizeof(*n));
+    if (n != NULL && dep_count > 0) {
+      n->deps = calloc(dep_count, sizeof(uint32_t));
+    }
+    if (n == NULL || (dep_count > 0 && n->deps == NULL)) {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  if (r != CUDA_SUCCESS) {
+    if (n != NULL) {
+      free(n->deps);
+      free(n);
+    }
+    for (uint32_t k = 0; k < op_count; ++k) {
+      op_free(&ops[k]);
+    }
+    return r;
+  }
+  pthread_mutex_lock(&g.lock);
+  graph_t *gr = graph_lookup_locked(hGraph);
+  if (gr == NULL || gr->ctx != c) {
+    r = CUDA_ERROR_INVALID_HANDLE;
+  }
+  // Each dependency: a node of this graph, named once.
+  for (size_t i = 0; r == CUDA_SUCCESS && i < dep_count; ++i) {
+    const gnode_t *d = (const gnode_t *)deps[i];
+    bool found = false;
+    for (uint32_t k = 0; k < gr->count && !found; ++k) {
+      found = gr->nodes[k] == d;
+    }
+    for (size_t j = 0; found && j < i; ++j) {
+      found = deps[j] != deps[i];
+    }
+    if (!found) {
+      r = CUDA_ERROR_INVALID_VALUE;
+    } else {
+      n->deps[i] = d->index;
+    }
+  }
+  if (r == CUDA_SUCCESS && gr->count == gr->cap) {
+    uint32_t cap = gr->cap ? gr->cap * 2 : 16;
+    gnode_t **grown = realloc(gr->nodes, cap * sizeof(*grown));
+    if (grown == NULL) {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      gr->nodes = grown;
+      gr->cap = cap;
+    }
+  }
+  if (r != CUDA_SUCCESS) {
+    pthread_mutex_unlock(&g.lock);
+    free(n->deps);
+    free(n);
+    for (uint32_t k = 0; k < op_count; ++k) {
+      op_free(&ops[k]);
+    }
+    return r;
+  }
+  n->kind = KIND_NODE;
+  n->graph = gr;
+  n->index = gr->count;
+  n->type = type;
+  n->op_count = op_count;
+  memcpy(n->ops, ops, op_count * sizeof(op_t));
+  n->dep_count = (uint32_t)dep_count;
+  gr->nodes[gr->count++] = n;
+  pthread_mutex_unlock(&g.lock);
+  *out = (CUgraphNode)n;
+  return CUDA_SUCCESS;
+}
+
+static CUresult host_op(const CUDA_HOST_NODE_PARAMS *p, op_t *op) {
+  if (p == NULL || p->fn == NULL) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *op = (op_t){.kind = OP_HOST, .host = {p->fn, p->userData}};
+  return CUDA_SUCCESS;
+}
+
+// A memset node's operation, checked as cuMemsetD*Async checks its
+// arguments, in the current context.
+static CUresult memset_op(const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx,
+                          op_t *op) {
+  if (p == NULL || (ctx != NULL && (ctx_t *)ctx != t_current)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  uint32_t elem = p->elementSize;
+  if ((elem != 1 && elem != 2 && elem != 4) || p->width == 0 ||
+      p->height == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&g.lock);
+  bool known = known_locked(p->dst);
+  pthread_mutex_unlock(&g.lock);
+  if (!known || p->dst % elem != 0 || p->pitch < p->width * elem ||
+      (p->height > 1 && p->pitch % elem != 0)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *op = (op_t){.kind = OP_FILL,
+               .fill = {.dst = p->dst, .pitch = p->pitch, .width = p->width,
+                        .height = p->height, .value = p->value,
+                        .elem = elem}};
+  return CUDA_SUCCESS;
+}
+
+// A memcpy node's operation, checked as cuMemcpy3DAsync checks its
+// arguments; device sides must be device memory the driver knows, and a 1D
+// copy must not overlap itself.
+static CUresult memcpy_op(const CUDA_MEMCPY3D *p, CUcontext ctx, op_t *op) {
+  if (p == NULL || (ctx != NULL && (ctx_t *)ctx != t_current) ||
+      !valid_type(p->srcMemoryType) || !valid_type(p->dstMemoryType) ||
+      p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0 ||
+      p->srcPitch < p->WidthInBytes || p->dstPitch < p->WidthInBytes ||
+      p->reserved0 != NULL || p->reserved1 != NULL || p->srcLOD != 0 ||
+      p->dstLOD != 0 || p->srcXInBytes != 0 || p->srcY != 0 ||
+      p->srcZ != 0 || p->dstXInBytes != 0 || p->dstY != 0 || p->dstZ != 0 ||
+      (p->Depth > 1 &&
+       (p->srcHeight < p->Height || p->dstHeight < p->Height))) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  uint64_t dst = side(p->dstMemoryType, p->dstHost, p->dstDevice);
+  uint64_t src = side(p->srcMemoryType, p->srcHost, p->srcDevice);
+  pthread_mutex_lock(&g.lock);
+  bool known = (p->dstMemoryType != CU_MEMORYTYPE_DEVICE ||
+                known_locked(dst)) &&
+               (p->srcMemoryType != CU_MEMORYTYPE_DEVICE || known_locked(src));
+  pthread_mutex_unlock(&g.lock);
+  uint64_t n = p->WidthInBytes;
+  if (dst == 0 || src == 0 || !known ||
+      (p->Height == 1 && p->Depth == 1 && dst < src + n && src < dst + n)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *op = (op_t){.kind = OP_COPY,
+               .copy = {.dst = dst, .src = src, .width = n,
+                        .height = p->Height, .depth = p->Depth,
+                        .dst_pitch = p->dstPitch, .src_pitch = p->srcPitch,
+                        .dst_slice = p->dstPitch * p->dstHeight,
+                        .src_slice = p->srcPitch * p->srcHeight}};
+  return CUDA_SUCCESS;
+}
+
+// A batch mem-op node's operations: 64-bit waits (GEQ) and writes on words
+// that stream memory operations may use.
+static CUresult memop_ops(const CUDA_BATCH_MEM_OP_NODE_PARAMS *p, op_t *ops,
+                          uint32_t *count) {
+  if (p == NULL || p->count == 0 || p->count > MAX_NODE_OPS ||
+      p->paramArray == NULL || p->flags != 0 ||
+      (ctx_t *)p->ctx != t_current) {
+    return p != NULL && p->count > MAX_NODE_OPS ? CUDA_ERROR_NOT_SUPPORTED
+                                                : CUDA_ERROR_INVALID_VALUE;
+  }
+  for (unsigned i = 0; i < p->count; ++i) {
+    const CUstreamBatchMemOpParams *o = &p->paramArray[i];
+    if (o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64) {
+      CUresult r = check_word(o->waitValue.address);
+      if (r != CUDA_SUCCESS) {
+        return r;
+      }
+      if (o->waitValue.flags != CU_STREAM_WAIT_VALUE_GEQ) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      ops[i] = (op_t){.kind = OP_WAIT,
+                      .word = {o->waitValue.address, o->waitValue.value64}};
+    } else if (o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64) {
+      CUresult r = check_word(o->writeValue.address);
+      if (r != CUDA_SUCCESS) {
+        return r;
+      }
+      if (o->writeValue.flags != CU_STREAM_WRITE_VALUE_DEFAULT &&
+          o->writeValue.flags != CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      ops[i] = (op_t){.kind = OP_WRITE,
+                      .word = {o->writeValue.address, o->writeValue.value64}};
+    } else {
+      return CUDA_ERROR_INVALID_VALUE;  // the only kinds accel relies on
+    }
+  }
+  *count = p->count;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                            const CUgraphNode *dependencies,
+                            size_t numDependencies,
+                            const CUDA_HOST_NODE_PARAMS *nodeParams) {
+  op_t op;
+  CUresult r = enter_ctx(NULL);
+  if (r == CUDA_SUCCESS) {
+    r = host_op(nodeParams, &op);
+  }
+  return r != CUDA_SUCCESS ? r
+                           : node_add(phGraphNode, hGraph, dependencies,
+                                      numDependencies, NODE_HOST, &op, 1);
+}
+
+CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies,
+                              size_t numDependencies,
+                              const CUDA_MEMSET_NODE_PARAMS *memsetParams,
+                              CUcontext ctx) {
+  op_t op;
+  CUresult r = enter_ctx(NULL);
+  if (r == CUDA_SUCCESS) {
+    r = memset_op(memsetParams, ctx, &op);
+  }
+  return r != CUDA_SUCCESS ? r
+                           : node_add(phGraphNode, hGraph, dependencies,
+                                      numDependencies, NODE_MEMSET, &op, 1);
+}
+
+CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies,
+                              size_t numDependencies,
+                              const CUDA_MEMCPY3D *copyParams, CUcontext ctx) {
+  op_t op;
+  CUresult r = enter_ctx(NULL);
+  if (r == CUDA_SUCCESS) {
+    r = memcpy_op(copyParams, ctx, &op);
+  }
+  return r != CUDA_SUCCESS ? r
+                           : node_add(phGraphNode, hGraph, dependencies,
+                                      numDependencies, NODE_MEMCPY, &op, 1);
+}
+
+CUresult cuGraphAddBatchMemOpNode(
+    CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+    size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams) {
+  op_t ops[MAX_NODE_OPS];
+  uint32_t count = 0;
+  CUresult r = enter_ctx(NULL);
+  if (r == CUDA_SUCCESS) {
+    r = memop_ops(nodeParams, ops, &count);
+  }
+  return r != CUDA_SUCCESS ? r
+                           : node_add(phGraphNode, hGraph, dependencies,
+                                      numDependencies, NODE_MEMOP, ops, count);
+}
+
+CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies,
+                              size_t numDependencies,
+                              const CUDA_KERNEL_NODE_PARAMS *nodeParams) {
+  op_t op;
+  CUresult r = enter_ctx(NULL);
+  if (r == CUDA_SUCCESS) {
+    r = kernel_op(nodeParams, &op);
+  }
+  return r != CUDA_SUCCESS ? r
+                           : node_add(phGraphNode, hGraph, dependencies,
+                                      numDependencies, NODE_KERNEL, &op, 1);
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags) {
+  ctx_t *c = NULL;
+  CUresult r = enter_ctx(&c);
+  if (r == CUDA_SUCCESS) {
+    r = injected("cuGraphInstantiateWithFlags");
+  }
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (phGraphExec == NULL || flags != 0) {
+    return CUDA_ERROR_INVALID_VALUE;  // accel asks for no instantiate flags
+  }
+  gexec_t *e = calloc(1, sizeof(*e));
+  if (e == NULL) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  pthread_mutex_lock(&g.lock);
+  graph_t *gr = graph_lookup_locked(hGraph);
+  if (gr == NULL || gr->ctx != c) {
+    pthread_mutex_unlock(&g.lock);
+    free(e);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  uint32_t count = gr->count;
+  e->nodes = calloc(count ? count : 1, sizeof(gnode_t));
+  bool ok = e->nodes != NULL;
+  for (uint32_t i = 0; ok && i < count; ++i) {
+    gnode_t *n = &e->nodes[i];
+    *n = *gr->nodes[i];
+    n->op_count = 0;
+    n->deps = calloc(n->dep_count ? n->dep_count : 1, sizeof(uint32_t));
+    ok = n->deps != NULL;
+    if (ok && n->dep_count > 0) {
+      memcpy(n->deps, gr->nodes[i]->deps, n->dep_count * sizeof(uint32_t));
+    }
+    e->count = i + 1;
+    pthread_mutex_unlock(&g.lock);  // op_copy takes the lock
+    for (uint32_t k = 0; ok && k < gr->nodes[i]->op_count; ++k) {
+      ok = op_copy(&n->ops[k], &gr->nodes[i]->ops[k]) == CUDA_SUCCESS;
+      n->op_count = ok ? k + 1 : k;
+    }
+    pthread_mutex_lock(&g.lock);
+  }
+  e->kind = KIND_EXEC;
+  e->ctx = c;
+  e->graph = gr;
+  e->refs = 1;
+  e->seed = 0x9e3779b9u ^ (uint32_t)(uintptr_t)e;
+  if (!ok) {
+    gexec_unref_locked(e);
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  e->next_live = g_execs;
+  g_execs = e;
+  pthread_mutex_unlock(&g.lock);
+  *phGraphExec = (CUgraphExec)e;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  CUresult r = enter();  // allowed after a sticky error: it frees
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  pthread_mutex_lock(&g.lock);
+  gexec_t *e = exec_lookup_locked(hGraphExec);
+  if (e == NULL) {
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  for (gexec_t **p = &g_execs; *p != NULL; p = &(*p)->next_live) {
+    if (*p == e) {
+      *p = e->next_live;
+      break;
+    }
+  }
+  // As the driver: an exec in flight is freed once its launches ended.
+  gexec_unref_locked(e);
+  pthread_mutex_unlock(&g.lock);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  stream_t *s = NULL;
+  CUresult r = stream_enter(hStream, &s);
+  if (r == CUDA_SUCCESS) {
+    r = injected("cuGraphLaunch");
+  }
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  pthread_mutex_lock(&g.lock);
+  gexec_t *e = exec_lookup_locked(hGraphExec);
+  if (e == NULL || e->ctx != s->ctx) {
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  uint32_t n = e->count;
+  uint32_t seed = e->seed++;
+  pthread_mutex_unlock(&g.lock);
+  // The nodes in a random order that respects the dependencies.
+  uint32_t *order = malloc((n ? n : 1) * sizeof(uint32_t));
+  uint32_t *waiting = calloc(n ? n : 1, sizeof(uint32_t));
+  bool *done = calloc(n ? n : 1, sizeof(bool));
+  op_t *ops = calloc(2 + (size_t)n * MAX_NODE_OPS, sizeof(op_t));
+  if (order == NULL || waiting == NULL || done == NULL || ops == NULL) {
+    free(order);
+    free(waiting);
+    free(done);
+    free(ops);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  for (uint32_t placed = 0; placed < n; ++placed) {
+    uint32_t ready = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      bool ok = !done[i];
+      for (uint32_t k = 0; ok && k < e->nodes[i].dep_count; ++k) {
+        ok = done[e->nodes[i].deps[k]];
+      }
+      if (ok) {
+        waiting[ready++] = i;
+      }
+    }
+    uint32_t pick = waiting[rand_r(&seed) % ready];
+    order[placed] = pick;
+    done[pick] = true;
+  }
+  pthread_mutex_lock(&g.lock);
+  uint64_t number = ++e->launched;
+  e->refs++;  // dropped by the launch's end
+  pthread_mutex_unlock(&g.lock);
+  uint32_t count = 0;
+  ops[count++] = (op_t){.kind = OP_GRAPH_BEGIN, .graph = {e, number}};
+  bool ok = true;
+  for (uint32_t i = 0; i < n && ok; ++i) {
+    const gnode_t *node = &e->nodes[order[i]];
+    for (uint32_t k = 0; k < node->op_count && ok; ++k) {
+      ok = op_copy(&ops[count], &node->ops[k]) == CUDA_SUCCESS;
+      count += ok;
+    }
+  }
+  ops[count++] = (op_t){.kind = OP_GRAPH_END, .graph = {e, number}};
+  free(order);
+  free(waiting);
+  free(done);
+  if (!ok) {
+    for (uint32_t i = 0; i < count; ++i) {
+      op_free(&ops[i]);
+    }
+    free(ops);
+    pthread_mutex_lock(&g.lock);
+    e->ended = number;  // never launched: the next launch need not wait
+    gexec_unref_locked(e);
+    pthread_mutex_unlock(&g.lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  // One push of the whole launch: nothing else on the stream interleaves.
+  op_t *head = NULL, *tail = NULL;
+  for (uint32_t i = 0; i < count; ++i) {
+    op_t *o = malloc(sizeof(*o));
+    if (o == NULL) {
+      // Out of memory while linking: run what is linked, the rest not.
+      op_free(&ops[i]);
+      continue;
+    }
+    *o = ops[i];
+    o->next = NULL;
+    if (tail != NULL) {
+      tail->next = o;
+    } else {
+      head = o;
+    }
+    tail = o;
+  }
+  free(ops);
+  pthread_mutex_lock(&s->lock);
+  if (s->tail != NULL) {
+    s->tail->next = head;
+  } else {
+    s->head = head;
+  }
+  s->tail = tail;
+  for (op_t *o = head; o != NULL; o = o->next) {
+    s->pending++;
+  }
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+  return CUDA_SUCCESS;
+}
+
+// The copy in |hGraphExec| of node |hNode| of its source graph, of |type|.
+static CUresult exec_node(CUgraphExec hGraphExec, CUgraphNode hNode, int type,
+                          gnode_t **out) {
+  CUresult r = enter_ctx(NULL);
+  if (r != CUDA_SUCCESS) {
+    return r;
+  }
+  pthread_mutex_lock(&g.lock);
+  gexec_t *e = exec_lookup_locked(hGraphExec);
+  const gnode_t *n = (const gnode_t *)hNode;
+  bool found = false;
+  for (uint32_t k = 0; e != NULL && e->graph != NULL && !found &&
+                       k < e->graph->count;
+       ++k) {
+    found = e->graph->nodes[k] == n;
+  }
+  pthread_mutex_unlock(&g.lock);
+  if (e == NULL || !found || e->ctx != t_current) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (e->nodes[n->index].type != type) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *out = &e->nodes[n->index];
+  return CUDA_SUCCESS;
+}
+
+// Replaces |node|'s operations (executable graphs are updated by the thread
+// that owns them; a launch copies them under no lock, as the driver
+// requires updates not to race launches of the same exec).
+static void node_set(gnode_t *node, const op_t *ops, uint32_t count) {
+  for (uint32_t k = 0; k < node->op_count; ++k) {
+    op_free(&node->ops[k]);
+  }
+  memcpy(node->ops, ops, count * sizeof(op_t));
+  node->op_count = count;
+}
+
+CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec,
+                                      CUgraphNode hNode,
+                                      const CUDA_HOST_NODE_PARAMS *nodeParams) {
+  gnode_t *node = NULL;
+  op_t op;
+  CUresult r = exec_node(hGraphExec, hNode, NODE_HOST, &node);
+  if (r == CUDA_SUCCESS) {
+    r = host_op(nodeParams, &op);
+  }
+  if (r == CUDA_SUCCESS) {
+    node_set(node, &op, 1);
+  }
+  return r;
+}
+
+CUresult cuGraphExecMemsetNodeSetParams(
+    CUgraphExec hGraphExec, CUgraphNode hNode,
+    const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx) {
+  gnode_t *node = NULL;
+  op_t op;
+  CUresult r = exec_node(hGraphExec, hNode, NODE_MEMSET, &node);
+  if (r == CUDA_SUCCESS) {
+    r = memset_op(memsetParams, ctx, &op);
+  }
+  // Both the node as instantiated and its update must be 1D.
+  if (r == CUDA_SUCCESS &&
+      (node->ops[0].fill.height != 1 || op.fill.height != 1)) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  }
+  if (r == CUDA_SUCCESS) {
+    node_set(node, &op, 1);
+  }
+  return r;
+}
+
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec,
+                                        CUgraphNode hNode,
+                                        const CUDA_MEMCPY3D *copyParams,
+                                        CUcontext ctx) {
+  gnode_t *node = NULL;
+  op_t op;
+  CUresult r = exec_node(hGraphExec, hNode, NODE_MEMCPY, &node);
+  if (r == CUDA_SUCCESS) {
+    r = memcpy_op(copyParams, ctx, &op);
+  }
+  // Both the node as instantiated and its update must be 1D.
+  if (r == CUDA_SUCCESS &&
+      (node->ops[0].copy.height != 1 || node->ops[0].copy.depth != 1 ||
+       op.copy.height != 1 || op.copy.depth != 1)) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  }
+  if (r == CUDA_SUCCESS) {
+    node_set(node, &op, 1);
+  }
+  return r;
+}
+
+CUresult cuGraphExecBatchMemOpNodeSetParams(
+    CUgraphExec hGraphExec, CUgraphNode hNode,
+    const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams) {
+  gnode_t *node = NULL;
+  op_t ops[MAX_NODE_OPS];
+  uint32_t count = 0;
+  CUresult r = exec_node(hGraphExec, hNode, NODE_MEMOP, &node);
+  if (r == CUDA_SUCCESS) {
+    r = memop_ops(nodeParams, ops, &count);
+  }
+  // Only addresses and values may change: not the count or the kinds.
+  for (uint32_t k = 0; r == CUDA_SUCCESS && k < count; ++k) {
+    if (count != node->op_count || ops[k].kind != node->ops[k].kind) {
+      r = CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  if (r == CUDA_SUCCESS) {
+    node_set(node, ops, count);
+  }
+  return r;
+}
+
+CUresult cuGraphExecKernelNodeSetParams(
+    CUgraphExec hGraphExec, CUgraphNode hNode,
+    const CUDA_KERNEL_NODE_PARAMS *nodeParams) {
+  gnode_t *node = NULL;
+  op_t op;
+  CUresult r = exec_node(hGraphExec, hNode, NODE_KERNEL, &node);
+  if (r == CUDA_SUCCESS) {
+    r = kernel_op(nodeParams, &op);
+  }
+  // The double holds accel to the same kernel (the driver allows another
+  // function of the same context; accel never changes it).
+  if (r == CUDA_SUCCESS && op.kernel.fn != node->ops[0].kernel.fn) {
+    op_free(&op);
+    r = CUDA_ERROR_INVALID_VALUE;
+  }
+  if (r == CUDA_SUCCESS) {
+    node_set(node, &op, 1);
   }
   return r;
 }
