@@ -6,6 +6,7 @@
 #ifndef ACCEL_SERVE_SERVE_MODEL_H_
 #define ACCEL_SERVE_SERVE_MODEL_H_
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "accel/executable.h"
@@ -30,6 +31,8 @@ typedef struct serve_model_desc {
   const char *model_path, *kernels_path;
   uint64_t kv_bytes, swap_bytes;
   uint32_t max_step_tokens, max_step_seqs, max_context;
+  // Block projections keep f32 activations (ACCEL_SERVE_F32_ACTIVATIONS).
+  bool f32_activations;
 } serve_model_desc_t;
 
 // Loads the model and kernels and allocates the cache and the activations.
