@@ -66,6 +66,9 @@ typedef struct qa_wrow {
   int8_t *q;
   float *a, *b;
   int16_t *mult;
+  // Vector paths, types with M: each group's M as 16 int16 (eight copies of
+  // each half's), the operand of madd.
+  int16_t *multv;
 } qa_wrow_t;
 
 static inline float qa_f16(const uint8_t *p) {
@@ -352,15 +355,14 @@ QA_AVX2 static void qa_quantize_avx2(const float *x, uint64_t k, int8_t *q,
 // Otherwise |w| times x with w's sign: maddubs multiplies unsigned by
 // signed bytes; |w| <= 128 and |x| <= 127 keep each pair sum below 2^15.
 QA_AVX2 QA_INLINE __m256i qa_group_lanes(const int8_t *wq, const int8_t *xq,
-                                         const int16_t *mult, int has_mult,
+                                         const int16_t *multv, int has_mult,
                                          int is_unsigned) {
   __m256i w = _mm256_loadu_si256((const __m256i *)wq);
   __m256i x = _mm256_loadu_si256((const __m256i *)xq);
   __m256i p = is_unsigned ? _mm256_maddubs_epi16(w, x)
                           : _mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
                                                  _mm256_sign_epi8(x, w));
-  __m256i m = has_mult ? _mm256_set_m128i(_mm_set1_epi16(mult[1]),
-                                          _mm_set1_epi16(mult[0]))
+  __m256i m = has_mult ? _mm256_loadu_si256((const __m256i *)multv)
                        : _mm256_set1_epi16(1);
   return _mm256_madd_epi16(p, m);
 }
@@ -370,10 +372,10 @@ QA_AVX2 QA_INLINE __m256i qa_group_lanes(const int8_t *wq, const int8_t *xq,
 #define QA_VNNI __attribute__((target("avx2,avx512vl,avx512vnni")))
 QA_VNNI QA_INLINE __m256i qa_group_lanes_vnni(const int8_t *wq,
                                               const int8_t *xq,
-                                              const int16_t *mult,
+                                              const int16_t *multv,
                                               int has_mult, int is_unsigned) {
   if (has_mult) {
-    return qa_group_lanes(wq, xq, mult, has_mult, is_unsigned);
+    return qa_group_lanes(wq, xq, multv, has_mult, is_unsigned);
   }
   __m256i w = _mm256_loadu_si256((const __m256i *)wq);
   __m256i x = _mm256_loadu_si256((const __m256i *)xq);
@@ -493,7 +495,11 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
           w->a[8 * b + j] = d;
           w->b[8 * b + j] = 0.0f;
         }
-        for (int j = 0; j < 16; ++j) w->mult[16 * b + j] = sc[j];
+        for (int i = 0; i < 8; ++i) {
+          _mm256_storeu_si256((__m256i *)(w->multv + 16 * (8 * b + i)),
+                              _mm256_set_m128i(_mm_set1_epi16(sc[2 * i + 1]),
+                                               _mm_set1_epi16(sc[2 * i])));
+        }
       }
       return 1;
     }
@@ -523,7 +529,7 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
         __m256i p[8];                                                         \
         for (int i = 0; i < 8; ++i) {                                         \
           uint64_t e = (g + i) * QA_GROUP;                                    \
-          p[i] = LANES(w[t].q + e, x->q + e, w[t].mult + 2 * (g + i),         \
+          p[i] = LANES(w[t].q + e, x->q + e, w[t].multv + 16 * (g + i),       \
                        has_mult, is_unsigned);                                \
         }                                                                     \
         __m256i sum = _mm256_sub_epi32(qa_hsum8(p), off);                     \
@@ -543,7 +549,7 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
       _mm256_storeu_ps(lanes, acc[t]);                                        \
       for (uint64_t h = g; h < groups; ++h) {                                 \
         uint64_t e = h * QA_GROUP;                                            \
-        int32_t i = qa_hsum(LANES(w[t].q + e, x->q + e, w[t].mult + 2 * h,    \
+        int32_t i = qa_hsum(LANES(w[t].q + e, x->q + e, w[t].multv + 16 * h,  \
                                   has_mult, is_unsigned)) -                   \
                     f->offset * x->s[h];                                      \
         lanes[h % 8] = lanes[h % 8] + qa_group_term(f, x, &w[t], h, i);       \
@@ -597,10 +603,10 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   uint64_t k = c->k, groups = k / QA_GROUP, m = c->m;
   uint64_t row_bytes = k / f->block * f->bytes;
   // One allocation: x quantized (m k int8, m groups scales and sums), then
-  // QA_ROWS unpacked weight rows (k int8, groups A and B, 2 groups M).
+  // QA_ROWS unpacked weight rows (k int8, groups A and B, 2 + 16 groups M).
   uint64_t x_bytes = m * k + m * groups * (sizeof(float) + sizeof(int32_t));
   uint64_t w_bytes = QA_ROWS * (k + groups * (2 * sizeof(float) +
-                                              2 * sizeof(int16_t)));
+                                              18 * sizeof(int16_t)));
   uint8_t *scratch = malloc(x_bytes + w_bytes);
   if (scratch == NULL) {
     kp_fail(d, wg, "%s: cannot allocate %llu bytes of quantized activations",
@@ -612,7 +618,8 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   float *wa = (float *)(xs + m * groups);
   float *wb = wa + QA_ROWS * groups;
   int16_t *wm = (int16_t *)(wb + QA_ROWS * groups);
-  int8_t *xq = (int8_t *)(wm + QA_ROWS * 2 * groups);
+  int16_t *wmv = wm + QA_ROWS * 2 * groups;
+  int8_t *xq = (int8_t *)(wmv + QA_ROWS * 16 * groups);
   int8_t *wq = xq + m * k;
   int level = qa_vector_level(), avx2 = level >= 1;
   for (uint64_t r = 0; r < m; ++r) {
@@ -629,7 +636,8 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   qa_wrow_t w[QA_ROWS];
   for (uint32_t t = 0; t < QA_ROWS; ++t) {
     w[t] = (qa_wrow_t){.q = wq + t * k, .a = wa + t * groups,
-                       .b = wb + t * groups, .mult = wm + t * 2 * groups};
+                       .b = wb + t * groups, .mult = wm + t * 2 * groups,
+                       .multv = wmv + t * 16 * groups};
   }
   uint32_t per_block = f->block / QA_GROUP;
   for (uint64_t j = j0; j < j1; j += QA_ROWS) {
