@@ -66,8 +66,8 @@ typedef struct qa_wrow {
   int8_t *q;
   float *a, *b;
   int16_t *mult;
-  // Vector paths, types with M: each group's M as 16 int16 (eight copies of
-  // each half's), the operand of madd.
+  // Vector paths, types with M: two madd operands per run of eight groups
+  // (qa_run_lanes), 4 int16 per group.
   int16_t *multv;
 } qa_wrow_t;
 
@@ -349,41 +349,115 @@ QA_AVX2 static void qa_quantize_avx2(const float *x, uint64_t k, int8_t *q,
   }
 }
 
-// Eight int32 lanes whose sum is the exact dot of one group: 32 int8 of w
-// and x, M per half when |has_mult|; with |is_unsigned| the w bytes are
-// 0..31 (the offset is taken off later) and go to maddubs as they are.
-// Otherwise |w| times x with w's sign: maddubs multiplies unsigned by
-// signed bytes; |w| <= 128 and |x| <= 127 keep each pair sum below 2^15.
-QA_AVX2 QA_INLINE __m256i qa_group_lanes(const int8_t *wq, const int8_t *xq,
-                                         const int16_t *multv, int has_mult,
-                                         int is_unsigned) {
+// acc + the products of 32 int8 of w and x, four consecutive ones per
+// 32-bit lane, each 16-bit pair times its int16 in |m|. With |is_unsigned|
+// the w bytes are 0..31 (the offset is taken off later) and go to maddubs
+// as they are; otherwise |w| times x with w's sign: maddubs multiplies
+// unsigned by signed bytes, and |w| <= 128, |x| <= 127 keep each pair sum
+// below 2^15.
+QA_AVX2 QA_INLINE __m256i qa_chunk_acc(__m256i acc, const int8_t *wq,
+                                       const int8_t *xq, __m256i m,
+                                       int is_unsigned) {
   __m256i w = _mm256_loadu_si256((const __m256i *)wq);
   __m256i x = _mm256_loadu_si256((const __m256i *)xq);
   __m256i p = is_unsigned ? _mm256_maddubs_epi16(w, x)
                           : _mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
                                                  _mm256_sign_epi8(x, w));
-  __m256i m = has_mult ? _mm256_loadu_si256((const __m256i *)multv)
-                       : _mm256_set1_epi16(1);
-  return _mm256_madd_epi16(p, m);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, m));
 }
 
-// The same with AVX512-VNNI on 256-bit vectors: vpdpbusd sums the four
-// products of each lane in 32 bits (no 16-bit step) where M is one.
+// The same with AVX512-VNNI on 256-bit vectors (m all ones): vpdpbusd sums
+// the four products of each lane in 32 bits, with no 16-bit step.
 #define QA_VNNI __attribute__((target("avx2,avx512vl,avx512vnni")))
-QA_VNNI QA_INLINE __m256i qa_group_lanes_vnni(const int8_t *wq,
-                                              const int8_t *xq,
-                                              const int16_t *multv,
-                                              int has_mult, int is_unsigned) {
-  if (has_mult) {
-    return qa_group_lanes(wq, xq, multv, has_mult, is_unsigned);
-  }
+QA_VNNI QA_INLINE __m256i qa_chunk_acc_vnni(__m256i acc, const int8_t *wq,
+                                            const int8_t *xq,
+                                            int is_unsigned) {
   __m256i w = _mm256_loadu_si256((const __m256i *)wq);
   __m256i x = _mm256_loadu_si256((const __m256i *)xq);
-  if (is_unsigned) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
+  return is_unsigned ? _mm256_dpbusd_epi32(acc, w, x)
+                     : _mm256_dpbusd_epi32(acc, _mm256_sign_epi8(w, w),
+                                           _mm256_sign_epi8(x, w));
+}
+
+// Eight int32 lanes whose sum is the exact dot of one group in the plain
+// layout, M per half (|mult|) when |has_mult|.
+QA_AVX2 QA_INLINE __m256i qa_group_lanes(const int8_t *wq, const int8_t *xq,
+                                         const int16_t *mult, int has_mult,
+                                         int is_unsigned) {
+  __m256i m = has_mult ? _mm256_set_m128i(_mm_set1_epi16(mult[1]),
+                                          _mm_set1_epi16(mult[0]))
+                       : _mm256_set1_epi16(1);
+  return qa_chunk_acc(_mm256_setzero_si256(), wq, xq, m, is_unsigned);
+}
+
+QA_VNNI QA_INLINE __m256i qa_group_lanes_vnni(const int8_t *wq,
+                                              const int8_t *xq,
+                                              const int16_t *mult,
+                                              int has_mult, int is_unsigned) {
+  if (has_mult) {
+    return qa_group_lanes(wq, xq, mult, has_mult, is_unsigned);
   }
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w),
-                             _mm256_sign_epi8(x, w));
+  return qa_chunk_acc_vnni(_mm256_setzero_si256(), wq, xq, is_unsigned);
+}
+
+// The vector paths keep x and the unpacked weights of every full run of
+// eight groups interleaved: bytes 4c .. 4c + 3 of group l (0..7) at
+// 32c + 4l, so that 32-bit lane l of chunk c belongs to group l and the
+// chunks' products sum into one vector of the eight groups' dot products
+// with no horizontal adds. This transposes each run in place (an 8 x 8
+// transpose of 32-bit words); groups past the last run stay as they are.
+QA_AVX2 static void qa_interleave(int8_t *q, uint64_t groups) {
+  for (uint64_t g = 0; g + 8 <= groups; g += 8) {
+    __m256i *v = (__m256i *)(q + g * QA_GROUP);
+    __m256i r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(v + i);
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+      u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+      u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+      u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+      u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; ++i) {
+      _mm256_storeu_si256(v + i, _mm256_permute2x128_si256(u[i], u[i + 4],
+                                                           0x20));
+      _mm256_storeu_si256(v + i + 4,
+                          _mm256_permute2x128_si256(u[i], u[i + 4], 0x31));
+    }
+  }
+}
+
+// Lane l: the exact dot of group l of an interleaved run (32-bit lane l of
+// each chunk); |multv| the two madd operands of the run (chunks 0-3 and
+// 4-7) when |has_mult|.
+QA_AVX2 QA_INLINE __m256i qa_run_lanes(const int8_t *wq, const int8_t *xq,
+                                       const int16_t *multv, int has_mult,
+                                       int is_unsigned) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) {
+    __m256i m = has_mult ? _mm256_loadu_si256(
+                               (const __m256i *)(multv + 16 * (c / 4)))
+                         : _mm256_set1_epi16(1);
+    acc = qa_chunk_acc(acc, wq + 32 * c, xq + 32 * c, m, is_unsigned);
+  }
+  return acc;
+}
+
+QA_VNNI QA_INLINE __m256i qa_run_lanes_vnni(const int8_t *wq,
+                                            const int8_t *xq,
+                                            const int16_t *multv,
+                                            int has_mult, int is_unsigned) {
+  if (has_mult) {
+    return qa_run_lanes(wq, xq, multv, has_mult, is_unsigned);
+  }
+  __m256i acc = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) {
+    acc = qa_chunk_acc_vnni(acc, wq + 32 * c, xq + 32 * c, is_unsigned);
+  }
+  return acc;
 }
 
 // Lanes l of the result: the sum of the eight lanes of p[l].
@@ -495,10 +569,13 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
           w->a[8 * b + j] = d;
           w->b[8 * b + j] = 0.0f;
         }
-        for (int i = 0; i < 8; ++i) {
-          _mm256_storeu_si256((__m256i *)(w->multv + 16 * (8 * b + i)),
-                              _mm256_set_m128i(_mm_set1_epi16(sc[2 * i + 1]),
-                                               _mm_set1_epi16(sc[2 * i])));
+        for (int j = 0; j < 16; ++j) w->mult[16 * b + j] = sc[j];
+        // The run's madd operands (qa_run_lanes): half h of group l in
+        // 16-bit lanes 2l and 2l + 1.
+        for (int h = 0; h < 2; ++h) {
+          int16_t m[16];
+          for (int l = 0; l < 8; ++l) m[2 * l] = m[2 * l + 1] = sc[2 * l + h];
+          memcpy(w->multv + 32 * b + 16 * h, m, sizeof(m));
         }
       }
       return 1;
@@ -511,10 +588,10 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
 // y[t] for |rows| (1 .. QA_ROWS) unpacked weight rows against one row of x,
 // with LANES (qa_group_lanes or its VNNI form) under TARGET. Unsigned
 // weights take |offset| S off each group's sum here (exact).
-#define QA_DEFINE_DOT(NAME, TARGET, LANES)                                    \
+#define QA_DEFINE_DOT(NAME, TARGET, LANES, RUN)                               \
   TARGET static void NAME(const qa_format_t *f, const qa_xrow_t *x,           \
                           const qa_wrow_t *w, uint32_t rows, uint64_t k,      \
-                          float *y) {                                         \
+                          int interleaved, float *y) {                        \
     uint64_t groups = k / QA_GROUP, g = 0;                                    \
     __m256 acc[QA_ROWS];                                                      \
     for (uint32_t t = 0; t < rows; ++t) acc[t] = _mm256_setzero_ps();         \
@@ -526,13 +603,20 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
       __m256 xs = _mm256_cvtepi32_ps(s);                                      \
       __m256i off = _mm256_mullo_epi32(offset, s);                            \
       for (uint32_t t = 0; t < rows; ++t) {                                   \
-        __m256i p[8];                                                         \
-        for (int i = 0; i < 8; ++i) {                                         \
-          uint64_t e = (g + i) * QA_GROUP;                                    \
-          p[i] = LANES(w[t].q + e, x->q + e, w[t].multv + 16 * (g + i),       \
-                       has_mult, is_unsigned);                                \
+        uint64_t e = g * QA_GROUP;                                            \
+        __m256i lanes;                                                        \
+        if (interleaved) {                                                    \
+          lanes = RUN(w[t].q + e, x->q + e, w[t].multv + 4 * g, has_mult,     \
+                      is_unsigned);                                           \
+        } else {                                                              \
+          __m256i p[8];                                                       \
+          for (int i = 0; i < 8; ++i) {                                       \
+            p[i] = LANES(w[t].q + e + 32 * i, x->q + e + 32 * i,              \
+                         w[t].mult + 2 * (g + i), has_mult, is_unsigned);     \
+          }                                                                   \
+          lanes = qa_hsum8(p);                                                \
         }                                                                     \
-        __m256i sum = _mm256_sub_epi32(qa_hsum8(p), off);                     \
+        __m256i sum = _mm256_sub_epi32(lanes, off);                           \
         __m256 c = _mm256_mul_ps(                                             \
             _mm256_mul_ps(xd, _mm256_loadu_ps(w[t].a + g)),                   \
             _mm256_cvtepi32_ps(sum));                                         \
@@ -549,7 +633,7 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
       _mm256_storeu_ps(lanes, acc[t]);                                        \
       for (uint64_t h = g; h < groups; ++h) {                                 \
         uint64_t e = h * QA_GROUP;                                            \
-        int32_t i = qa_hsum(LANES(w[t].q + e, x->q + e, w[t].multv + 16 * h,  \
+        int32_t i = qa_hsum(LANES(w[t].q + e, x->q + e, w[t].mult + 2 * h,    \
                                   has_mult, is_unsigned)) -                   \
                     f->offset * x->s[h];                                      \
         lanes[h % 8] = lanes[h % 8] + qa_group_term(f, x, &w[t], h, i);       \
@@ -558,8 +642,8 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
     }                                                                         \
   }
 
-QA_DEFINE_DOT(qa_dot_avx2, QA_AVX2, qa_group_lanes)
-QA_DEFINE_DOT(qa_dot_vnni, QA_VNNI, qa_group_lanes_vnni)
+QA_DEFINE_DOT(qa_dot_avx2, QA_AVX2, qa_group_lanes, qa_run_lanes)
+QA_DEFINE_DOT(qa_dot_vnni, QA_VNNI, qa_group_lanes_vnni, qa_run_lanes_vnni)
 
 // 0 portable, 1 AVX2 (and F16C), 2 AVX2 with AVX512-VNNI: the best the CPU
 // has, capped by ACCEL_KP_VECTOR (0: portable, 1: AVX2). Every level gives
@@ -603,10 +687,10 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   uint64_t k = c->k, groups = k / QA_GROUP, m = c->m;
   uint64_t row_bytes = k / f->block * f->bytes;
   // One allocation: x quantized (m k int8, m groups scales and sums), then
-  // QA_ROWS unpacked weight rows (k int8, groups A and B, 2 + 16 groups M).
+  // QA_ROWS unpacked weight rows (k int8, groups A and B, 2 + 4 groups M).
   uint64_t x_bytes = m * k + m * groups * (sizeof(float) + sizeof(int32_t));
   uint64_t w_bytes = QA_ROWS * (k + groups * (2 * sizeof(float) +
-                                              18 * sizeof(int16_t)));
+                                              6 * sizeof(int16_t)));
   uint8_t *scratch = malloc(x_bytes + w_bytes);
   if (scratch == NULL) {
     kp_fail(d, wg, "%s: cannot allocate %llu bytes of quantized activations",
@@ -619,14 +703,18 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   float *wb = wa + QA_ROWS * groups;
   int16_t *wm = (int16_t *)(wb + QA_ROWS * groups);
   int16_t *wmv = wm + QA_ROWS * 2 * groups;
-  int8_t *xq = (int8_t *)(wmv + QA_ROWS * 16 * groups);
+  int8_t *xq = (int8_t *)(wmv + QA_ROWS * 4 * groups);
   int8_t *wq = xq + m * k;
   int level = qa_vector_level(), avx2 = level >= 1;
+  // Interleaving costs a transpose per weight row, which pays when the row
+  // meets two rows of x or more; a GEMV sums each group horizontally.
+  int interleaved = m >= 2;
   for (uint64_t r = 0; r < m; ++r) {
 #if defined(__x86_64__)
     if (avx2) {
       qa_quantize_avx2(x + r * k, k, xq + r * k, xd + r * groups,
                        xs + r * groups);
+      if (interleaved) qa_interleave(xq + r * k, groups);
       continue;
     }
 #endif
@@ -637,7 +725,7 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   for (uint32_t t = 0; t < QA_ROWS; ++t) {
     w[t] = (qa_wrow_t){.q = wq + t * k, .a = wa + t * groups,
                        .b = wb + t * groups, .mult = wm + t * 2 * groups,
-                       .multv = wmv + t * 16 * groups};
+                       .multv = wmv + t * 4 * groups};
   }
   uint32_t per_block = f->block / QA_GROUP;
   for (uint64_t j = j0; j < j1; j += QA_ROWS) {
@@ -645,7 +733,15 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
     for (uint32_t t = 0; t < rows; ++t) {
       const uint8_t *row = wbytes + (j + t) * row_bytes;
 #if defined(__x86_64__)
-      if (avx2 && qa_unpack_row_avx2(type, row, k / f->block, &w[t])) {
+      if (avx2) {
+        if (!qa_unpack_row_avx2(type, row, k / f->block, &w[t])) {
+          for (uint64_t b = 0; b < k / f->block; ++b) {
+            f->unpack(row + b * f->bytes, w[t].q + b * f->block,
+                      w[t].a + b * per_block, w[t].b + b * per_block,
+                      w[t].mult + 2 * b * per_block);
+          }
+        }
+        if (interleaved) qa_interleave(w[t].q, groups);
         continue;
       }
 #endif
@@ -660,9 +756,9 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
       float out[QA_ROWS];
 #if defined(__x86_64__)
       if (level == 2) {
-        qa_dot_vnni(f, &xr, w, rows, k, out);
+        qa_dot_vnni(f, &xr, w, rows, k, interleaved, out);
       } else if (level == 1) {
-        qa_dot_avx2(f, &xr, w, rows, k, out);
+        qa_dot_avx2(f, &xr, w, rows, k, interleaved, out);
       } else
 #endif
       {
