@@ -586,8 +586,10 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
 }
 
 // y[t] for |rows| (1 .. QA_ROWS) unpacked weight rows against one row of x,
-// with LANES (qa_group_lanes or its VNNI form) under TARGET. Unsigned
-// weights take |offset| S off each group's sum here (exact).
+// under TARGET: runs of eight groups through RUN (qa_run_lanes or its VNNI
+// form) when |interleaved|, else through LANES (qa_group_lanes or its VNNI
+// form) and horizontal sums; groups past the last run through LANES.
+// Unsigned weights take |offset| S off each group's sum here (exact).
 #define QA_DEFINE_DOT(NAME, TARGET, LANES, RUN)                               \
   TARGET static void NAME(const qa_format_t *f, const qa_xrow_t *x,           \
                           const qa_wrow_t *w, uint32_t rows, uint64_t k,      \
