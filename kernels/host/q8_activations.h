@@ -479,8 +479,9 @@ QA_AVX2 QA_INLINE int32_t qa_hsum(__m256i p) {
 }
 
 // Whole-row unpacking with AVX2 and F16C (f16 -> f32 is exact, so the
-// values are those of the portable qa_unpack_*); 0: no such path for the
-// type, the portable one runs.
+// values are those of the portable qa_unpack_*; B only where read), and
+// for Q6_K with |interleaved| the runs' madd operands; 0: no such path for
+// the type, the portable one runs.
 #define QA_AVX2_F16C __attribute__((target("avx2,f16c")))
 
 QA_AVX2_F16C QA_INLINE float qa_f16_f16c(const uint8_t *p) {
@@ -491,7 +492,7 @@ QA_AVX2_F16C QA_INLINE float qa_f16_f16c(const uint8_t *p) {
 
 QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
                                            const uint8_t *row, uint64_t blocks,
-                                           qa_wrow_t *w) {
+                                           int interleaved, qa_wrow_t *w) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   switch (type) {
     case QA_Q8_0:
@@ -518,12 +519,24 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
       for (uint64_t b = 0; b < blocks; ++b) {
         const uint8_t *blk = row + 144 * b;
         float d = qa_f16_f16c(blk), dmin = qa_f16_f16c(blk + 2);
-        for (int j = 0; j < 8; ++j) {
-          uint8_t sc, mn;
-          qa_scale_min_k4(j, blk + 4, &sc, &mn);
-          w->a[8 * b + j] = d * (float)sc;
-          w->b[8 * b + j] = -(dmin * (float)mn);
-        }
+        // The eight 6-bit scales to bytes 0-7 and minimums to 8-15 (the
+        // bit moves of qa_scale_min_k4, four at a time), then A = d sc and
+        // B = -(dmin m) as the portable code rounds them.
+        uint32_t u[4];
+        memcpy(u, blk + 4, 12);
+        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+        uint32_t mins_low = u[1] & 0x3f3f3f3fu;
+        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+        u[2] = mins_low;
+        u[0] &= 0x3f3f3f3fu;
+        __m128i sm = _mm_loadu_si128((const __m128i *)u);
+        __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm));
+        __m256 mn =
+            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)));
+        _mm256_storeu_ps(w->a + 8 * b, _mm256_mul_ps(_mm256_set1_ps(d), sc));
+        _mm256_storeu_ps(w->b + 8 * b,
+                         _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mn),
+                                       _mm256_set1_ps(-0.0f)));
         for (int i = 0; i < 4; ++i) {
           __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
           int8_t *q = w->q + 256 * b + 64 * i;
@@ -565,17 +578,22 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
                                 _mm256_sub_epi8(v[i], k32));
           }
         }
-        for (int j = 0; j < 8; ++j) {
-          w->a[8 * b + j] = d;
-          w->b[8 * b + j] = 0.0f;
-        }
-        for (int j = 0; j < 16; ++j) w->mult[16 * b + j] = sc[j];
-        // The run's madd operands (qa_run_lanes): half h of group l in
-        // 16-bit lanes 2l and 2l + 1.
-        for (int h = 0; h < 2; ++h) {
-          int16_t m[16];
-          for (int l = 0; l < 8; ++l) m[2 * l] = m[2 * l + 1] = sc[2 * l + h];
-          memcpy(w->multv + 32 * b + 16 * h, m, sizeof(m));
+        _mm256_storeu_ps(w->a + 8 * b, _mm256_set1_ps(d));
+        __m128i scales = _mm_loadu_si128((const __m128i *)sc);
+        _mm256_storeu_si256((__m256i *)(w->mult + 16 * b),
+                            _mm256_cvtepi8_epi16(scales));
+        if (interleaved) {
+          // The run's madd operands (qa_run_lanes): half h of group l in
+          // 16-bit lanes 2l and 2l + 1.
+          const __m128i even = _mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10,
+                                             10, 12, 12, 14, 14);
+          const __m128i odd = _mm_add_epi8(even, _mm_set1_epi8(1));
+          _mm256_storeu_si256(
+              (__m256i *)(w->multv + 32 * b),
+              _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, even)));
+          _mm256_storeu_si256(
+              (__m256i *)(w->multv + 32 * b + 16),
+              _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, odd)));
         }
       }
       return 1;
@@ -736,7 +754,8 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
       const uint8_t *row = wbytes + (j + t) * row_bytes;
 #if defined(__x86_64__)
       if (avx2) {
-        if (!qa_unpack_row_avx2(type, row, k / f->block, &w[t])) {
+        if (!qa_unpack_row_avx2(type, row, k / f->block, interleaved,
+                                &w[t])) {
           for (uint64_t b = 0; b < k / f->block; ++b) {
             f->unpack(row + b * f->bytes, w[t].q + b * f->block,
                       w[t].a + b * per_block, w[t].b + b * per_block,
