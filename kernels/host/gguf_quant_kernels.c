@@ -18,6 +18,7 @@
 
 #include "kernel_list.h"
 #include "kernel_util.h"
+#include "q8_activations.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -334,18 +335,19 @@ static int use_avx2(void) {
 #endif
 
 static int32_t gmatmul(const accel_kernel_dispatch_t *d,
-                       const accel_kernel_workgroup_t *wg, enum gformat f) {
+                       const accel_kernel_workgroup_t *wg, enum gformat f,
+                       enum qa_type qa) {
   const gtype_t *t = &k_types[f];
   accel_kp_qmatmul_constants_t c;
   if (!kp_signature(d, wg, 3, &c, sizeof(c))) {
     return 1;
   }
   // tile_n is a tunable of the int8/int4/Q8_0/Q4_0 kernels only.
-  if (c.k % t->block != 0 || c.flags != 0 || c.tile_n != 0 ||
-      c.reserved[0] != 0 || c.reserved[1] != 0) {
-    kp_fail(d, wg, "%s: k %u must be a multiple of %u; flags 0x%x, tile_n "
-            "and reserved fields must be zero", t->name, c.k, t->block,
-            c.flags);
+  if (c.k % t->block != 0 || (c.flags & ~ACCEL_KP_QFLAG_Q8_ACTIVATIONS) ||
+      c.tile_n != 0 || c.reserved[0] != 0 || c.reserved[1] != 0) {
+    kp_fail(d, wg, "%s: k %u must be a multiple of %u; flags 0x%x must be "
+            "0 or Q8_ACTIVATIONS, tile_n and reserved fields zero", t->name,
+            c.k, t->block, c.flags);
     return 1;
   }
   typedef unsigned __int128 u128;
@@ -354,6 +356,9 @@ static int32_t gmatmul(const accel_kernel_dispatch_t *d,
       !kp_binding_holds(d, wg, 1, "w", (u128)c.n * row_bytes) ||
       !kp_binding_holds(d, wg, 2, "y", (u128)c.m * c.n * 4u)) {
     return 1;
+  }
+  if (c.flags & ACCEL_KP_QFLAG_Q8_ACTIVATIONS) {
+    return qa_matmul(d, wg, &c, qa, ACCEL_KP_QMM_TILE_N);
   }
   const float *x = d->bindings[0].data;
   const uint8_t *w = d->bindings[1].data;
@@ -402,27 +407,27 @@ static int32_t gmatmul(const accel_kernel_dispatch_t *d,
 
 int32_t qmatmul_q4_1(const accel_kernel_dispatch_t *d,
                      const accel_kernel_workgroup_t *wg) {
-  return gmatmul(d, wg, G_Q4_1);
+  return gmatmul(d, wg, G_Q4_1, QA_Q4_1);
 }
 int32_t qmatmul_q5_0(const accel_kernel_dispatch_t *d,
                      const accel_kernel_workgroup_t *wg) {
-  return gmatmul(d, wg, G_Q5_0);
+  return gmatmul(d, wg, G_Q5_0, QA_Q5_0);
 }
 int32_t qmatmul_q5_1(const accel_kernel_dispatch_t *d,
                      const accel_kernel_workgroup_t *wg) {
-  return gmatmul(d, wg, G_Q5_1);
+  return gmatmul(d, wg, G_Q5_1, QA_Q5_1);
 }
 int32_t qmatmul_q4_k(const accel_kernel_dispatch_t *d,
                      const accel_kernel_workgroup_t *wg) {
-  return gmatmul(d, wg, G_Q4_K);
+  return gmatmul(d, wg, G_Q4_K, QA_Q4_K);
 }
 int32_t qmatmul_q5_k(const accel_kernel_dispatch_t *d,
                      const accel_kernel_workgroup_t *wg) {
-  return gmatmul(d, wg, G_Q5_K);
+  return gmatmul(d, wg, G_Q5_K, QA_Q5_K);
 }
 int32_t qmatmul_q6_k(const accel_kernel_dispatch_t *d,
                      const accel_kernel_workgroup_t *wg) {
-  return gmatmul(d, wg, G_Q6_K);
+  return gmatmul(d, wg, G_Q6_K, QA_Q6_K);
 }
 
 // Rows of a block-quantized table, dequantized (kernel_params.h,

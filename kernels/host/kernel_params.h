@@ -243,7 +243,8 @@ _Static_assert(sizeof(accel_kp_matmul_constants_t) == 48, "matmul constants");
 //                   0 x (read, f32 [m, k]), 1 w (read, ggml's block_<type>
 //                   [n, k / block], byte for byte as in a GGUF file),
 //                   2 y (write, f32 [m, n]); k a multiple of the block;
-//                   flags 0. kernels/README.md gives each block layout.
+//                   flags 0 or ACCEL_KP_QFLAG_Q8_ACTIVATIONS.
+//                   kernels/README.md gives each block layout.
 //   k must be a multiple of 32 for q8_0/q4_0, of group_size for int4
 //   (group_size 32, 64 or 128); group_size is ignored by the others.
 //   unit: tile_n (default ACCEL_KP_QMM_TILE_N) output columns for all m
@@ -252,6 +253,12 @@ _Static_assert(sizeof(accel_kp_matmul_constants_t) == 48, "matmul constants");
 enum accel_kp_qmatmul_flags {
   // int4 only: the nibbles are signed i4 (-8..7), no zero point.
   ACCEL_KP_QFLAG_SIGNED_I4 = 1u << 0,
+  // GGUF block types only (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k;
+  // host kernels): each row of x is quantized to groups of 32 int8 with an
+  // f32 scale and meets the weights in exact integer dot products, as
+  // llama.cpp computes them (kernels/README.md, "8-bit activations": a
+  // different order and precision, several times faster).
+  ACCEL_KP_QFLAG_Q8_ACTIVATIONS = 1u << 1,
 };
 typedef struct accel_kp_qmatmul_constants {
   uint32_t m, n, k;    // 0 in any is legal (no work)

@@ -18,6 +18,7 @@
 
 #include "kernel_list.h"
 #include "kernel_util.h"
+#include "q8_activations.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -409,7 +410,9 @@ static int qcheck(const accel_kernel_dispatch_t *d,
   const char *name = k_names[format];
   uint32_t group = format == Q_INT4 ? c->group_size
                                     : (format == Q_INT8 ? 1 : ACCEL_KP_QK);
-  uint32_t known = format == Q_INT4 ? ACCEL_KP_QFLAG_SIGNED_I4 : 0;
+  uint32_t known = format == Q_INT4 ? ACCEL_KP_QFLAG_SIGNED_I4
+                                    : format == Q_INT8 ? 0
+                                                       : ACCEL_KP_QFLAG_Q8_ACTIVATIONS;
   if (format == Q_INT4 && group != 32 && group != 64 && group != 128) {
     kp_fail(d, wg, "%s: group_size %u must be 32, 64 or 128", name, group);
     return -1;
@@ -460,11 +463,14 @@ static int32_t qmatmul(const accel_kernel_dispatch_t *d,
   if (y_index < 0) {
     return 1;
   }
+  uint64_t tile = c.tile_n ? c.tile_n : ACCEL_KP_QMM_TILE_N;
+  if (c.flags & ACCEL_KP_QFLAG_Q8_ACTIVATIONS) {
+    return qa_matmul(d, wg, &c, format == Q_Q8_0 ? QA_Q8_0 : QA_Q4_0, tile);
+  }
   const float *x = d->bindings[0].data;
   float *y = d->bindings[y_index].data;
   int level = vector_level();
   kp_range_t units = kp_units(d, wg, accel_kp_qmatmul_units(&c));
-  uint64_t tile = c.tile_n ? c.tile_n : ACCEL_KP_QMM_TILE_N;
   uint64_t j0 = units.begin * tile;
   uint64_t j1 = units.end * tile;
   if (j1 > c.n) j1 = c.n;

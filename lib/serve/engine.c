@@ -113,7 +113,8 @@ static accel_status_t check_desc(const accel_serve_engine_desc_t *d) {
   const uint32_t known = ACCEL_SERVE_PREFIX_CACHING |
                          ACCEL_SERVE_CHUNKED_PREFILL |
                          ACCEL_SERVE_PREEMPT_SWAP |
-                         ACCEL_SERVE_DIRECT_LAUNCH;
+                         ACCEL_SERVE_DIRECT_LAUNCH |
+                         ACCEL_SERVE_F32_ACTIVATIONS;
   if (d->struct_size < sizeof(*d)) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
                        "serve engine: struct_size %u is below %zu",
@@ -173,7 +174,8 @@ static accel_status_t engine_init(accel_serve_engine_t *e,
       .max_step_tokens = desc->max_step_tokens ? desc->max_step_tokens : 256,
       .max_step_seqs = desc->max_step_seqs ? desc->max_step_seqs : 64,
       .max_context = desc->max_context ? desc->max_context : 2048,
-      .command_buffers = replay};
+      .command_buffers = replay,
+      .f32_activations = (desc->flags & ACCEL_SERVE_F32_ACTIVATIONS) != 0};
   ACCEL_RETURN_IF_ERROR(serve_model_create(device, &md, &e->model));
   const serve_model_config_t *c = serve_model_config(e->model);
   e->info = (accel_serve_model_info_t){

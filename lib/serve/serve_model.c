@@ -129,6 +129,10 @@ struct serve_model {
   // place and the logits read in place, with no copy commands. Otherwise
   // |in| is host staging uploaded by stream copies.
   bool direct;
+  // Block projections quantize their activations to 8 bits
+  // (ACCEL_KP_QFLAG_Q8_ACTIVATIONS): the host kernels have that path, the
+  // CUDA ones do not.
+  bool q8_activations;
   float *logits_host;
   // Order of the step's entries: decode-shaped first, then prefill chunks.
   uint32_t *order;
@@ -174,9 +178,11 @@ static accel_status_t record_launch(serve_model_t *m, int kernel,
   return accel_command_buffer_launch(m->rec, m->k[kernel], &ld);
 }
 
-static accel_status_t launch(serve_model_t *m, int kernel, uint64_t units,
-                             const bind_t *b, uint32_t n, const void *constants,
-                             uint32_t constants_size) {
+static accel_status_t launch_groups(serve_model_t *m, int kernel,
+                                    uint64_t units, uint32_t max_groups,
+                                    const bind_t *b, uint32_t n,
+                                    const void *constants,
+                                    uint32_t constants_size) {
   accel_launch_binding_t lb[8];
   for (uint32_t i = 0; i < n; ++i) {
     lb[i] = (accel_launch_binding_t){.buffer = b[i].buffer,
@@ -184,7 +190,9 @@ static accel_status_t launch(serve_model_t *m, int kernel, uint64_t units,
   }
   // Any grid gives the same bits (kernels/README.md); more groups than
   // threads only balance the load.
-  uint32_t groups = units == 0 ? 1 : units > 256 ? 256 : (uint32_t)units;
+  uint32_t groups = units == 0            ? 1
+                    : units > max_groups ? max_groups
+                                         : (uint32_t)units;
   accel_launch_desc_t d = {.struct_size = sizeof(d),
                            .workgroup_count = {groups, 1, 1},
                            .binding_count = n,
@@ -196,6 +204,17 @@ static accel_status_t launch(serve_model_t *m, int kernel, uint64_t units,
   }
   return accel_launch(m->s, m->k[kernel], &d);
 }
+
+static accel_status_t launch(serve_model_t *m, int kernel, uint64_t units,
+                             const bind_t *b, uint32_t n, const void *constants,
+                             uint32_t constants_size) {
+  return launch_groups(m, kernel, units, 256, b, n, constants,
+                       constants_size);
+}
+
+// Work-groups of a launch with 8-bit activations: each quantizes all of x
+// again, so a few per host thread only (enough to balance 2-4 threads).
+#define Q8_ACTIVATION_GROUPS 16u
 
 static accel_status_t rmsnorm(serve_model_t *m, bind_t x, accel_buffer_t *g,
                               bind_t y, uint32_t rows) {
@@ -243,6 +262,11 @@ static accel_status_t project_weight(serve_model_t *m, accel_buffer_t *x,
                   sizeof(c));
   }
   bind_t b[3] = {{x, 0}, {p->w, 0}, {y, 0}};
+  if (m->q8_activations) {
+    c.flags = ACCEL_KP_QFLAG_Q8_ACTIVATIONS;
+    return launch_groups(m, p->kernel, accel_kp_qmatmul_units(&c),
+                         Q8_ACTIVATION_GROUPS, b, 3, &c, sizeof(c));
+  }
   return launch(m, p->kernel, accel_kp_qmatmul_units(&c), b, 3, &c,
                 sizeof(c));
 }
@@ -681,6 +705,10 @@ accel_status_t serve_model_create(accel_device_t *device,
   }
   m->dev = device;
   m->d = *desc;
+  accel_device_info_t info = {.struct_size = sizeof(info)};
+  m->q8_activations = !desc->f32_activations &&
+                      accel_device_info(device, &info) == ACCEL_OK &&
+                      strcmp(info.backend, "host") == 0;
   accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "serve"};
   accel_status_t st = accel_stream_create(device, &sd, &m->s);
   if (st == ACCEL_OK) {

@@ -34,6 +34,8 @@ typedef struct serve_model_desc {
   // Replay a recorded command buffer per step shape (docs/serving.md, "Step
   // command buffers"); false: every step launch by launch.
   bool command_buffers;
+  // Block projections keep f32 activations (ACCEL_SERVE_F32_ACTIVATIONS).
+  bool f32_activations;
 } serve_model_desc_t;
 
 // What the runner did so far.

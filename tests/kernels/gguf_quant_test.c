@@ -1,10 +1,13 @@
-// The GGUF block kernels beyond Q8_0 / Q4_0 (qmatmul_q4_1 ... q6_k,
-// embedding_gguf). Their values against ggml's dequantization are checked
-// by tests/model/gguf_run_test.py with the gguf package's own
-// dequantize on random valid blocks; here: bit-identical results across
-// grids and thread counts, a row's result independent of m, the portable
-// and AVX2 paths equal, the embedding rows equal to what the matmul kernel
-// multiplies by, and bad launches refused with a message.
+// The GGUF block kernels (qmatmul_q4_1 ... q6_k, embedding_gguf, and
+// qmatmul_q8_0 / q4_0 where ACCEL_KP_QFLAG_Q8_ACTIVATIONS is concerned).
+// Their values against ggml's dequantization are checked by
+// tests/model/gguf_run_test.py with the gguf package's own dequantize on
+// random valid blocks; here, with f32 and with 8-bit activations:
+// bit-identical results across grids and thread counts, a row's result
+// independent of m, the portable and vector paths equal, the embedding rows
+// equal to what the matmul kernel multiplies by, 8-bit activations within
+// the bound their rounding allows of float64, and bad launches refused with
+// a message.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +30,8 @@ static const gform_t k_forms[] = {
     {"qmatmul_q4_k", ACCEL_KP_GGML_Q4_K, 256, 144, {0, 2}},
     {"qmatmul_q5_k", ACCEL_KP_GGML_Q5_K, 256, 176, {0, 2}},
     {"qmatmul_q6_k", ACCEL_KP_GGML_Q6_K, 256, 210, {208, -1}},
+    {"qmatmul_q8_0", ACCEL_KP_GGML_Q8_0, 32, 34, {0, -1}},
+    {"qmatmul_q4_0", ACCEL_KP_GGML_Q4_0, 32, 18, {0, -1}},
 };
 #define FORM_COUNT (sizeof(k_forms) / sizeof(k_forms[0]))
 
@@ -38,12 +43,16 @@ typedef struct gproblem {
   uint64_t w_bytes;
 } gproblem_t;
 
+// Random x in [-2, 2] (some groups of 32 scaled down by 1000 or zero, so
+// that 8-bit activations' scales vary), random valid blocks.
 static gproblem_t make(test_rng_t *rng, const gform_t *f, uint32_t m,
-                       uint32_t n, uint32_t k) {
-  gproblem_t p = {.f = f, .c = {.m = m, .n = n, .k = k}};
+                       uint32_t n, uint32_t k, uint32_t flags) {
+  gproblem_t p = {.f = f, .c = {.m = m, .n = n, .k = k, .flags = flags}};
   p.x = malloc(4ull * m * k + 4);
   for (uint64_t i = 0; i < (uint64_t)m * k; ++i) {
     p.x[i] = (float)kt_uniform(rng, -2, 2);
+    if (i / 32 % 7 == 3) p.x[i] *= 1e-3f;
+    if (i / 32 % 11 == 5) p.x[i] = 0.0f;
   }
   p.w_bytes = (uint64_t)n * (k / f->block) * f->bytes;
   p.w = malloc(p.w_bytes + 4);
@@ -75,19 +84,23 @@ static void free_problem(gproblem_t *p) {
   free(p->w);
 }
 
-// Every form, GEMV and small batches, n around the 64-column unit: the same
-// bits for every grid and host thread count, and finite.
+static const uint32_t k_flags[2] = {0, ACCEL_KP_QFLAG_Q8_ACTIVATIONS};
+
+// Every form, f32 and 8-bit activations, GEMV and small batches, n around
+// the 64-column unit and the four-row tile, k with partial runs of eight
+// groups: the same bits for every grid and host thread count, and finite.
 static void test_gguf_qmatmul_reproducible_across_grids(void **state) {
   (void)state;
   test_rng_t rng;
   test_rng_init(&rng, __func__);
-  static const uint32_t ns[] = {1, 63, 65, 130};
-  for (int round = 0; round < 12; ++round) {
+  static const uint32_t ns[] = {1, 6, 63, 65, 130};
+  for (int round = 0; round < 32; ++round) {
     const gform_t *f = &k_forms[round % FORM_COUNT];
-    uint32_t m = round < 6 ? 1 : (uint32_t)test_rng_range(&rng, 2, 4);
-    uint32_t n = ns[test_rng_range(&rng, 0, 3)];
-    uint32_t k = f->block * (uint32_t)test_rng_range(&rng, 1, 3);
-    gproblem_t p = make(&rng, f, m, n, k);
+    uint32_t m = round % 16 < 8 ? 1 : (uint32_t)test_rng_range(&rng, 2, 4);
+    uint32_t n = ns[test_rng_range(&rng, 0, 4)];
+    uint32_t k = f->block * (uint32_t)test_rng_range(&rng, 1, 3) *
+                 (f->block == 32 ? 5u : 1u);
+    gproblem_t p = make(&rng, f, m, n, k, k_flags[round / 16]);
     kt_case_t c = gcase(&p);
     void *out[KT_MAX_BINDINGS] = {0};
     kt_check_reproducible(&c, accel_kp_qmatmul_units(&p.c), out);
@@ -105,8 +118,9 @@ static void test_gguf_qmatmul_row_independent_of_m(void **state) {
   (void)state;
   test_rng_t rng;
   test_rng_init(&rng, __func__);
-  for (size_t i = 0; i < FORM_COUNT; ++i) {
-    gproblem_t p = make(&rng, &k_forms[i], 4, 70, 512);
+  for (size_t i = 0; i < 2 * FORM_COUNT; ++i) {
+    gproblem_t p = make(&rng, &k_forms[i % FORM_COUNT], 4, 70, 512,
+                        k_flags[i / FORM_COUNT]);
     kt_case_t c = gcase(&p);
     void *batch[KT_MAX_BINDINGS] = {0}, *single[KT_MAX_BINDINGS] = {0};
     assert_accel_ok(kt_run(&c, 2, batch));
@@ -122,22 +136,34 @@ static void test_gguf_qmatmul_row_independent_of_m(void **state) {
   }
 }
 
-// ACCEL_KP_VECTOR=0 (the portable loop) gives the bits of the AVX2 path.
+// ACCEL_KP_VECTOR=0 (the portable loops) and 1 (AVX2; for 8-bit
+// activations without VNNI) give the bits of the best path, with groups
+// past the last run of eight and weight rows past the last tile of four.
 static void test_gguf_qmatmul_vector_paths_agree(void **state) {
   (void)state;
   test_rng_t rng;
   test_rng_init(&rng, __func__);
-  for (size_t i = 0; i < FORM_COUNT; ++i) {
-    gproblem_t p = make(&rng, &k_forms[i], 3, 67, 512);
+  for (size_t i = 0; i < 4 * FORM_COUNT; ++i) {
+    const gform_t *f = &k_forms[i % FORM_COUNT];
+    uint32_t k = f->block == 32 ? 32u * 27u : 256u * 3u;
+    // GEMV and batches (8-bit activations lay them out differently).
+    uint32_t m = i / (2 * FORM_COUNT) ? 1 : 3;
+    gproblem_t p = make(&rng, f, m, 67, k, k_flags[i / FORM_COUNT % 2]);
     kt_case_t c = gcase(&p);
-    void *best[KT_MAX_BINDINGS] = {0}, *portable[KT_MAX_BINDINGS] = {0};
+    void *best[KT_MAX_BINDINGS] = {0};
     assert_accel_ok(kt_run(&c, 2, best));
-    setenv("ACCEL_KP_VECTOR", "0", 1);
-    assert_accel_ok(kt_run(&c, 2, portable));
-    unsetenv("ACCEL_KP_VECTOR");
-    assert_memory_equal(best[2], portable[2], 4ull * 3 * 67);
+    for (int cap = 0; cap < 2; ++cap) {
+      void *capped[KT_MAX_BINDINGS] = {0};
+      setenv("ACCEL_KP_VECTOR", cap ? "1" : "0", 1);
+      assert_accel_ok(kt_run(&c, 2, capped));
+      unsetenv("ACCEL_KP_VECTOR");
+      if (memcmp(best[2], capped[2], 4ull * m * 67) != 0) {
+        fail_msg("%s flags %u: ACCEL_KP_VECTOR=%d differs from the best path",
+                 f->kernel, p.c.flags, cap);
+      }
+      kt_free_outputs(&c, capped);
+    }
     kt_free_outputs(&c, best);
-    kt_free_outputs(&c, portable);
     free_problem(&p);
   }
 }
@@ -153,7 +179,7 @@ static void test_embedding_gguf_rows_are_the_matmul_weights(void **state) {
   for (size_t i = 0; i < FORM_COUNT; ++i) {
     const gform_t *f = &k_forms[i];
     uint32_t vocab = 5, dim = f->block * 2;
-    gproblem_t p = make(&rng, f, dim, vocab, dim);
+    gproblem_t p = make(&rng, f, dim, vocab, dim, 0);
     memset(p.x, 0, 4ull * dim * dim);
     for (uint32_t r = 0; r < dim; ++r) p.x[(uint64_t)r * dim + r] = 1.0f;
     kt_case_t c = gcase(&p);
@@ -195,13 +221,15 @@ static void test_gguf_kernels_reject_bad_launches(void **state) {
   (void)state;
   test_rng_t rng;
   test_rng_init(&rng, __func__);
-  gproblem_t p = make(&rng, &k_forms[3], 2, 8, 512);
+  gproblem_t p = make(&rng, &k_forms[3], 2, 8, 512, 0);
   kt_case_t c = gcase(&p);
   p.c.k = 384;
   kt_expect_failure(&c, "qmatmul_q4_k: k 384 must be a multiple of 256");
   p.c.k = 512;
   p.c.flags = 1;
   kt_expect_failure(&c, "flags 0x1");
+  p.c.flags = ACCEL_KP_QFLAG_Q8_ACTIVATIONS | 4u;
+  kt_expect_failure(&c, "flags 0x6");
   p.c.flags = 0;
   c.bytes[1] -= 1;
   kt_expect_failure(&c, "binding 1 (w)");
@@ -226,6 +254,164 @@ static void test_gguf_kernels_reject_bad_launches(void **state) {
   free_problem(&p);
 }
 
+// The dequantized weights [n, k] (embedding_gguf over every row).
+static float *dequantized(const gproblem_t *p) {
+  uint32_t n = p->c.n, k = p->c.k;
+  int32_t *ids = malloc(4ull * n);
+  for (uint32_t j = 0; j < n; ++j) ids[j] = (int32_t)j;
+  accel_kp_embedding_gguf_constants_t ec = {.tokens = n, .vocab = n, .dim = k,
+                                            .type = p->f->ggml_type};
+  kt_case_t e = {.kernel = "embedding_gguf", .access = "rrw",
+                 .binding_count = 3, .constants = &ec,
+                 .constants_size = sizeof(ec)};
+  e.data[0] = p->w;
+  e.data[1] = ids;
+  e.bytes[0] = p->w_bytes;
+  e.bytes[1] = 4ull * n;
+  e.bytes[2] = 4ull * n * k;
+  void *out[KT_MAX_BINDINGS] = {0};
+  assert_accel_ok(kt_run(&e, 1, out));
+  float *w = malloc(4ull * n * k);
+  memcpy(w, out[2], 4ull * n * k);
+  kt_free_outputs(&e, out);
+  free(ids);
+  return w;
+}
+
+// Every type, GEMV and batches, k with whole and partial runs of eight
+// groups: |y - x W| <= sum over groups of (amax / 254) sum |w| (x rounded to
+// a step of amax / 127) plus the f32 roundings (16 (k / 32 + 8) 2^-24 of
+// sum |x w|, with the scales' products), and the error is not zero
+// everywhere (x really is quantized).
+static void test_q8_activations_within_bound_of_float64(void **state) {
+  (void)state;
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  for (size_t i = 0; i < FORM_COUNT; ++i) {
+    const gform_t *f = &k_forms[i];
+    for (int round = 0; round < 2; ++round) {
+      uint32_t m = round == 0 ? 1 : 3, n = 37;
+      uint32_t k = f->block == 32 ? 32u * (round == 0 ? 11u : 24u)
+                                  : 256u * (round == 0 ? 1u : 3u);
+      gproblem_t p = make(&rng, f, m, n, k, ACCEL_KP_QFLAG_Q8_ACTIVATIONS);
+      float *w = dequantized(&p);
+      kt_case_t c = gcase(&p);
+      void *out[KT_MAX_BINDINGS] = {0};
+      assert_accel_ok(kt_run(&c, 2, out));
+      const float *y = out[2];
+      double worst = 0.0;
+      for (uint32_t r = 0; r < m; ++r) {
+        const float *xr = p.x + (uint64_t)r * k;
+        for (uint32_t j = 0; j < n; ++j) {
+          const float *wj = w + (uint64_t)j * k;
+          double want = 0.0, bound = 0.0, mag = 0.0;
+          for (uint32_t g = 0; g < k / 32; ++g) {
+            double amax = 0.0, wsum = 0.0;
+            for (uint32_t e = 32 * g; e < 32 * g + 32; ++e) {
+              amax = fmax(amax, fabs(xr[e]));
+              wsum += fabs(wj[e]);
+              want += (double)xr[e] * wj[e];
+              mag += fabs((double)xr[e] * wj[e]);
+            }
+            bound += amax / 254.0 * wsum * (1.0 + 1e-6);
+          }
+          bound += 16.0 * (k / 32 + 8) * ldexp(mag, -24);
+          double err = fabs((double)y[(uint64_t)r * n + j] - want);
+          if (err > bound) {
+            fail_msg("%s m %u k %u: y[%u, %u] = %.9g, float64 %.9g: error "
+                     "%.3g above the bound %.3g", f->kernel, m, k, r, j,
+                     y[(uint64_t)r * n + j], want, err, bound);
+          }
+          worst = fmax(worst, err);
+        }
+      }
+      assert_true(worst > 0.0);
+      kt_free_outputs(&c, out);
+      free(w);
+      free_problem(&p);
+    }
+  }
+}
+
+// Extreme activations: a row of zeros gives exact zeros (and only the
+// minimum terms vanish with it), a row of huge values stays finite, and
+// Q8_0 weights of -128 (which ggml never writes but a file may hold) do
+// not overflow the 16-bit pair sums: the result matches the portable one
+// and the float64 bound.
+static void test_q8_activations_extreme_values(void **state) {
+  (void)state;
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  for (size_t i = 0; i < FORM_COUNT; ++i) {
+    gproblem_t p = make(&rng, &k_forms[i], 2, 9, 512,
+                        ACCEL_KP_QFLAG_Q8_ACTIVATIONS);
+    memset(p.x, 0, 4ull * 512);
+    for (uint32_t e = 0; e < 512; ++e) p.x[512 + e] = (e % 2 ? -3e30f : 3e30f);
+    kt_case_t c = gcase(&p);
+    void *out[KT_MAX_BINDINGS] = {0};
+    assert_accel_ok(kt_run(&c, 2, out));
+    const float *y = out[2];
+    for (uint32_t j = 0; j < 9; ++j) {
+      assert_true(y[j] == 0.0f);
+      assert_true(isfinite(y[9 + j]));
+    }
+    kt_free_outputs(&c, out);
+    free_problem(&p);
+  }
+  gproblem_t p = make(&rng, &k_forms[6], 1, 8, 256,
+                      ACCEL_KP_QFLAG_Q8_ACTIVATIONS);
+  for (uint64_t b = 0; b < p.w_bytes / 34; ++b) {
+    memset(p.w + b * 34 + 2, 0x80, 32);  // every weight -128
+  }
+  for (uint32_t e = 0; e < 256; ++e) p.x[e] = e % 3 ? -1.0f : 1.0f;
+  kt_case_t c = gcase(&p);
+  void *best[KT_MAX_BINDINGS] = {0}, *portable[KT_MAX_BINDINGS] = {0};
+  assert_accel_ok(kt_run(&c, 1, best));
+  setenv("ACCEL_KP_VECTOR", "0", 1);
+  assert_accel_ok(kt_run(&c, 1, portable));
+  unsetenv("ACCEL_KP_VECTOR");
+  assert_memory_equal(best[2], portable[2], 4ull * 8);
+  float *w = dequantized(&p);
+  for (uint32_t j = 0; j < 8; ++j) {
+    double want = 0.0;
+    for (uint32_t e = 0; e < 256; ++e) want += (double)p.x[e] * w[j * 256 + e];
+    assert_true(fabs(((float *)best[2])[j] - want) <= 1e-4 * fabs(want));
+  }
+  free(w);
+  kt_free_outputs(&c, best);
+  kt_free_outputs(&c, portable);
+  free_problem(&p);
+}
+
+// The flag on qmatmul_int8, and unknown bits beside it on qmatmul_q8_0,
+// fail with a message.
+static void test_q8_activations_flag_refused_elsewhere(void **state) {
+  (void)state;
+  test_rng_t rng;
+  test_rng_init(&rng, __func__);
+  gproblem_t p = make(&rng, &k_forms[6], 1, 4, 64,
+                      ACCEL_KP_QFLAG_Q8_ACTIVATIONS | 4u);
+  kt_case_t qc = gcase(&p);
+  kt_expect_failure(&qc, "qmatmul_q8_0: k 64 must be a multiple of 32; "
+                         "flags 0x6");
+  free_problem(&p);
+  float x[64] = {0}, scale[2] = {1, 1}, y[4];
+  int8_t w8[128] = {0};
+  accel_kp_qmatmul_constants_t q = {.m = 1, .n = 2, .k = 64,
+                                    .flags = ACCEL_KP_QFLAG_Q8_ACTIVATIONS};
+  kt_case_t c = {.kernel = "qmatmul_int8", .access = "rrrw",
+                 .binding_count = 4, .constants = &q,
+                 .constants_size = sizeof(q)};
+  c.data[0] = x;
+  c.data[1] = w8;
+  c.data[2] = scale;
+  c.bytes[0] = sizeof(x);
+  c.bytes[1] = sizeof(w8);
+  c.bytes[2] = sizeof(scale);
+  c.bytes[3] = sizeof(y);
+  kt_expect_failure(&c, "qmatmul_int8: k 64 must be a multiple of 1; flags 0x2");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gguf_qmatmul_reproducible_across_grids),
@@ -233,6 +419,9 @@ int main(void) {
       cmocka_unit_test(test_gguf_qmatmul_vector_paths_agree),
       cmocka_unit_test(test_embedding_gguf_rows_are_the_matmul_weights),
       cmocka_unit_test(test_gguf_kernels_reject_bad_launches),
+      cmocka_unit_test(test_q8_activations_within_bound_of_float64),
+      cmocka_unit_test(test_q8_activations_extreme_values),
+      cmocka_unit_test(test_q8_activations_flag_refused_elsewhere),
   };
   return cmocka_run_group_tests(tests, NULL, kt_teardown);
 }

@@ -35,14 +35,18 @@ static const accel_tool_option_t k_options[] = {
      "reference.axe, the kernels (default: the installed one)"},
     {"--json", NULL, 0,
      "print prompt_tokens, generated, text, prefill_tok_s, decode_tok_s"},
+    {"--f32-activations", NULL, 0,
+     "keep quantized projections' activations in f32 (exact, slower)"},
 };
 enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_TOKENIZE, OPT_GENERATE,
-       OPT_LOGITS, OPT_THREADS, OPT_DEVICE, OPT_KERNELS, OPT_JSON };
+       OPT_LOGITS, OPT_THREADS, OPT_DEVICE, OPT_KERNELS, OPT_JSON,
+       OPT_F32_ACTIVATIONS };
 
 static const accel_tool_spec_t k_spec = {
     .name = "accel-run",
     .synopsis = "--model FILE (--prompt TEXT | --tokens ID,...) [--generate N] "
-                "[--logits OUT.npy] [--threads N] [--device NAME] [--json] | "
+                "[--logits OUT.npy] [--threads N] [--device NAME] [--json] "
+                "[--f32-activations] | "
                 "--model FILE.gguf --tokenize --prompt TEXT",
     .description = "Runs a decoder model (.gguf or .axe) on the serving "
                    "engine: greedy generation, the logits of a prompt, or "
@@ -352,7 +356,7 @@ static accel_status_t tokenize(const accel_tokenizer_t *tok, const char *prompt,
 typedef struct opts {
   const char *model, *prompt, *tokens, *logits, *device, *kernels;
   uint32_t generate;
-  bool tokenize, json;
+  bool tokenize, json, f32_activations;
 } opts_t;
 
 static int run_model(const opts_t *o, run_t *r, accel_tokenizer_t *tok) {
@@ -364,7 +368,8 @@ static int run_model(const opts_t *o, run_t *r, accel_tokenizer_t *tok) {
   uint32_t ctx = (uint32_t)r->prompt_count + (o->generate ? o->generate : 1);
   accel_serve_engine_desc_t d = {
       .struct_size = sizeof(d),
-      .flags = ACCEL_SERVE_PREFIX_CACHING | ACCEL_SERVE_CHUNKED_PREFILL,
+      .flags = ACCEL_SERVE_PREFIX_CACHING | ACCEL_SERVE_CHUNKED_PREFILL |
+               (o->f32_activations ? ACCEL_SERVE_F32_ACTIVATIONS : 0),
       .model_path = o->model,
       .kernels_path = o->kernels,
       .kv_bytes = 256ull << 20,
@@ -421,7 +426,8 @@ int main(int argc, char **argv) {
               .kernels = args.values[OPT_KERNELS],
               .generate = args.values[OPT_LOGITS] ? 0 : 16,
               .tokenize = args.values[OPT_TOKENIZE] != NULL,
-              .json = args.values[OPT_JSON] != NULL};
+              .json = args.values[OPT_JSON] != NULL,
+              .f32_activations = args.values[OPT_F32_ACTIVATIONS] != NULL};
   if (o.kernels == NULL) o.kernels = ACCEL_RUN_DEFAULT_KERNELS;
   if (o.model == NULL) {
     return accel_tool_usage_error(&k_spec, "--model FILE is required");

@@ -1,0 +1,798 @@
+// Block-quantized matmul / GEMV with 8-bit activations
+// (ACCEL_KP_QFLAG_Q8_ACTIVATIONS on qmatmul_q8_0, _q4_0, _q4_1, _q5_0,
+// _q5_1, _q4_k, _q5_k and _q6_k): each row of x is quantized once per
+// work-group to groups of 32 int8 with an f32 scale, and every 32-element
+// group of a weight row meets it in an exact integer dot product, the way
+// llama.cpp's vec_dot kernels do (it quantizes to Q8_0 / Q8_K blocks).
+// Integer sums are exact, so the AVX2 path (_mm256_maddubs_epi16 /
+// _mm256_madd_epi16) and the portable loops agree by construction; the few
+// float operations per group run in one fixed order in both.
+//
+// The order (kernels/README.md, "8-bit activations"), per row r of x:
+// - group g (elements 32g .. 32g + 31): amax = max |x| (a NaN never wins),
+//   d = amax / 127, id = amax > 0 ? 127 / amax : 0, q = nearbyint(clamp(x
+//   id, -127, 127)) (clamp: v > -127 ? v : -127, then v < 127 ? v : 127;
+//   nearest-even), S = sum q;
+// - weight row j, group g: integers w (the block's quantized values as
+//   listed in qa_unpack_*), float A (the group's scale), B (its offset, for
+//   the types with a minimum) and a per-16-element integer multiplier M (the
+//   Q6_K sub-block scale, else 1); I = sum over the two halves h of
+//   M_h sum w q (exact);
+// - c = (d A) (float)I, plus (d B) (float)S for Q4_1, Q5_1, Q4_K, Q5_K
+//   (c = t + u); acc[g % 8] = acc[g % 8] + c in increasing g;
+// - y = ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)).
+// Each weight row is unpacked once per launch and meets every row of x
+// while it is in L1, four weight rows at a time.
+#ifndef ACCEL_KERNELS_HOST_Q8_ACTIVATIONS_H_
+#define ACCEL_KERNELS_HOST_Q8_ACTIVATIONS_H_
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel_util.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define QA_GROUP 32u
+// Weight rows unpacked and multiplied together (each x group is loaded once
+// for all of them).
+#define QA_ROWS 4u
+
+enum qa_type { QA_Q8_0, QA_Q4_0, QA_Q4_1, QA_Q5_0, QA_Q5_1, QA_Q4_K,
+               QA_Q5_K, QA_Q6_K, QA_COUNT };
+
+// One block type: its block and the unpacking of a block to integers and
+// per-group floats (|a|, |b| per 32 elements, |mult| per 16).
+typedef struct qa_format {
+  const char *name;
+  uint32_t block;  // elements per block
+  uint32_t bytes;  // bytes per block
+  int has_min;     // B and S take part
+  int has_mult;    // M is not all ones
+  // qa_unpack_* stores w + offset (0 .. 31) for the types whose values are
+  // an unsigned field minus an offset (Q4_0: 8, Q5_0: 16): the vector
+  // paths multiply the unsigned bytes and take offset S off the sum.
+  int32_t offset;
+  void (*unpack)(const uint8_t *blk, int8_t *q, float *a, float *b,
+                 int16_t *mult);
+} qa_format_t;
+
+// One unpacked weight row.
+typedef struct qa_wrow {
+  int8_t *q;
+  float *a, *b;
+  int16_t *mult;
+  // Vector paths, types with M: two madd operands per run of eight groups
+  // (qa_run_lanes), 4 int16 per group.
+  int16_t *multv;
+} qa_wrow_t;
+
+static inline float qa_f16(const uint8_t *p) {
+  uint16_t h;
+  memcpy(&h, p, sizeof(h));
+  return accel_kp_f16_to_f32(h);
+}
+
+static inline void qa_ones(int16_t *mult, uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) mult[i] = 1;
+}
+
+// block_q8_0: w = qs, A = d.
+static void qa_unpack_q8_0(const uint8_t *blk, int8_t *q, float *a, float *b,
+                           int16_t *mult) {
+  a[0] = qa_f16(blk);
+  b[0] = 0.0f;
+  memcpy(q, blk + 2, 32);
+  qa_ones(mult, 2);
+}
+
+// block_q4_0: w = nibble - 8 (stored: the nibble), A = d.
+static void qa_unpack_q4_0(const uint8_t *blk, int8_t *q, float *a, float *b,
+                           int16_t *mult) {
+  a[0] = qa_f16(blk);
+  b[0] = 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    q[j] = (int8_t)(blk[2 + j] & 15);
+    q[j + 16] = (int8_t)(blk[2 + j] >> 4);
+  }
+  qa_ones(mult, 2);
+}
+
+// block_q4_1: w = nibble, A = d, B = m.
+static void qa_unpack_q4_1(const uint8_t *blk, int8_t *q, float *a, float *b,
+                           int16_t *mult) {
+  a[0] = qa_f16(blk);
+  b[0] = qa_f16(blk + 2);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = (int8_t)(blk[4 + j] & 15);
+    q[j + 16] = (int8_t)(blk[4 + j] >> 4);
+  }
+  qa_ones(mult, 2);
+}
+
+// The five-bit values of a Q5_0 / Q5_1 block: nibbles |qs|, fifth bits |qh|.
+static void qa_five_bits(const uint8_t *qs, uint32_t qh, int8_t *q) {
+  for (int j = 0; j < 16; ++j) {
+    uint32_t h0 = ((qh >> j) << 4) & 0x10, h1 = (qh >> (j + 12)) & 0x10;
+    q[j] = (int8_t)((qs[j] & 15) | h0);
+    q[j + 16] = (int8_t)((qs[j] >> 4) | h1);
+  }
+}
+
+// block_q5_0: w = five-bit value - 16 (stored: the five-bit value), A = d.
+static void qa_unpack_q5_0(const uint8_t *blk, int8_t *q, float *a, float *b,
+                           int16_t *mult) {
+  uint32_t qh;
+  memcpy(&qh, blk + 2, 4);
+  a[0] = qa_f16(blk);
+  b[0] = 0.0f;
+  qa_five_bits(blk + 6, qh, q);
+  qa_ones(mult, 2);
+}
+
+// block_q5_1: w = five-bit value, A = d, B = m.
+static void qa_unpack_q5_1(const uint8_t *blk, int8_t *q, float *a, float *b,
+                           int16_t *mult) {
+  uint32_t qh;
+  memcpy(&qh, blk + 4, 4);
+  a[0] = qa_f16(blk);
+  b[0] = qa_f16(blk + 2);
+  qa_five_bits(blk + 8, qh, q);
+  qa_ones(mult, 2);
+}
+
+// The 6-bit scale and minimum of sub-block |j| of a Q4_K / Q5_K block's 12
+// scale bytes (ggml's get_scale_min_k4).
+static inline void qa_scale_min_k4(int j, const uint8_t *s, uint8_t *sc,
+                                   uint8_t *mn) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *mn = s[j + 4] & 63;
+  } else {
+    *sc = (uint8_t)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+    *mn = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+  }
+}
+
+// A = d sc and B = -(dmin m) of the eight sub-blocks of a Q4_K / Q5_K block
+// (the roundings of ggml's dequantize_row_q4_K).
+static inline void qa_k4_scales(const uint8_t *blk, float *a, float *b) {
+  float d = qa_f16(blk), dmin = qa_f16(blk + 2);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, mn;
+    qa_scale_min_k4(j, blk + 4, &sc, &mn);
+    a[j] = d * (float)sc;
+    b[j] = -(dmin * (float)mn);
+  }
+}
+
+// block_q4_K: sub-block 2i + h holds the low (h 0) or high (h 1) nibbles of
+// bytes 32i .. 32i + 31.
+static void qa_unpack_q4_k(const uint8_t *blk, int8_t *q, float *a, float *b,
+                           int16_t *mult) {
+  qa_k4_scales(blk, a, b);
+  const uint8_t *qs = blk + 16;
+  for (int i = 0; i < 4; ++i) {
+    for (int l = 0; l < 32; ++l) {
+      q[64 * i + l] = (int8_t)(qs[32 * i + l] & 15);
+      q[64 * i + 32 + l] = (int8_t)(qs[32 * i + l] >> 4);
+    }
+  }
+  qa_ones(mult, 16);
+}
+
+// block_q5_K: as Q4_K plus the fifth bit of sub-block s, element l in bit s
+// of qh[l].
+static void qa_unpack_q5_k(const uint8_t *blk, int8_t *q, float *a, float *b,
+                           int16_t *mult) {
+  qa_k4_scales(blk, a, b);
+  const uint8_t *qh = blk + 16, *qs = blk + 48;
+  for (int i = 0; i < 4; ++i) {
+    for (int l = 0; l < 32; ++l) {
+      q[64 * i + l] = (int8_t)((qs[32 * i + l] & 15) |
+                               (((qh[l] >> (2 * i)) & 1) << 4));
+      q[64 * i + 32 + l] = (int8_t)((qs[32 * i + l] >> 4) |
+                                    (((qh[l] >> (2 * i + 1)) & 1) << 4));
+    }
+  }
+  qa_ones(mult, 16);
+}
+
+// block_q6_K: w = six-bit value - 32, A = d, M = the int8 scale of each
+// 16 elements (in element order).
+static void qa_unpack_q6_k(const uint8_t *blk, int8_t *q, float *a, float *b,
+                           int16_t *mult) {
+  const uint8_t *ql = blk, *qh = blk + 128;
+  const int8_t *sc = (const int8_t *)(blk + 192);
+  float d = qa_f16(blk + 208);
+  for (int n = 0; n < 256; n += 128, ql += 64, qh += 32) {
+    for (int l = 0; l < 32; ++l) {
+      q[n + l] = (int8_t)(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      q[n + l + 32] =
+          (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      q[n + l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      q[n + l + 96] =
+          (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    a[j] = d;
+    b[j] = 0.0f;
+  }
+  for (int j = 0; j < 16; ++j) mult[j] = sc[j];
+}
+
+static const qa_format_t k_qa_formats[QA_COUNT] = {
+    [QA_Q8_0] = {"qmatmul_q8_0", 32, 34, 0, 0, 0, qa_unpack_q8_0},
+    [QA_Q4_0] = {"qmatmul_q4_0", 32, 18, 0, 0, 8, qa_unpack_q4_0},
+    [QA_Q4_1] = {"qmatmul_q4_1", 32, 20, 1, 0, 0, qa_unpack_q4_1},
+    [QA_Q5_0] = {"qmatmul_q5_0", 32, 22, 0, 0, 16, qa_unpack_q5_0},
+    [QA_Q5_1] = {"qmatmul_q5_1", 32, 24, 1, 0, 0, qa_unpack_q5_1},
+    [QA_Q4_K] = {"qmatmul_q4_k", 256, 144, 1, 0, 0, qa_unpack_q4_k},
+    [QA_Q5_K] = {"qmatmul_q5_k", 256, 176, 1, 0, 0, qa_unpack_q5_k},
+    [QA_Q6_K] = {"qmatmul_q6_k", 256, 210, 0, 1, 0, qa_unpack_q6_k},
+};
+
+// One quantized row of x: k int8, and per group its scale and sum.
+typedef struct qa_xrow {
+  const int8_t *q;
+  const float *d;
+  const int32_t *s;
+} qa_xrow_t;
+
+// The fold of the eight group lanes.
+static inline float qa_fold8(const float acc[8]) {
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) +
+         ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+// The contribution of group |g| with exact dot |i| (see the order above).
+static inline float qa_group_term(const qa_format_t *f, const qa_xrow_t *x,
+                                  const qa_wrow_t *w, uint64_t g, int32_t i) {
+  float t = (x->d[g] * w->a[g]) * (float)i;
+  if (!f->has_min) {
+    return t;
+  }
+  float u = (x->d[g] * w->b[g]) * (float)x->s[g];
+  return t + u;
+}
+
+static void qa_quantize_portable(const float *x, uint64_t k, int8_t *q,
+                                 float *d, int32_t *s) {
+  for (uint64_t g = 0; g < k / QA_GROUP; ++g) {
+    const float *xg = x + g * QA_GROUP;
+    float amax = 0.0f;
+    for (uint32_t e = 0; e < QA_GROUP; ++e) {
+      float a = fabsf(xg[e]);
+      amax = a > amax ? a : amax;
+    }
+    float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    d[g] = amax / 127.0f;
+    int32_t sum = 0;
+    for (uint32_t e = 0; e < QA_GROUP; ++e) {
+      float v = xg[e] * id;
+      v = v > -127.0f ? v : -127.0f;
+      v = v < 127.0f ? v : 127.0f;
+      int32_t qi = (int32_t)nearbyintf(v);
+      q[g * QA_GROUP + e] = (int8_t)qi;
+      sum += qi;
+    }
+    s[g] = sum;
+  }
+}
+
+static float qa_dot_portable(const qa_format_t *f, const qa_xrow_t *x,
+                             const qa_wrow_t *w, uint64_t k) {
+  float acc[8] = {0};
+  for (uint64_t g = 0; g < k / QA_GROUP; ++g) {
+    int32_t i = 0;
+    for (uint32_t h = 0; h < 2; ++h) {
+      uint64_t e0 = g * QA_GROUP + 16u * h;
+      int32_t half = 0;
+      for (uint32_t e = 0; e < 16; ++e) {
+        half += ((int32_t)w->q[e0 + e] - f->offset) * (int32_t)x->q[e0 + e];
+      }
+      i += (int32_t)w->mult[2 * g + h] * half;
+    }
+    acc[g % 8] = acc[g % 8] + qa_group_term(f, x, w, g, i);
+  }
+  return qa_fold8(acc);
+}
+
+#if defined(__x86_64__)
+#define QA_AVX2 __attribute__((target("avx2")))
+#define QA_INLINE static inline __attribute__((always_inline))
+
+QA_AVX2 static void qa_quantize_avx2(const float *x, uint64_t k, int8_t *q,
+                                     float *d, int32_t *s) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (uint64_t g = 0; g < k / QA_GROUP; ++g) {
+    const float *xg = x + g * QA_GROUP;
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(xg + 8 * i);
+      // max_ps(a, m) is a > m ? a : m: a NaN never wins, as in the
+      // portable loop; the maximum of the rest does not depend on order.
+      m = _mm256_max_ps(_mm256_andnot_ps(sign, v[i]), m);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m),
+                           _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    float amax = _mm_cvtss_f32(m4);
+    float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    d[g] = amax / 127.0f;
+    __m256 vid = _mm256_set1_ps(id);
+    __m256i qi[4], sum = _mm256_setzero_si256();
+    for (int i = 0; i < 4; ++i) {
+      __m256 t = _mm256_mul_ps(v[i], vid);
+      t = _mm256_min_ps(_mm256_max_ps(t, lo), hi);
+      t = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      qi[i] = _mm256_cvtps_epi32(t);
+      sum = _mm256_add_epi32(sum, qi[i]);
+    }
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
+                                   _mm256_packs_epi32(qi[2], qi[3]));
+    _mm256_storeu_si256((__m256i *)(q + g * QA_GROUP),
+                        _mm256_permutevar8x32_epi32(p, order));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum),
+                               _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+    s[g] = _mm_cvtsi128_si32(s4);
+  }
+}
+
+// acc + the products of 32 int8 of w and x, four consecutive ones per
+// 32-bit lane, each 16-bit pair times its int16 in |m|. With |is_unsigned|
+// the w bytes are 0..31 (the offset is taken off later) and go to maddubs
+// as they are; otherwise |w| times x with w's sign: maddubs multiplies
+// unsigned by signed bytes, and |w| <= 128, |x| <= 127 keep each pair sum
+// below 2^15.
+QA_AVX2 QA_INLINE __m256i qa_chunk_acc(__m256i acc, const int8_t *wq,
+                                       const int8_t *xq, __m256i m,
+                                       int is_unsigned) {
+  __m256i w = _mm256_loadu_si256((const __m256i *)wq);
+  __m256i x = _mm256_loadu_si256((const __m256i *)xq);
+  __m256i p = is_unsigned ? _mm256_maddubs_epi16(w, x)
+                          : _mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
+                                                 _mm256_sign_epi8(x, w));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, m));
+}
+
+// The same with AVX512-VNNI on 256-bit vectors (m all ones): vpdpbusd sums
+// the four products of each lane in 32 bits, with no 16-bit step.
+#define QA_VNNI __attribute__((target("avx2,avx512vl,avx512vnni")))
+QA_VNNI QA_INLINE __m256i qa_chunk_acc_vnni(__m256i acc, const int8_t *wq,
+                                            const int8_t *xq,
+                                            int is_unsigned) {
+  __m256i w = _mm256_loadu_si256((const __m256i *)wq);
+  __m256i x = _mm256_loadu_si256((const __m256i *)xq);
+  return is_unsigned ? _mm256_dpbusd_epi32(acc, w, x)
+                     : _mm256_dpbusd_epi32(acc, _mm256_sign_epi8(w, w),
+                                           _mm256_sign_epi8(x, w));
+}
+
+// Eight int32 lanes whose sum is the exact dot of one group in the plain
+// layout, M per half (|mult|) when |has_mult|.
+QA_AVX2 QA_INLINE __m256i qa_group_lanes(const int8_t *wq, const int8_t *xq,
+                                         const int16_t *mult, int has_mult,
+                                         int is_unsigned) {
+  __m256i m = has_mult ? _mm256_set_m128i(_mm_set1_epi16(mult[1]),
+                                          _mm_set1_epi16(mult[0]))
+                       : _mm256_set1_epi16(1);
+  return qa_chunk_acc(_mm256_setzero_si256(), wq, xq, m, is_unsigned);
+}
+
+QA_VNNI QA_INLINE __m256i qa_group_lanes_vnni(const int8_t *wq,
+                                              const int8_t *xq,
+                                              const int16_t *mult,
+                                              int has_mult, int is_unsigned) {
+  if (has_mult) {
+    return qa_group_lanes(wq, xq, mult, has_mult, is_unsigned);
+  }
+  return qa_chunk_acc_vnni(_mm256_setzero_si256(), wq, xq, is_unsigned);
+}
+
+// The vector paths keep x and the unpacked weights of every full run of
+// eight groups interleaved: bytes 4c .. 4c + 3 of group l (0..7) at
+// 32c + 4l, so that 32-bit lane l of chunk c belongs to group l and the
+// chunks' products sum into one vector of the eight groups' dot products
+// with no horizontal adds. This transposes each run in place (an 8 x 8
+// transpose of 32-bit words); groups past the last run stay as they are.
+QA_AVX2 static void qa_interleave(int8_t *q, uint64_t groups) {
+  for (uint64_t g = 0; g + 8 <= groups; g += 8) {
+    __m256i *v = (__m256i *)(q + g * QA_GROUP);
+    __m256i r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(v + i);
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+      u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+      u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+      u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+      u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; ++i) {
+      _mm256_storeu_si256(v + i, _mm256_permute2x128_si256(u[i], u[i + 4],
+                                                           0x20));
+      _mm256_storeu_si256(v + i + 4,
+                          _mm256_permute2x128_si256(u[i], u[i + 4], 0x31));
+    }
+  }
+}
+
+// Lane l: the exact dot of group l of an interleaved run (32-bit lane l of
+// each chunk); |multv| the two madd operands of the run (chunks 0-3 and
+// 4-7) when |has_mult|.
+QA_AVX2 QA_INLINE __m256i qa_run_lanes(const int8_t *wq, const int8_t *xq,
+                                       const int16_t *multv, int has_mult,
+                                       int is_unsigned) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) {
+    __m256i m = has_mult ? _mm256_loadu_si256(
+                               (const __m256i *)(multv + 16 * (c / 4)))
+                         : _mm256_set1_epi16(1);
+    acc = qa_chunk_acc(acc, wq + 32 * c, xq + 32 * c, m, is_unsigned);
+  }
+  return acc;
+}
+
+QA_VNNI QA_INLINE __m256i qa_run_lanes_vnni(const int8_t *wq,
+                                            const int8_t *xq,
+                                            const int16_t *multv,
+                                            int has_mult, int is_unsigned) {
+  if (has_mult) {
+    return qa_run_lanes(wq, xq, multv, has_mult, is_unsigned);
+  }
+  __m256i acc = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) {
+    acc = qa_chunk_acc_vnni(acc, wq + 32 * c, xq + 32 * c, is_unsigned);
+  }
+  return acc;
+}
+
+// Lanes l of the result: the sum of the eight lanes of p[l].
+QA_AVX2 QA_INLINE __m256i qa_hsum8(const __m256i p[8]) {
+  __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]),
+                                 _mm256_hadd_epi32(p[2], p[3]));
+  __m256i cd = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]),
+                                 _mm256_hadd_epi32(p[6], p[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
+                          _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+QA_AVX2 QA_INLINE int32_t qa_hsum(__m256i p) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p),
+                            _mm256_extracti128_si256(p, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Whole-row unpacking with AVX2 and F16C (f16 -> f32 is exact, so the
+// values are those of the portable qa_unpack_*; B only where read), and
+// for Q6_K with |interleaved| the runs' madd operands; 0: no such path for
+// the type, the portable one runs.
+#define QA_AVX2_F16C __attribute__((target("avx2,f16c")))
+
+QA_AVX2_F16C QA_INLINE float qa_f16_f16c(const uint8_t *p) {
+  uint16_t h;
+  memcpy(&h, p, sizeof(h));
+  return _cvtsh_ss(h);
+}
+
+QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
+                                           const uint8_t *row, uint64_t blocks,
+                                           int interleaved, qa_wrow_t *w) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  switch (type) {
+    case QA_Q8_0:
+      for (uint64_t b = 0; b < blocks; ++b) {
+        const uint8_t *blk = row + 34 * b;
+        w->a[b] = qa_f16_f16c(blk);
+        _mm256_storeu_si256((__m256i *)(w->q + 32 * b),
+                            _mm256_loadu_si256((const __m256i *)(blk + 2)));
+      }
+      return 1;
+    case QA_Q4_0: {
+      const __m128i low4x = _mm_set1_epi8(0x0f);
+      for (uint64_t b = 0; b < blocks; ++b) {
+        const uint8_t *blk = row + 18 * b;
+        w->a[b] = qa_f16_f16c(blk);
+        __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
+        _mm_storeu_si128((__m128i *)(w->q + 32 * b), _mm_and_si128(v, low4x));
+        _mm_storeu_si128((__m128i *)(w->q + 32 * b + 16),
+                         _mm_and_si128(_mm_srli_epi16(v, 4), low4x));
+      }
+      return 1;
+    }
+    case QA_Q4_K:
+      for (uint64_t b = 0; b < blocks; ++b) {
+        const uint8_t *blk = row + 144 * b;
+        float d = qa_f16_f16c(blk), dmin = qa_f16_f16c(blk + 2);
+        // The eight 6-bit scales to bytes 0-7 and minimums to 8-15 (the
+        // bit moves of qa_scale_min_k4, four at a time), then A = d sc and
+        // B = -(dmin m) as the portable code rounds them.
+        uint32_t u[4];
+        memcpy(u, blk + 4, 12);
+        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+        uint32_t mins_low = u[1] & 0x3f3f3f3fu;
+        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+        u[2] = mins_low;
+        u[0] &= 0x3f3f3f3fu;
+        __m128i sm = _mm_loadu_si128((const __m128i *)u);
+        __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm));
+        __m256 mn =
+            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)));
+        _mm256_storeu_ps(w->a + 8 * b, _mm256_mul_ps(_mm256_set1_ps(d), sc));
+        _mm256_storeu_ps(w->b + 8 * b,
+                         _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mn),
+                                       _mm256_set1_ps(-0.0f)));
+        for (int i = 0; i < 4; ++i) {
+          __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
+          int8_t *q = w->q + 256 * b + 64 * i;
+          _mm256_storeu_si256((__m256i *)q, _mm256_and_si256(v, low4));
+          _mm256_storeu_si256((__m256i *)(q + 32),
+                              _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+        }
+      }
+      return 1;
+    case QA_Q6_K: {
+      const __m256i three = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+      for (uint64_t b = 0; b < blocks; ++b) {
+        const uint8_t *blk = row + 210 * b;
+        const uint8_t *ql = blk, *qh = blk + 128;
+        const int8_t *sc = (const int8_t *)(blk + 192);
+        float d = qa_f16_f16c(blk + 208);
+        int8_t *q = w->q + 256 * b;
+        for (int n = 0; n < 2; ++n, ql += 64, qh += 32, q += 128) {
+          __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+          __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+          __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+          // Byte shifts through 16-bit lanes, masked: bits never cross.
+          __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(h, three), 4);
+          __m256i h1 = _mm256_slli_epi16(
+              _mm256_and_si256(_mm256_srli_epi16(h, 2), three), 4);
+          __m256i h2 = _mm256_slli_epi16(
+              _mm256_and_si256(_mm256_srli_epi16(h, 4), three), 4);
+          __m256i h3 = _mm256_slli_epi16(
+              _mm256_and_si256(_mm256_srli_epi16(h, 6), three), 4);
+          __m256i v[4] = {
+              _mm256_or_si256(_mm256_and_si256(l0, low4), h0),
+              _mm256_or_si256(_mm256_and_si256(l1, low4), h1),
+              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                              h2),
+              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                              h3)};
+          for (int i = 0; i < 4; ++i) {
+            _mm256_storeu_si256((__m256i *)(q + 32 * i),
+                                _mm256_sub_epi8(v[i], k32));
+          }
+        }
+        _mm256_storeu_ps(w->a + 8 * b, _mm256_set1_ps(d));
+        __m128i scales = _mm_loadu_si128((const __m128i *)sc);
+        _mm256_storeu_si256((__m256i *)(w->mult + 16 * b),
+                            _mm256_cvtepi8_epi16(scales));
+        if (interleaved) {
+          // The run's madd operands (qa_run_lanes): half h of group l in
+          // 16-bit lanes 2l and 2l + 1.
+          const __m128i even = _mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10,
+                                             10, 12, 12, 14, 14);
+          const __m128i odd = _mm_add_epi8(even, _mm_set1_epi8(1));
+          _mm256_storeu_si256(
+              (__m256i *)(w->multv + 32 * b),
+              _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, even)));
+          _mm256_storeu_si256(
+              (__m256i *)(w->multv + 32 * b + 16),
+              _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, odd)));
+        }
+      }
+      return 1;
+    }
+    default:
+      return 0;
+  }
+}
+
+// y[t] for |rows| (1 .. QA_ROWS) unpacked weight rows against one row of x,
+// under TARGET: runs of eight groups through RUN (qa_run_lanes or its VNNI
+// form) when |interleaved|, else through LANES (qa_group_lanes or its VNNI
+// form) and horizontal sums; groups past the last run through LANES.
+// Unsigned weights take |offset| S off each group's sum here (exact).
+#define QA_DEFINE_DOT(NAME, TARGET, LANES, RUN)                               \
+  TARGET static void NAME(const qa_format_t *f, const qa_xrow_t *x,           \
+                          const qa_wrow_t *w, uint32_t rows, uint64_t k,      \
+                          int interleaved, float *y) {                        \
+    uint64_t groups = k / QA_GROUP, g = 0;                                    \
+    __m256 acc[QA_ROWS];                                                      \
+    for (uint32_t t = 0; t < rows; ++t) acc[t] = _mm256_setzero_ps();         \
+    int has_mult = f->has_mult, is_unsigned = f->offset != 0 || f->has_min;   \
+    __m256i offset = _mm256_set1_epi32(f->offset);                            \
+    for (; g + 8 <= groups; g += 8) {                                         \
+      __m256 xd = _mm256_loadu_ps(x->d + g);                                  \
+      __m256i s = _mm256_loadu_si256((const __m256i *)(x->s + g));            \
+      __m256 xs = _mm256_cvtepi32_ps(s);                                      \
+      __m256i off = _mm256_mullo_epi32(offset, s);                            \
+      for (uint32_t t = 0; t < rows; ++t) {                                   \
+        uint64_t e = g * QA_GROUP;                                            \
+        __m256i lanes;                                                        \
+        if (interleaved) {                                                    \
+          lanes = RUN(w[t].q + e, x->q + e, w[t].multv + 4 * g, has_mult,     \
+                      is_unsigned);                                           \
+        } else {                                                              \
+          __m256i p[8];                                                       \
+          for (int i = 0; i < 8; ++i) {                                       \
+            p[i] = LANES(w[t].q + e + 32 * i, x->q + e + 32 * i,              \
+                         w[t].mult + 2 * (g + i), has_mult, is_unsigned);     \
+          }                                                                   \
+          lanes = qa_hsum8(p);                                                \
+        }                                                                     \
+        __m256i sum = _mm256_sub_epi32(lanes, off);                           \
+        __m256 c = _mm256_mul_ps(                                             \
+            _mm256_mul_ps(xd, _mm256_loadu_ps(w[t].a + g)),                   \
+            _mm256_cvtepi32_ps(sum));                                         \
+        if (f->has_min) {                                                     \
+          c = _mm256_add_ps(                                                  \
+              c, _mm256_mul_ps(_mm256_mul_ps(xd, _mm256_loadu_ps(w[t].b + g)),\
+                               xs));                                          \
+        }                                                                     \
+        acc[t] = _mm256_add_ps(acc[t], c);                                    \
+      }                                                                       \
+    }                                                                         \
+    for (uint32_t t = 0; t < rows; ++t) {                                     \
+      float lanes[8];                                                         \
+      _mm256_storeu_ps(lanes, acc[t]);                                        \
+      for (uint64_t h = g; h < groups; ++h) {                                 \
+        uint64_t e = h * QA_GROUP;                                            \
+        int32_t i = qa_hsum(LANES(w[t].q + e, x->q + e, w[t].mult + 2 * h,    \
+                                  has_mult, is_unsigned)) -                   \
+                    f->offset * x->s[h];                                      \
+        lanes[h % 8] = lanes[h % 8] + qa_group_term(f, x, &w[t], h, i);       \
+      }                                                                       \
+      y[t] = qa_fold8(lanes);                                                 \
+    }                                                                         \
+  }
+
+QA_DEFINE_DOT(qa_dot_avx2, QA_AVX2, qa_group_lanes, qa_run_lanes)
+QA_DEFINE_DOT(qa_dot_vnni, QA_VNNI, qa_group_lanes_vnni, qa_run_lanes_vnni)
+
+// 0 portable, 1 AVX2 (and F16C), 2 AVX2 with AVX512-VNNI: the best the CPU
+// has, capped by ACCEL_KP_VECTOR (0: portable, 1: AVX2). Every level gives
+// the same bits.
+static int qa_vector_level(void) {
+  int level = !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")
+                  ? 0
+              : __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512vnni")
+                  ? 2
+                  : 1;
+  const char *cap = getenv("ACCEL_KP_VECTOR");
+  if (cap != NULL && cap[0] >= '0' && cap[0] < '0' + level) {
+    level = cap[0] - '0';
+  }
+  return level;
+}
+#else
+static int qa_vector_level(void) {
+  return 0;
+}
+#endif
+
+// Runs a checked launch of |type| with ACCEL_KP_QFLAG_Q8_ACTIVATIONS: x, w
+// and y are bindings 0, 1 and 2 and hold what |c| describes; |tile| output
+// columns per unit.
+static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
+                         const accel_kernel_workgroup_t *wg,
+                         const accel_kp_qmatmul_constants_t *c,
+                         enum qa_type type, uint64_t tile) {
+  const qa_format_t *f = &k_qa_formats[type];
+  const float *x = d->bindings[0].data;
+  const uint8_t *wbytes = d->bindings[1].data;
+  float *y = d->bindings[2].data;
+  kp_range_t units = kp_units(d, wg, accel_kp_qmatmul_units(c));
+  uint64_t j0 = units.begin * tile, j1 = units.end * tile;
+  if (j1 > c->n) j1 = c->n;
+  if (j0 >= j1 || c->m == 0 || c->k == 0) {
+    return 0;
+  }
+  uint64_t k = c->k, groups = k / QA_GROUP, m = c->m;
+  uint64_t row_bytes = k / f->block * f->bytes;
+  // One allocation: x quantized (m k int8, m groups scales and sums), then
+  // QA_ROWS unpacked weight rows (k int8, groups A and B, 2 + 4 groups M).
+  uint64_t x_bytes = m * k + m * groups * (sizeof(float) + sizeof(int32_t));
+  uint64_t w_bytes = QA_ROWS * (k + groups * (2 * sizeof(float) +
+                                              6 * sizeof(int16_t)));
+  uint8_t *scratch = malloc(x_bytes + w_bytes);
+  if (scratch == NULL) {
+    kp_fail(d, wg, "%s: cannot allocate %llu bytes of quantized activations",
+            f->name, (unsigned long long)(x_bytes + w_bytes));
+    return 1;
+  }
+  float *xd = (float *)scratch;
+  int32_t *xs = (int32_t *)(xd + m * groups);
+  float *wa = (float *)(xs + m * groups);
+  float *wb = wa + QA_ROWS * groups;
+  int16_t *wm = (int16_t *)(wb + QA_ROWS * groups);
+  int16_t *wmv = wm + QA_ROWS * 2 * groups;
+  int8_t *xq = (int8_t *)(wmv + QA_ROWS * 4 * groups);
+  int8_t *wq = xq + m * k;
+  int level = qa_vector_level(), avx2 = level >= 1;
+  // Interleaving costs a transpose per weight row, which pays when the row
+  // meets two rows of x or more; a GEMV sums each group horizontally.
+  int interleaved = m >= 2;
+  for (uint64_t r = 0; r < m; ++r) {
+#if defined(__x86_64__)
+    if (avx2) {
+      qa_quantize_avx2(x + r * k, k, xq + r * k, xd + r * groups,
+                       xs + r * groups);
+      if (interleaved) qa_interleave(xq + r * k, groups);
+      continue;
+    }
+#endif
+    qa_quantize_portable(x + r * k, k, xq + r * k, xd + r * groups,
+                         xs + r * groups);
+  }
+  qa_wrow_t w[QA_ROWS];
+  for (uint32_t t = 0; t < QA_ROWS; ++t) {
+    w[t] = (qa_wrow_t){.q = wq + t * k, .a = wa + t * groups,
+                       .b = wb + t * groups, .mult = wm + t * 2 * groups,
+                       .multv = wmv + t * 4 * groups};
+  }
+  uint32_t per_block = f->block / QA_GROUP;
+  for (uint64_t j = j0; j < j1; j += QA_ROWS) {
+    uint32_t rows = j1 - j < QA_ROWS ? (uint32_t)(j1 - j) : QA_ROWS;
+    for (uint32_t t = 0; t < rows; ++t) {
+      const uint8_t *row = wbytes + (j + t) * row_bytes;
+#if defined(__x86_64__)
+      if (avx2) {
+        if (!qa_unpack_row_avx2(type, row, k / f->block, interleaved,
+                                &w[t])) {
+          for (uint64_t b = 0; b < k / f->block; ++b) {
+            f->unpack(row + b * f->bytes, w[t].q + b * f->block,
+                      w[t].a + b * per_block, w[t].b + b * per_block,
+                      w[t].mult + 2 * b * per_block);
+          }
+        }
+        if (interleaved) qa_interleave(w[t].q, groups);
+        continue;
+      }
+#endif
+      for (uint64_t b = 0; b < k / f->block; ++b) {
+        f->unpack(row + b * f->bytes, w[t].q + b * f->block,
+                  w[t].a + b * per_block, w[t].b + b * per_block,
+                  w[t].mult + 2 * b * per_block);
+      }
+    }
+    for (uint64_t r = 0; r < m; ++r) {
+      qa_xrow_t xr = {xq + r * k, xd + r * groups, xs + r * groups};
+      float out[QA_ROWS];
+#if defined(__x86_64__)
+      if (level == 2) {
+        qa_dot_vnni(f, &xr, w, rows, k, interleaved, out);
+      } else if (level == 1) {
+        qa_dot_avx2(f, &xr, w, rows, k, interleaved, out);
+      } else
+#endif
+      {
+        for (uint32_t t = 0; t < rows; ++t) {
+          out[t] = qa_dot_portable(f, &xr, &w[t], k);
+        }
+      }
+      for (uint32_t t = 0; t < rows; ++t) y[r * c->n + j + t] = out[t];
+    }
+  }
+  (void)avx2;
+  free(scratch);
+  return 0;
+}
+
+#endif  // ACCEL_KERNELS_HOST_Q8_ACTIVATIONS_H_
