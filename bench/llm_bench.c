@@ -1,5 +1,5 @@
 // accel-bench llm --model FILE [--json] [--quick]: a model the user has (a
-// .gguf, imported in memory, or a decoder .axe) on the serving engine, as
+// .gguf, run mapped, or a decoder .axe) on the serving engine, as
 // accel-run and accel-serve run it: prefill and decode tokens per second at
 // batch 1 and batch 8 (issue #24 item 5).
 //
@@ -9,9 +9,12 @@
 // Prefill: batch x prompt tokens over the time from the submit to the last
 // request's first token (the prompts are prefilled in one step); decode: the
 // other batch x (generate - 1) tokens over the time after that. Figures are
-// medians over the runs; they have no same-run baseline (a llama.cpp run of
-// the same file is the comparison the issue names, not built yet), so
-// ratio and baseline are null and there is no target.
+// medians over the runs, with no baseline of their own. When llama.cpp is
+// installed (scripts/llamacpp.sh; ACCEL_LLAMACPP_PYTHON), its batch-1
+// prefill and decode on the same file, threads, prompt and decode count
+// (bench/llamacpp_driver.py, a subprocess) are measured interleaved with
+// accel's and reported as paired ratios (llm_*_batch1_vs_llamacpp, targets
+// >= 0.8 prefill and >= 1.0 decode).
 //
 // Loading and memory (docs/gguf.md, "Running a .gguf mapped"):
 //  - llm_load: the engine's creation (model and kernels loaded, every weight
@@ -24,6 +27,7 @@
 //    (its blocks times the engine's block bytes). Measured first, before
 //    any other run raises the peak. One number (exact). Target <= 1.1.
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +40,9 @@
 #ifndef ACCEL_REFERENCE_AXE_PATH
 #define ACCEL_REFERENCE_AXE_PATH ""
 #endif
+#ifndef ACCEL_LLAMACPP_DRIVER_PATH
+#define ACCEL_LLAMACPP_DRIVER_PATH ""
+#endif
 
 #define LLM_MAX_BATCH 8
 
@@ -47,6 +54,10 @@ typedef struct llm_bench {
   accel_device_t *dev;
   accel_serve_model_info_t info;
   uint8_t *read_buf;  // LLM_READ_CHUNK bytes
+  // llama.cpp's python (ACCEL_LLAMACPP_PYTHON or scripts/llamacpp.sh's
+  // venv) and bench/llamacpp_driver.py; python[0] 0: not measured.
+  char python[512], driver[512];
+  uint32_t threads;
   accel_serve_engine_t *engine;
   uint32_t vocab, prompt, generate;
   uint64_t seed;
@@ -239,6 +250,83 @@ static int add_resident(bench_report_t *report, llm_bench_t *b) {
   return 0;
 }
 
+// llama.cpp through llama-cpp-python: ACCEL_LLAMACPP_PYTHON, else the
+// venv scripts/llamacpp.sh makes (ACCEL_LLAMACPP_VENV or
+// ~/.cache/accel/llamacpp-venv). False when there is none.
+static bool find_llamacpp(llm_bench_t *b) {
+  const char *py = getenv("ACCEL_LLAMACPP_PYTHON");
+  const char *venv = getenv("ACCEL_LLAMACPP_VENV");
+  const char *home = getenv("HOME");
+  if (py != NULL && py[0] != '\0') {
+    snprintf(b->python, sizeof(b->python), "%s", py);
+  } else if (venv != NULL && venv[0] != '\0') {
+    snprintf(b->python, sizeof(b->python), "%s/bin/python", venv);
+  } else if (home != NULL) {
+    snprintf(b->python, sizeof(b->python),
+             "%s/.cache/accel/llamacpp-venv/bin/python", home);
+  }
+  const char *driver = getenv("ACCEL_LLAMACPP_DRIVER");
+  snprintf(b->driver, sizeof(b->driver), "%s",
+           driver != NULL && driver[0] != '\0' ? driver
+                                               : ACCEL_LLAMACPP_DRIVER_PATH);
+  bool ok = b->python[0] != '\0' && access(b->python, X_OK) == 0 &&
+            access(b->driver, R_OK) == 0 &&
+            strchr(b->python, '\'') == NULL &&
+            strchr(b->driver, '\'') == NULL && strchr(b->model, '\'') == NULL;
+  if (!ok) b->python[0] = '\0';
+  return ok;
+}
+
+// One llama.cpp run (llamacpp_driver.py): its batch-1 prefill and decode
+// tokens per second. Nonzero (after printing why) on failure.
+static int run_llamacpp(llm_bench_t *b, double *prefill_tps,
+                        double *decode_tps) {
+  char cmd[2048];
+  snprintf(cmd, sizeof(cmd), "'%s' '%s' '%s' %u %u %u %llu", b->python,
+           b->driver, b->model, b->threads, b->prompt, b->generate,
+           (unsigned long long)(b->seed += 1));
+  FILE *p = popen(cmd, "r");
+  if (p == NULL) {
+    fprintf(stderr, "accel-bench llm: cannot run %s\n", b->driver);
+    return 1;
+  }
+  char out[1024] = "";
+  size_t n = fread(out, 1, sizeof(out) - 1, p);
+  out[n] = '\0';
+  int status = pclose(p);
+  const char *pf = strstr(out, "\"prefill_tok_s\": ");
+  const char *dc = strstr(out, "\"decode_tok_s\": ");
+  if (status != 0 || pf == NULL || dc == NULL) {
+    fprintf(stderr, "accel-bench llm: llama.cpp run failed (exit %d): %s\n",
+            status, out);
+    return 1;
+  }
+  *prefill_tps = strtod(pf + strlen("\"prefill_tok_s\": "), NULL);
+  *decode_tps = strtod(dc + strlen("\"decode_tok_s\": "), NULL);
+  return 0;
+}
+
+// Slots: accel's batch-1 prefill and decode, then llama.cpp's; the order
+// alternates per run, so that drift in the machine's speed falls on both.
+static int measure_vs_llamacpp(void *ctx, int run, double *out) {
+  llm_bench_t *b = ctx;
+  if (run % 2 == 0) {
+    if (run_batch(b, 1, &out[0], &out[1]) != 0) return 1;
+    return run_llamacpp(b, &out[2], &out[3]);
+  }
+  if (run_llamacpp(b, &out[2], &out[3]) != 0) return 1;
+  return run_batch(b, 1, &out[0], &out[1]);
+}
+
+static const bench_figure_t k_llamacpp_figures[] = {
+    {.name = "llm_prefill_batch1_vs_llamacpp", .unit = "tok/s",
+     .value_slot = 0, .baseline_name = "llamacpp_prefill_batch1",
+     .baseline_slot = 2, .target = ">= 0.8"},
+    {.name = "llm_decode_batch1_vs_llamacpp", .unit = "tok/s",
+     .value_slot = 1, .baseline_name = "llamacpp_decode_batch1",
+     .baseline_slot = 3, .target = ">= 1.0"},
+};
+
 int accel_bench_llm(const bench_args_t *args) {
   const char *model = NULL;
   for (int i = 0; i + 1 < args->argc; ++i) {
@@ -295,6 +383,32 @@ int accel_bench_llm(const bench_args_t *args) {
                      .figure_count = sizeof(k_figures) / sizeof(k_figures[0]),
                      .max_runs = 10};
   if (rc == 0) rc = bench_group_run(&report, &g, &b);
+  bool llamacpp = rc == 0 && find_llamacpp(&b);
+  if (llamacpp) {
+    const char *t = getenv("ACCEL_HOST_THREADS");
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    b.threads = t != NULL && atoi(t) > 0 ? (uint32_t)atoi(t)
+                                         : cpus > 0 ? (uint32_t)cpus : 1;
+    // One probe run: a file llama.cpp cannot load (no vocabulary) leaves
+    // its figures out instead of failing the others.
+    double p0, p1;
+    llamacpp = run_llamacpp(&b, &p0, &p1) == 0;
+    if (!llamacpp) {
+      fprintf(stderr, "accel-bench llm: llama.cpp not measured\n");
+    }
+  }
+  if (llamacpp) {
+    bench_group_t vs = {.runs = args->quick ? 2 : 5,
+                        .slots = 4,
+                        .measure = measure_vs_llamacpp,
+                        .figures = k_llamacpp_figures,
+                        .figure_count = 2,
+                        .max_runs = 10};
+    rc = bench_group_run(&report, &vs, &b);
+  } else if (rc == 0 && !args->json) {
+    printf("llama.cpp not measured: no ACCEL_LLAMACPP_PYTHON and no venv "
+           "from scripts/llamacpp.sh\n");
+  }
   if (rc == 0) rc = bench_print(&report, args->json);
   accel_serve_engine_destroy(b.engine);
   accel_runtime_destroy(rt);

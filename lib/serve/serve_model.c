@@ -270,20 +270,26 @@ static accel_status_t read_config(const serve_model_t *m,
   return ACCEL_OK;
 }
 
-// The optional decoder.version (1 or 2), decoder.rope_base,
-// decoder.norm_eps (positive finite floats) and decoder.rope_mode ("half",
-// the default, or "interleaved"); docs/executable-format.md "Decoder
-// models".
-static accel_status_t read_rope_norm(serve_model_t *m) {
+// The optional decoder.version: layouts 1 and 2 (docs/executable-format.md
+// "Decoder models"); checked before anything else is read, since another
+// layout may give the same keys other meanings.
+static accel_status_t check_version(const serve_model_t *m) {
   const char *version = NULL;
-  if (model_metadata(m, "decoder.version", &version) ==
-          ACCEL_OK &&
+  if (model_metadata(m, "decoder.version", &version) == ACCEL_OK &&
       strcmp(version, "1") != 0 && strcmp(version, "2") != 0) {
     return accel_error(ACCEL_ERROR_VERSION,
                        "model: decoder.version \"%.16s\": this runtime reads "
                        "decoder layouts 1 and 2",
                        version);
   }
+  return ACCEL_OK;
+}
+
+// The optional decoder.rope_base,
+// decoder.norm_eps (positive finite floats) and decoder.rope_mode ("half",
+// the default, or "interleaved"); docs/executable-format.md "Decoder
+// models".
+static accel_status_t read_rope_norm(serve_model_t *m) {
   const struct {
     const char *key;
     float *out, fallback;
@@ -607,7 +613,10 @@ static accel_status_t model_open(serve_model_t *m) {
                        "model %s: metadata \"model\" is not \"decoder\"",
                        m->d.model_path);
   }
-  st = read_config(m, &m->c);
+  st = check_version(m);
+  if (st == ACCEL_OK) {
+    st = read_config(m, &m->c);
+  }
   if (st == ACCEL_OK) {
     st = read_rope_norm(m);
   }
