@@ -9,7 +9,8 @@
 #   scripts/llamacpp-parity.sh [BUILD_DIR]   (default build/)
 #
 # ACCEL_PARITY_FLAGS=--no-speed skips the speed part, --tokenizers-only
-# runs only the tokenizers; ACCEL_VOCAB_DIR: where ggml-vocab-*.gguf are.
+# runs only the tokenizers, --quick runs accel-bench llm --quick;
+# ACCEL_VOCAB_DIR: where ggml-vocab-*.gguf are.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}

@@ -181,7 +181,9 @@ def speed():
             ".gguf", "-vocab.gguf"))
         if not os.path.exists(path):
             with_vocab(base, path)
-        got = subprocess.run([BENCH, "llm", "--model", path, "--json"],
+        quick = ["--quick"] if "--quick" in os.environ.get(
+            "ACCEL_PARITY_FLAGS", "") else []
+        got = subprocess.run([BENCH, "llm", "--model", path, "--json"] + quick,
                              capture_output=True, text=True)
         if got.returncode != 0:
             print("| %s | accel-bench failed: %s | | | | | |" % (
