@@ -9,7 +9,9 @@
 // the input itself and decodes the ids. Every accepted file is also
 // imported as a decoder model (gguf_import.h): refused with FORMAT,
 // UNSUPPORTED (or OUT_OF_MEMORY) and a message, or turned into an .axe
-// image that the .axe validator accepts, hashes included. Built by
+// image that the .axe validator accepts, hashes included; and the mapped
+// run's pass over it (accel_gguf_import_build) must hand over only weights
+// inside the input. Built by
 // scripts/fuzz-gguf.sh.
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 #include "accel/gguf.h"
 #include "accel/gguf_import.h"
 #include "accel/tokenizer.h"
+#include "model/gguf_import_impl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -126,6 +129,51 @@ static void try_import(const accel_gguf_t *g) {
   free(image);
 }
 
+// The mapped run's pass (gguf_mapped.c takes its table from the same
+// accel_gguf_import_build, through a sink): every weight it is handed must
+// lie inside the input, its first and last byte readable.
+typedef struct mapped_check {
+  const uint8_t *data;
+  size_t size;
+  uint64_t acc;
+} mapped_check_t;
+
+static accel_status_t check_metadata(void *ctx, const char *key,
+                                     const char *value) {
+  mapped_check_t *c = ctx;
+  c->acc += (uint8_t)key[0] + (uint8_t)value[0];
+  return ACCEL_OK;
+}
+
+static accel_status_t check_weight(void *ctx, const accel_weight_info_t *w) {
+  mapped_check_t *c = ctx;
+  const uint8_t *p = w->host_data;
+  if (p < c->data || w->size_bytes > c->size ||
+      (size_t)(p - c->data) > c->size - w->size_bytes) {
+    abort();  // a weight outside the file
+  }
+  if (w->size_bytes != 0) {
+    c->acc += p[0] + p[w->size_bytes - 1];
+  }
+  return ACCEL_OK;
+}
+
+static void try_mapped(const accel_gguf_t *g, const uint8_t *data,
+                       size_t size) {
+  mapped_check_t c = {.data = data, .size = size};
+  gguf_import_sink_t sink = {.metadata = check_metadata,
+                             .weight = check_weight,
+                             .ctx = &c};
+  accel_status_t st = accel_gguf_import_build(g, &sink);
+  if (st != ACCEL_OK &&
+      ((st != ACCEL_ERROR_FORMAT && st != ACCEL_ERROR_UNSUPPORTED &&
+        st != ACCEL_ERROR_OUT_OF_MEMORY) ||
+       accel_last_error()[0] == '\0')) {
+    abort();
+  }
+  g_sink = c.acc;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // A copy of exactly |size| bytes, so that any read past it is caught.
   uint8_t *copy = malloc(size != 0 ? size : 1);
@@ -139,6 +187,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     walk(g);
     try_tokenizer(g, data, size);
     try_import(g);
+    try_mapped(g, copy, size);
     accel_gguf_close(g);
   } else if (st != ACCEL_ERROR_FORMAT && st != ACCEL_ERROR_VERSION &&
              st != ACCEL_ERROR_UNSUPPORTED &&

@@ -62,7 +62,7 @@ typedef struct accel_serve_engine_desc {
   uint32_t struct_size;      // sizeof(accel_serve_engine_desc_t)
   uint32_t flags;            // accel_serve_flag_bits
   const char *model_path;    // the decoder model: an .axe, or a GGUF file
-                             // (imported in memory, gguf_import.h);
+                             // (run mapped in place, docs/gguf.md);
                              // borrowed for the call
   const char *kernels_path;  // reference.axe (borrowed for the call)
   uint64_t kv_bytes;         // device KV-cache budget; 0: 64 MiB

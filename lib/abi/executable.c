@@ -665,13 +665,9 @@ accel_status_t accel_executable_weight_buffer(accel_executable_t *exe,
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY,
                        "weight \"%s\": cannot allocate a buffer object", name);
   }
-  accel_object_init(&wb->buffer.object, weight_buffer_destroy);
-  wb->buffer.device = exe->device;
-  wb->buffer.address = (uint64_t)(uintptr_t)weight_data(exe, w);
-  wb->buffer.size_bytes = w->size_bytes;
-  wb->buffer.kind = ACCEL_MEMORY_KIND_DEVICE;
-  wb->buffer.read_only = true;
-  snprintf(wb->buffer.tag, sizeof(wb->buffer.tag), "weight %s", name);
+  accel_buffer_init_read_only_alias(&wb->buffer, weight_buffer_destroy,
+                                    exe->device, weight_data(exe, w),
+                                    w->size_bytes, "weight", name);
   accel_executable_retain(exe);
   wb->executable = exe;
   *out_buffer = &wb->buffer;

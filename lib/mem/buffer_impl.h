@@ -13,6 +13,8 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "accel/memory.h"
 #include "core/driver.h"
@@ -87,6 +89,23 @@ struct accel_buffer {
   // executable's image) have |allocator| NULL, and a label here.
   char tag[32];
 };
+
+// Makes |buffer| (zeroed, embedded first in its owner's record) a
+// read-only device buffer over |size_bytes| of host memory at |data| that
+// its owner keeps alive (an executable's weights, a mapped model's
+// tensors): |destroy| frees the record when the last reference goes.
+static inline void accel_buffer_init_read_only_alias(
+    accel_buffer_t *buffer, accel_object_destroy_fn_t destroy,
+    accel_device_t *device, const void *data, uint64_t size_bytes,
+    const char *tag_prefix, const char *name) {
+  accel_object_init(&buffer->object, destroy);
+  buffer->device = device;
+  buffer->address = (uint64_t)(uintptr_t)data;
+  buffer->size_bytes = size_bytes;
+  buffer->kind = ACCEL_MEMORY_KIND_DEVICE;
+  buffer->read_only = true;
+  snprintf(buffer->tag, sizeof(buffer->tag), "%s %s", tag_prefix, name);
+}
 
 // How a command uses a buffer (accel_buffer_check_use).
 enum {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "model/gguf_import_impl.h"
 
 // Tokens per KV-cache block of an imported model (the decoder's
 // block_size): the serving engine's default granularity.
@@ -19,7 +20,7 @@
 
 typedef struct import {
   const accel_gguf_t *g;
-  accel_exe_builder_t *b;
+  const gguf_import_sink_t *sink;
   char arch[32];
   const struct arch_info *info;
   uint32_t layers, dim, heads, kv_heads, head_dim, ffn, vocab;
@@ -229,16 +230,15 @@ static accel_status_t find(const import_t *im, const char *name, uint64_t rows,
 static accel_status_t add(const import_t *im, const char *name,
                           accel_dtype_t dtype, uint64_t rows, uint64_t cols,
                           const void *data, uint64_t size) {
-  accel_exe_weight_desc_t w = {.struct_size = sizeof(w), .mappable = 1};
-  w.info = (accel_weight_info_t){.struct_size = sizeof(w.info),
-                                 .dtype = dtype,
-                                 .name = name,
-                                 .rank = cols ? 2 : 1,
-                                 .host_data = data,
-                                 .size_bytes = size};
-  w.info.shape[0] = rows;
-  w.info.shape[1] = cols;
-  return accel_exe_builder_add_weight(im->b, &w);
+  accel_weight_info_t w = {.struct_size = sizeof(w),
+                           .dtype = dtype,
+                           .name = name,
+                           .rank = cols ? 2 : 1,
+                           .host_data = data,
+                           .size_bytes = size};
+  w.shape[0] = rows;
+  w.shape[1] = cols;
+  return im->sink->weight(im->sink->ctx, &w);
 }
 
 static accel_status_t unsupported_type(const char *name, uint32_t type,
@@ -277,7 +277,7 @@ static accel_status_t add_projection(const import_t *im,
   }
   char key[128];
   snprintf(key, sizeof(key), "decoder.type.%s", axe_name);
-  ACCEL_RETURN_IF_ERROR(accel_exe_builder_add_metadata(im->b, key, block));
+  ACCEL_RETURN_IF_ERROR(im->sink->metadata(im->sink->ctx, key, block));
   // The reader checked that rows * cols elements fill whole blocks of
   // size_bytes; one row is a whole number of blocks since cols is.
   return add(im, axe_name, ACCEL_DTYPE_U8, rows, t->size_bytes / rows, t->data,
@@ -395,31 +395,31 @@ static accel_status_t add_metadata(const import_t *im) {
                 {"head_dim", im->head_dim}, {"ffn", im->ffn},
                 {"vocab", im->vocab}, {"block_size", IMPORT_BLOCK_TOKENS}};
   char key[64], value[64];
-  ACCEL_RETURN_IF_ERROR(accel_exe_builder_add_metadata(im->b, "model",
+  ACCEL_RETURN_IF_ERROR(im->sink->metadata(im->sink->ctx, "model",
                                                        "decoder"));
   ACCEL_RETURN_IF_ERROR(
-      accel_exe_builder_add_metadata(im->b, "decoder.version", "2"));
+      im->sink->metadata(im->sink->ctx, "decoder.version", "2"));
   ACCEL_RETURN_IF_ERROR(
-      accel_exe_builder_add_metadata(im->b, "decoder.source", "gguf"));
+      im->sink->metadata(im->sink->ctx, "decoder.source", "gguf"));
   ACCEL_RETURN_IF_ERROR(
-      accel_exe_builder_add_metadata(im->b, "decoder.architecture", im->arch));
+      im->sink->metadata(im->sink->ctx, "decoder.architecture", im->arch));
   if (im->tied) {
     ACCEL_RETURN_IF_ERROR(
-        accel_exe_builder_add_metadata(im->b, "decoder.tied_head", "1"));
+        im->sink->metadata(im->sink->ctx, "decoder.tied_head", "1"));
   }
   for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); ++i) {
     snprintf(key, sizeof(key), "decoder.%s", counts[i].key);
     snprintf(value, sizeof(value), "%u", counts[i].value);
-    ACCEL_RETURN_IF_ERROR(accel_exe_builder_add_metadata(im->b, key, value));
+    ACCEL_RETURN_IF_ERROR(im->sink->metadata(im->sink->ctx, key, value));
   }
   // %.9g round-trips a float; the decoder computes in f32.
   snprintf(value, sizeof(value), "%.9g", (double)(float)im->rope_base);
   ACCEL_RETURN_IF_ERROR(
-      accel_exe_builder_add_metadata(im->b, "decoder.rope_base", value));
+      im->sink->metadata(im->sink->ctx, "decoder.rope_base", value));
   snprintf(value, sizeof(value), "%.9g", (double)(float)im->norm_eps);
   ACCEL_RETURN_IF_ERROR(
-      accel_exe_builder_add_metadata(im->b, "decoder.norm_eps", value));
-  return accel_exe_builder_add_metadata(im->b, "decoder.rope_mode",
+      im->sink->metadata(im->sink->ctx, "decoder.norm_eps", value));
+  return im->sink->metadata(im->sink->ctx, "decoder.rope_mode",
                                         im->info->rope_mode);
 }
 
@@ -435,25 +435,46 @@ static accel_status_t build(import_t *im) {
   return add_metadata(im);
 }
 
+accel_status_t accel_gguf_import_build(const accel_gguf_t *gguf,
+                                       const gguf_import_sink_t *sink) {
+  import_t im = {.g = gguf, .sink = sink};
+  return build(&im);
+}
+
+// The .axe writer as a sink: every weight mappable, in the image.
+static accel_status_t builder_metadata(void *ctx, const char *key,
+                                       const char *value) {
+  return accel_exe_builder_add_metadata(ctx, key, value);
+}
+
+static accel_status_t builder_weight(void *ctx,
+                                     const accel_weight_info_t *info) {
+  accel_exe_weight_desc_t w = {.struct_size = sizeof(w), .mappable = 1,
+                               .info = *info};
+  return accel_exe_builder_add_weight(ctx, &w);
+}
+
 static accel_status_t import_run(const accel_gguf_t *gguf, const char *path,
                                  accel_exe_progress_fn_t progress,
                                  void *user_data, void **out_data,
                                  uint64_t *out_size) {
-  import_t im = {.g = gguf};
-  accel_status_t st = accel_exe_builder_create(&im.b);
+  accel_exe_builder_t *b = NULL;
+  accel_status_t st = accel_exe_builder_create(&b);
   if (st != ACCEL_OK) {
     return st;
   }
-  st = build(&im);
+  gguf_import_sink_t sink = {.metadata = builder_metadata,
+                             .weight = builder_weight,
+                             .ctx = b};
+  st = accel_gguf_import_build(gguf, &sink);
   if (st == ACCEL_OK) {
     st = path != NULL
-             ? accel_exe_builder_write_file(im.b, path, progress, user_data)
-             : accel_exe_builder_write_memory(im.b, out_data, out_size);
+             ? accel_exe_builder_write_file(b, path, progress, user_data)
+             : accel_exe_builder_write_memory(b, out_data, out_size);
   }
-  accel_exe_builder_destroy(im.b);
+  accel_exe_builder_destroy(b);
   return st;
 }
-
 accel_status_t accel_gguf_import_file(const accel_gguf_t *gguf,
                                       const char *path,
                                       accel_exe_progress_fn_t progress,

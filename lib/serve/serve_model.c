@@ -19,6 +19,7 @@
 #include "accel/gguf_import.h"
 #include "core/error.h"
 #include "kernel_params.h"
+#include "model/gguf_mapped.h"
 
 // Defaults of the optional decoder.rope_base and decoder.norm_eps.
 #define SERVE_ROPE_BASE 10000.0f
@@ -108,7 +109,10 @@ struct serve_model {
   accel_device_t *dev;
   accel_stream_t *s;
   accel_executable_t *kernels, *weights;
-  void *image;  // the .axe image imported from a .gguf (|weights| reads it)
+  // A .gguf run in place (|weights| NULL), or the .axe image imported from
+  // a .gguf that cannot be (|weights| reads it).
+  accel_gguf_mapped_t *mapped;
+  void *image;
   accel_kernel_t *k[K_COUNT];
   accel_buffer_t *final_norm;
   // The embedding table (.w) in any projection form but int8; a tied head
@@ -292,11 +296,32 @@ static accel_status_t add_into(serve_model_t *m, accel_buffer_t *a,
 // Loading
 // ---------------------------------------------------------------------------
 
-static accel_status_t read_config(const accel_executable_t *exe,
+// The model's metadata and weights: a decoder .axe (|weights|) or a .gguf
+// run in place (|mapped|), read alike.
+static accel_status_t model_metadata(const serve_model_t *m, const char *key,
+                                     const char **out) {
+  return m->mapped != NULL ? accel_gguf_mapped_metadata(m->mapped, key, out)
+                           : accel_executable_metadata(m->weights, key, out);
+}
+
+static accel_status_t model_weight(const serve_model_t *m, const char *name,
+                                   accel_weight_info_t *info) {
+  return m->mapped != NULL ? accel_gguf_mapped_weight(m->mapped, name, info)
+                           : accel_executable_weight(m->weights, name, info);
+}
+
+static accel_status_t model_weight_buffer(serve_model_t *m, const char *name,
+                                          accel_buffer_t **out) {
+  return m->mapped != NULL
+             ? accel_gguf_mapped_weight_buffer(m->mapped, name, out)
+             : accel_executable_weight_buffer(m->weights, name, out);
+}
+
+static accel_status_t read_config(const serve_model_t *m,
                                   serve_model_config_t *c) {
   const char *v = NULL;
 #define SERVE_MODEL_READ(name)                                                \
-  if (accel_executable_metadata(exe, "decoder." #name, &v) != ACCEL_OK) {     \
+  if (model_metadata(m, "decoder." #name, &v) != ACCEL_OK) {                  \
     return accel_error(ACCEL_ERROR_FORMAT,                                    \
                        "model: no metadata \"decoder." #name "\"");          \
   }                                                                           \
@@ -327,20 +352,26 @@ static accel_status_t read_config(const accel_executable_t *exe,
   return ACCEL_OK;
 }
 
-// The optional decoder.version (1 or 2), decoder.rope_base,
-// decoder.norm_eps (positive finite floats) and decoder.rope_mode ("half",
-// the default, or "interleaved"); docs/executable-format.md "Decoder
-// models".
-static accel_status_t read_rope_norm(serve_model_t *m) {
+// The optional decoder.version: layouts 1 and 2 (docs/executable-format.md
+// "Decoder models"); checked before anything else is read, since another
+// layout may give the same keys other meanings.
+static accel_status_t check_version(const serve_model_t *m) {
   const char *version = NULL;
-  if (accel_executable_metadata(m->weights, "decoder.version", &version) ==
-          ACCEL_OK &&
+  if (model_metadata(m, "decoder.version", &version) == ACCEL_OK &&
       strcmp(version, "1") != 0 && strcmp(version, "2") != 0) {
     return accel_error(ACCEL_ERROR_VERSION,
                        "model: decoder.version \"%.16s\": this runtime reads "
                        "decoder layouts 1 and 2",
                        version);
   }
+  return ACCEL_OK;
+}
+
+// The optional decoder.rope_base,
+// decoder.norm_eps (positive finite floats) and decoder.rope_mode ("half",
+// the default, or "interleaved"); docs/executable-format.md "Decoder
+// models".
+static accel_status_t read_rope_norm(serve_model_t *m) {
   const struct {
     const char *key;
     float *out, fallback;
@@ -349,7 +380,7 @@ static accel_status_t read_rope_norm(serve_model_t *m) {
   for (size_t i = 0; i < sizeof(floats) / sizeof(floats[0]); ++i) {
     const char *v = NULL;
     *floats[i].out = floats[i].fallback;
-    if (accel_executable_metadata(m->weights, floats[i].key, &v) != ACCEL_OK) {
+    if (model_metadata(m, floats[i].key, &v) != ACCEL_OK) {
       continue;
     }
     char *end = NULL;
@@ -364,7 +395,7 @@ static accel_status_t read_rope_norm(serve_model_t *m) {
   }
   const char *mode = NULL;
   m->rope_mode = ACCEL_KP_ROPE_HALF;
-  if (accel_executable_metadata(m->weights, "decoder.rope_mode", &mode) ==
+  if (model_metadata(m, "decoder.rope_mode", &mode) ==
       ACCEL_OK) {
     if (strcmp(mode, "interleaved") == 0) {
       m->rope_mode = ACCEL_KP_ROPE_INTERLEAVED;
@@ -383,7 +414,7 @@ static accel_status_t weight(serve_model_t *m, const char *name,
                              accel_dtype_t dtype, uint64_t rows,
                              uint64_t cols, accel_buffer_t **out) {
   accel_weight_info_t info = {.struct_size = sizeof(info)};
-  if (accel_executable_weight(m->weights, name, &info) != ACCEL_OK) {
+  if (model_weight(m, name, &info) != ACCEL_OK) {
     return accel_error(ACCEL_ERROR_FORMAT, "model: no weight \"%s\"", name);
   }
   uint32_t rank = cols ? 2 : 1;
@@ -398,7 +429,7 @@ static accel_status_t weight(serve_model_t *m, const char *name,
                        accel_dtype_name(dtype), (unsigned long long)rows,
                        (unsigned long long)cols);
   }
-  return accel_executable_weight_buffer(m->weights, name, out);
+  return model_weight_buffer(m, name, out);
 }
 
 static uint32_t kp_float_dtype(uint32_t dtype) {
@@ -429,7 +460,7 @@ static accel_status_t proj_weight(serve_model_t *m, const char *name,
   char bn[128];
   snprintf(bn, sizeof(bn), "%s.bias", name);
   accel_weight_info_t info = {.struct_size = sizeof(info)};
-  if (accel_executable_weight(m->weights, bn, &info) != ACCEL_OK) {
+  if (model_weight(m, bn, &info) != ACCEL_OK) {
     return ACCEL_OK;
   }
   return weight(m, bn, ACCEL_DTYPE_F32, out, 0, &p->bias);
@@ -438,7 +469,7 @@ static accel_status_t proj_weight(serve_model_t *m, const char *name,
 static accel_status_t proj_form(serve_model_t *m, const char *name,
                                 uint32_t out, uint32_t in, serve_proj_t *p) {
   accel_weight_info_t info = {.struct_size = sizeof(info)};
-  if (accel_executable_weight(m->weights, name, &info) != ACCEL_OK) {
+  if (model_weight(m, name, &info) != ACCEL_OK) {
     return accel_error(ACCEL_ERROR_FORMAT, "model: no weight \"%s\"", name);
   }
   if (info.dtype == ACCEL_DTYPE_I8) {
@@ -457,7 +488,7 @@ static accel_status_t proj_form(serve_model_t *m, const char *name,
   const char *type = NULL;
   snprintf(key, sizeof(key), "decoder.type.%s", name);
   if (info.dtype != ACCEL_DTYPE_U8 ||
-      accel_executable_metadata(m->weights, key, &type) != ACCEL_OK) {
+      model_metadata(m, key, &type) != ACCEL_OK) {
     return accel_error(ACCEL_ERROR_FORMAT,
                        "model: weight \"%s\" is %s with%s metadata \"%s\": a "
                        "projection is i8, f32, f16, bf16, or u8 blocks named "
@@ -493,7 +524,7 @@ static accel_status_t open_weights(serve_model_t *m) {
   ACCEL_RETURN_IF_ERROR(
       weight(m, "final_norm", ACCEL_DTYPE_F32, c->dim, 0, &m->final_norm));
   const char *tied = NULL;
-  if (accel_executable_metadata(m->weights, "decoder.tied_head", &tied) ==
+  if (model_metadata(m, "decoder.tied_head", &tied) ==
           ACCEL_OK &&
       strcmp(tied, "1") == 0) {
     ACCEL_RETURN_IF_ERROR(
@@ -611,8 +642,11 @@ static accel_status_t alloc_activations(serve_model_t *m) {
   return ACCEL_OK;
 }
 
-// Loads the model: an .axe as it is, a .gguf imported into an .axe image in
-// memory (gguf_import.h: the same checks as accel-pack --from-gguf).
+// Loads the model: an .axe as it is (mapped by the loader); a .gguf run in
+// place over its mapping (gguf_mapped.h: the same checks as accel-pack
+// --from-gguf, no weight copied) where the device reads host memory, else
+// imported into an .axe image in memory (one copy of the weights; the
+// file's mapping is closed before the image is loaded).
 static accel_status_t load_weights(serve_model_t *m, accel_runtime_t *rt) {
   if (!accel_gguf_file_is_gguf(m->d.model_path)) {
     return accel_executable_load_file(rt, m->dev, m->d.model_path, 0,
@@ -621,6 +655,13 @@ static accel_status_t load_weights(serve_model_t *m, accel_runtime_t *rt) {
   accel_gguf_t *g = NULL;
   uint64_t size = 0;
   ACCEL_RETURN_IF_ERROR(accel_gguf_open_file(m->d.model_path, &g));
+  if (accel_gguf_mapped_possible(m->dev, g, NULL, 0)) {
+    accel_status_t st = accel_gguf_mapped_create(m->dev, g, true, &m->mapped);
+    if (st != ACCEL_OK) {
+      accel_gguf_close(g);
+    }
+    return st;
+  }
   accel_status_t st = accel_gguf_import_memory(g, &m->image, &size);
   accel_gguf_close(g);
   if (st != ACCEL_OK) {
@@ -651,13 +692,16 @@ static accel_status_t model_open(serve_model_t *m) {
     }
   }
   const char *kind = NULL;
-  if (accel_executable_metadata(m->weights, "model", &kind) != ACCEL_OK ||
+  if (model_metadata(m, "model", &kind) != ACCEL_OK ||
       strcmp(kind, "decoder") != 0) {
     return accel_error(ACCEL_ERROR_FORMAT,
                        "model %s: metadata \"model\" is not \"decoder\"",
                        m->d.model_path);
   }
-  st = read_config(m->weights, &m->c);
+  st = check_version(m);
+  if (st == ACCEL_OK) {
+    st = read_config(m, &m->c);
+  }
   if (st == ACCEL_OK) {
     st = read_rope_norm(m);
   }
@@ -763,6 +807,7 @@ void serve_model_destroy(serve_model_t *m) {
     (void)accel_mempool_destroy(m->kv_pool);
   }
   if (m->weights != NULL) accel_executable_release(m->weights);
+  accel_gguf_mapped_release(m->mapped);
   free(m->image);
   if (m->kernels != NULL) accel_executable_release(m->kernels);
   if (m->s != NULL) accel_stream_destroy(m->s);

@@ -170,10 +170,13 @@ def add_spm_vocab(w):
 
 
 def write_model(path, qtype, seed, tied=True, cfg=CONFIG, arch="llama",
-                extra=None, skip=(), override=None, vocab=False):
+                extra=None, skip=(), override=None, vocab=False,
+                alignment=None):
     """Writes a random llama GGUF; returns the float64 weights it holds."""
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path, arch)
+    if alignment is not None:
+        w.add_custom_alignment(alignment)
     if vocab:
         add_spm_vocab(w)
     w.add_block_count(cfg["layers"])
@@ -517,11 +520,53 @@ def test_bench_llm():
           "accel-bench llm without --model: usage error")
 
 
+BATCH = os.environ.get("ACCEL_TEST_GGUF_BATCH")
+
+
+def test_generation_batches():
+    """The engine's greedy tokens for a request are the same alone and in a
+    batch with requests of other lengths (both orders), on the mapped
+    .gguf; bit-identical logits for the block types (their kernels sum per
+    row in a fixed order), tokens only for the float types."""
+    if BATCH is None:
+        print("skip generation across batches (no ACCEL_TEST_GGUF_BATCH)")
+        return
+    for name, exact in (("m-Q8_0-tied", True), ("m-Q4_K-tied", True),
+                        ("m-Q6_K-tied", True), ("m-Q4_0-untied", True),
+                        ("m-F16-untied", False), ("qwen2-F16", False)):
+        path = os.path.join(WORK, name + ".gguf")
+        got = run([BATCH, path, KERNELS] + (["--exact-logits"] if exact
+                                            else []))
+        last = (got.stdout.strip().splitlines() or [""])[-1]
+        check(got.returncode == 0,
+              "%s: greedy tokens%s identical alone and batched (%s)" % (
+                  name, " and logits" if exact else "",
+                  got.stderr.strip() or last))
+
+
+def test_mapped_matches_import():
+    """A .gguf runs mapped in place: the same logits as its .axe (checked per
+    type in test_types); a file whose tensors are not 4-byte aligned
+    (general.alignment 1) takes the one-copy import instead and gives the
+    same logits as the aligned file."""
+    aligned = os.path.join(WORK, "m-Q8_0-align32.gguf")
+    packed = os.path.join(WORK, "m-Q8_0-align1.gguf")
+    write_model(packed, Q.Q8_0, 11, alignment=1)
+    write_model(aligned, Q.Q8_0, 11)
+    tokens = list(range(1, 20))
+    a = logits_of(aligned, tokens)
+    b = logits_of(packed, tokens)
+    check(a.shape == b.shape and np.array_equal(a, b),
+          "general.alignment 1 (imported) gives the mapped file's logits")
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     test_types()
     test_qwen2()
     test_generation_threads()
+    test_generation_batches()
+    test_mapped_matches_import()
     test_bench_llm()
     test_prompt_and_text()
     test_malformed()

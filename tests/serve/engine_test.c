@@ -703,6 +703,47 @@ static void test_env_turns_step_buffers_off(void **state) {
   free(r);
 }
 
+// Writes a decoder .axe of metadata only, with decoder.version |version|.
+static void pack_versioned(const char *path, const char *version) {
+  accel_exe_builder_t *b = NULL;
+  assert_accel_ok(accel_exe_builder_create(&b));
+  const char *kv[][2] = {{"model", "decoder"}, {"decoder.layers", "1"},
+                         {"decoder.dim", "64"}, {"decoder.heads", "4"},
+                         {"decoder.kv_heads", "2"}, {"decoder.head_dim", "16"},
+                         {"decoder.ffn", "96"}, {"decoder.vocab", "97"},
+                         {"decoder.block_size", "4"},
+                         {"decoder.version", version}};
+  for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); ++i) {
+    assert_accel_ok(accel_exe_builder_add_metadata(b, kv[i][0], kv[i][1]));
+  }
+  assert_accel_ok(accel_exe_builder_write_file(b, path, NULL, NULL));
+  accel_exe_builder_destroy(b);
+}
+
+// A decoder .axe of an unknown layout version is refused with
+// ACCEL_ERROR_VERSION and a message naming the version, before any other
+// key or weight is read (this file has no weights at all).
+static void test_create_refuses_unknown_decoder_version(void **state) {
+  test_env_t *env = *state;
+  char path[300];
+  snprintf(path, sizeof(path), "%s/v.axe", g_dir);
+  const char *versions[] = {"3", "0", "2.1", "10"};
+  for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); ++i) {
+    pack_versioned(path, versions[i]);
+    accel_serve_engine_desc_t d = {.struct_size = sizeof(d),
+                                   .model_path = path, .kernels_path = g_ref,
+                                   .max_context = 64};
+    accel_serve_engine_t *e = (accel_serve_engine_t *)0x1;
+    assert_accel_status(accel_serve_engine_create(env->device, &d, &e),
+                        ACCEL_ERROR_VERSION);
+    assert_ptr_equal(e, (accel_serve_engine_t *)0x1);
+    char want[64];
+    snprintf(want, sizeof(want), "decoder.version \"%s\"", versions[i]);
+    assert_non_null(strstr(accel_last_error(), want));
+  }
+  unlink(path);
+}
+
 // A device failure in a step fails the step and every unfinished request
 // (the iterator ends with ACCEL_SERVE_END_ERROR), and the engine stays
 // failed: later steps and submits return the stored error.
@@ -760,6 +801,7 @@ int main(void) {
       cmocka_unit_test(test_submit_rejects_bad_requests),
       cmocka_unit_test(test_create_rejects_bad_descriptions),
       cmocka_unit_test(test_env_turns_step_buffers_off),
+      cmocka_unit_test(test_create_refuses_unknown_decoder_version),
       cmocka_unit_test(test_device_failure_ends_every_request),
       cmocka_unit_test(test_fault_in_replayed_step_fails_its_requests_only),
   };

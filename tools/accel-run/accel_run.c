@@ -1,4 +1,4 @@
-// accel-run: runs a decoder model (.gguf, imported in memory, or .axe) on the
+// accel-run: runs a decoder model (.gguf, run mapped, or .axe) on the
 // serving engine (lib/serve; the same engine as accel-serve, one request at
 // a time):
 //   --tokenize          the ids the model is fed for --prompt, as JSON
