@@ -59,6 +59,9 @@ typedef struct llm_bench {
   char python[512], driver[512];
   uint32_t threads;
   accel_serve_engine_t *engine;
+  // The KV cache the engines get: LLM_MAX_BATCH sequences of prompt +
+  // generate tokens (0: the engine's default, for the probe).
+  uint64_t kv_bytes;
   uint32_t vocab, prompt, generate;
   uint64_t seed;
   // Per request of the run: when its first token came, and tokens so far.
@@ -150,7 +153,11 @@ static const bench_figure_t k_figures[] = {
     {.name = "llm_decode_batch8", .unit = "tok/s", .value_slot = 3},
 };
 
-// The engine as accel-run builds it, sized for batches of LLM_MAX_BATCH.
+// The engine as accel-run builds it, sized for batches of LLM_MAX_BATCH: a
+// KV cache of what LLM_MAX_BATCH requests hold (as llama.cpp's n_ctx holds
+// one request's tokens), not a fixed budget: the host device maps a pool's
+// pages when it is created, so a 512 MiB budget cost 50 ms of mmap calls
+// per load that no request used.
 static accel_status_t engine_create(const llm_bench_t *b,
                                     accel_serve_engine_t **out) {
   accel_serve_engine_desc_t d = {
@@ -158,7 +165,7 @@ static accel_status_t engine_create(const llm_bench_t *b,
       .flags = ACCEL_SERVE_CHUNKED_PREFILL,
       .model_path = b->model,
       .kernels_path = b->kernels,
-      .kv_bytes = 512ull << 20,
+      .kv_bytes = b->kv_bytes,
       .max_step_tokens = LLM_MAX_BATCH * b->prompt,
       .max_step_seqs = LLM_MAX_BATCH,
       .max_context = b->prompt + b->generate};
@@ -355,8 +362,19 @@ int accel_bench_llm(const bench_args_t *args) {
   }
   accel_status_t st = accel_runtime_create(NULL, &rt);
   if (st == ACCEL_OK) st = accel_device_get(rt, 0, &b.dev);
+  // A probe engine of the default KV budget gives the block size; the
+  // measured engines then hold LLM_MAX_BATCH requests' blocks (one spare
+  // each for the block a chunk boundary splits).
   if (st == ACCEL_OK) st = engine_create(&b, &b.engine);
   if (st == ACCEL_OK) st = accel_serve_model_info(b.engine, &b.info);
+  if (st == ACCEL_OK) {
+    accel_serve_engine_destroy(b.engine);
+    b.engine = NULL;
+    uint64_t per_seq = (b.prompt + b.generate + b.info.block_tokens - 1) /
+                           b.info.block_tokens + 1;
+    b.kv_bytes = LLM_MAX_BATCH * per_seq * b.info.block_bytes;
+    st = engine_create(&b, &b.engine);
+  }
   if (st != ACCEL_OK) {
     fprintf(stderr, "accel-bench llm: %s: %s: %s\n", model,
             accel_status_name(st), accel_last_error());
