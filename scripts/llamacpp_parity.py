@@ -9,8 +9,8 @@ usage: llamacpp_parity.py BUILD_DIR WORK_DIR
    `gguf` package (tests/model/gguf_run_test.py's writer and float64
    reference); accel's (accel-run --logits) and llama.cpp's logits of every
    position against the float64 evaluation: max |error| and top-1 agreement.
-2. Tokenizers: the three real vocabularies (ggml-vocab-*.gguf, fetched by the
-   model/hf_parity test into BUILD_DIR/tests/model/vocab-cache, or
+2. Tokenizers: the three real vocabularies (ggml-vocab-*.gguf, fetched by
+   tests/model/fetch-vocab.sh into BUILD_DIR/tests/model/vocab-cache, or
    ACCEL_VOCAB_DIR) over varied
    texts: accel-run --tokenize against llama.cpp's tokenize (add_special on,
    parse_special off).
@@ -99,13 +99,17 @@ TEXTS = ["Hello world", " Hello world", "Hello World!", "  leading spaces",
 def tokenizer_parity():
     vocab_dir = os.environ.get("ACCEL_VOCAB_DIR") or os.path.join(
         BUILD, "tests/model/vocab-cache")
+    if not os.path.exists(os.path.join(vocab_dir, "ggml-vocab-qwen2.gguf")):
+        # The same fetch the model tests use (llama-cpp-python's sdist).
+        subprocess.run([os.path.join(HERE, "../tests/model/fetch-vocab.sh"),
+                        vocab_dir], check=False)
     print("\n| vocabulary | texts | identical ids |")
     print("| --- | ---: | ---: |")
     for name in ("llama-spm", "llama-bpe", "qwen2"):
         path = os.path.join(vocab_dir, "ggml-vocab-%s.gguf" % name)
         if not os.path.exists(path):
-            print("| %s | skipped: %s absent (meson test model/hf_parity "
-                  "fetches it) | |" % (name, path))
+            print("| %s | skipped: %s absent (tests/model/fetch-vocab.sh "
+                  "could not fetch it) | |" % (name, path))
             continue
         llm = Llama(model_path=path, vocab_only=True, verbose=False)
         same = 0

@@ -146,7 +146,7 @@ def test_a_failing_replayed_command_names_the_buffer(dev, stream, exe):
         stream.synchronize()
 
 
-def test_closed_runtime_raises_closed_error(exe):
+def test_closed_runtime_raises_closed_error():
     rt = accel.Runtime()
     dev = rt.device(0)
     cb = accel.CommandBuffer(dev)
