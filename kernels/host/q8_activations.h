@@ -21,8 +21,11 @@
 // - c = (d A) (float)I, plus (d B) (float)S for Q4_1, Q5_1, Q4_K, Q5_K
 //   (c = t + u); acc[g % 8] = acc[g % 8] + c in increasing g;
 // - y = ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)).
-// Each weight row is unpacked once per launch and meets every row of x
-// while it is in L1, four weight rows at a time.
+// For up to QA_DIRECT_MAX_M rows of x (decode steps) the Q8_0, Q4_0, Q4_K
+// and Q6_K blocks are decoded in registers and meet x there, with the
+// weight bytes prefetched ahead; otherwise each weight row is unpacked once
+// per launch and meets every row of x while it is in L1, four weight rows
+// at a time. Both give the bits of the order above.
 #ifndef ACCEL_KERNELS_HOST_Q8_ACTIVATIONS_H_
 #define ACCEL_KERNELS_HOST_Q8_ACTIVATIONS_H_
 
@@ -665,6 +668,252 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
 QA_DEFINE_DOT(qa_dot_avx2, QA_AVX2, qa_group_lanes, qa_run_lanes)
 QA_DEFINE_DOT(qa_dot_vnni, QA_VNNI, qa_group_lanes_vnni, qa_run_lanes_vnni)
 
+// The direct path (few rows of x, as a decode step has): each weight block
+// is decoded in registers and meets the rows of x there, with no unpacked
+// copy of the row; the integer sums and the float operations are those of
+// the paths above, so the bits are the same. Types without a vector decoder
+// here (0 from qa_direct_types) take the unpacking path.
+#define QA_DIRECT_MAX_M 4u
+// How far ahead of the run being decoded its row's bytes are prefetched.
+#ifndef QA_PREFETCH
+#define QA_PREFETCH 1024
+#endif
+
+static inline int qa_direct_type(enum qa_type type) {
+  return type == QA_Q8_0 || type == QA_Q4_0 || type == QA_Q4_K ||
+         type == QA_Q6_K;
+}
+
+// A run of eight groups of a weight row decoded: wv[i] the 32 bytes of
+// group i (signed for Q8_0 and Q6_K, else unsigned, offset not taken off),
+// A and B per group, and for Q6_K the madd operand of each group (M of its
+// halves in the low and high 128-bit lanes).
+typedef struct qa_run {
+  __m256i wv[8];
+  __m256i mv[8];
+  float a[8], b[8];
+} qa_run_t;
+
+QA_AVX2_F16C QA_INLINE void qa_q4_k_scales_avx2(const uint8_t *blk, float *a,
+                                                float *b) {
+  float d = qa_f16_f16c(blk), dmin = qa_f16_f16c(blk + 2);
+  uint32_t u[4];
+  memcpy(u, blk + 4, 12);
+  u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+  uint32_t mins_low = u[1] & 0x3f3f3f3fu;
+  u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  u[2] = mins_low;
+  u[0] &= 0x3f3f3f3fu;
+  __m128i sm = _mm_loadu_si128((const __m128i *)u);
+  __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm));
+  __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)));
+  _mm256_storeu_ps(a, _mm256_mul_ps(_mm256_set1_ps(d), sc));
+  _mm256_storeu_ps(b, _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mn),
+                                    _mm256_set1_ps(-0.0f)));
+}
+
+// Group h (0 .. groups - 1) of a Q8_0 or Q4_0 row.
+QA_AVX2_F16C QA_INLINE __m256i qa_direct_group32(enum qa_type type,
+                                                 const uint8_t *row,
+                                                 uint64_t h, float *a) {
+  if (type == QA_Q8_0) {
+    const uint8_t *blk = row + 34 * h;
+    *a = qa_f16_f16c(blk);
+    return _mm256_loadu_si256((const __m256i *)(blk + 2));
+  }
+  const uint8_t *blk = row + 18 * h;
+  *a = qa_f16_f16c(blk);
+  __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4),
+                          _mm_and_si128(v, low4));
+}
+
+// The run of groups g .. g + 7 (g a multiple of 8) of |row|.
+QA_AVX2_F16C QA_INLINE void qa_direct_run(enum qa_type type,
+                                          const uint8_t *row, uint64_t g,
+                                          qa_run_t *r) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  for (int i = 0; i < 8; ++i) {
+    r->b[i] = 0.0f;
+    r->mv[i] = ones;
+  }
+  // The run's bytes, QA_PREFETCH ahead (past the row's end the next row's,
+  // which follows it; a prefetch never faults).
+  uint64_t bytes = type == QA_Q8_0 ? 8 * 34 : type == QA_Q4_0 ? 8 * 18
+                   : type == QA_Q4_K ? 144 : 210;
+  const char *ahead = (const char *)row + g / 8 * bytes + QA_PREFETCH;
+  for (uint64_t o = 0; o < bytes; o += 64) {
+    _mm_prefetch(ahead + o, _MM_HINT_T0);
+  }
+  switch (type) {
+    case QA_Q8_0:
+    case QA_Q4_0:
+      for (int i = 0; i < 8; ++i) {
+        r->wv[i] = qa_direct_group32(type, row, g + i, &r->a[i]);
+      }
+      return;
+    case QA_Q4_K: {
+      const uint8_t *blk = row + 144 * (g / 8);
+      qa_q4_k_scales_avx2(blk, r->a, r->b);
+      for (int i = 0; i < 4; ++i) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
+        r->wv[2 * i] = _mm256_and_si256(v, low4);
+        r->wv[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+      }
+      return;
+    }
+    case QA_Q6_K: {
+      const uint8_t *blk = row + 210 * (g / 8);
+      const uint8_t *ql = blk, *qh = blk + 128;
+      const int8_t *sc = (const int8_t *)(blk + 192);
+      const __m256i three = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+      float d = qa_f16_f16c(blk + 208);
+      for (int n = 0; n < 2; ++n, ql += 64, qh += 32) {
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+        __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, three), 4);
+        __m256i h1 = _mm256_slli_epi16(
+            _mm256_and_si256(_mm256_srli_epi16(hb, 2), three), 4);
+        __m256i h2 = _mm256_slli_epi16(
+            _mm256_and_si256(_mm256_srli_epi16(hb, 4), three), 4);
+        __m256i h3 = _mm256_slli_epi16(
+            _mm256_and_si256(_mm256_srli_epi16(hb, 6), three), 4);
+        r->wv[4 * n] = _mm256_sub_epi8(
+            _mm256_or_si256(_mm256_and_si256(l0, low4), h0), k32);
+        r->wv[4 * n + 1] = _mm256_sub_epi8(
+            _mm256_or_si256(_mm256_and_si256(l1, low4), h1), k32);
+        r->wv[4 * n + 2] = _mm256_sub_epi8(
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                            h2),
+            k32);
+        r->wv[4 * n + 3] = _mm256_sub_epi8(
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                            h3),
+            k32);
+      }
+      for (int i = 0; i < 8; ++i) {
+        r->a[i] = d;
+        r->mv[i] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * i + 1]),
+                                    _mm_set1_epi16(sc[2 * i]));
+      }
+      return;
+    }
+    default:
+      for (int i = 0; i < 8; ++i) {
+        r->wv[i] = _mm256_setzero_si256();
+        r->a[i] = 0.0f;
+      }
+      return;
+  }
+}
+
+// acc + the exact products of decoded group |w| and 32 bytes of x (AVX2:
+// maddubs and madd with |m|; VNNI: vpdpbusd where M is all ones).
+QA_AVX2 QA_INLINE __m256i qa_wdot(__m256i w, const int8_t *xq, __m256i m,
+                                  int is_unsigned) {
+  __m256i x = _mm256_loadu_si256((const __m256i *)xq);
+  __m256i p = is_unsigned ? _mm256_maddubs_epi16(w, x)
+                          : _mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
+                                                 _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(p, m);
+}
+
+QA_VNNI QA_INLINE __m256i qa_wdot_vnni(__m256i w, const int8_t *xq,
+                                       __m256i m, int is_unsigned) {
+  (void)m;
+  __m256i x = _mm256_loadu_si256((const __m256i *)xq);
+  return is_unsigned ? _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x)
+                     : _mm256_dpbusd_epi32(_mm256_setzero_si256(),
+                                           _mm256_sign_epi8(w, w),
+                                           _mm256_sign_epi8(x, w));
+}
+
+// y[r] for the |xrows| rows of x against weight row |row| under TARGET,
+// groups through DOT (qa_wdot, or qa_wdot_vnni for the types without M);
+// the float steps of QA_DEFINE_DOT in its order.
+#define QA_DEFINE_DIRECT(NAME, TARGET, DOT)                                   \
+  TARGET QA_INLINE void NAME##_type(enum qa_type type, const uint8_t *row,    \
+                                    const qa_xrow_t *x, uint32_t xrows,       \
+                                    uint64_t k, float *y) {                   \
+    const qa_format_t *f = &k_qa_formats[type];                               \
+    uint64_t groups = k / QA_GROUP, g = 0;                                    \
+    __m256 acc[QA_DIRECT_MAX_M];                                              \
+    for (uint32_t r = 0; r < xrows; ++r) acc[r] = _mm256_setzero_ps();        \
+    int has_mult = f->has_mult, is_unsigned = f->offset != 0 || f->has_min;   \
+    __m256i offset = _mm256_set1_epi32(f->offset);                            \
+    const __m256i ones = _mm256_set1_epi16(1);                                \
+    for (; g + 8 <= groups; g += 8) {                                         \
+      qa_run_t run;                                                           \
+      qa_direct_run(type, row, g, &run);                                      \
+      __m256 va = _mm256_loadu_ps(run.a), vb = _mm256_loadu_ps(run.b);        \
+      for (uint32_t r = 0; r < xrows; ++r) {                                  \
+        const int8_t *xq = x[r].q + g * QA_GROUP;                             \
+        __m256i p[8];                                                         \
+        for (int i = 0; i < 8; ++i) {                                         \
+          p[i] = DOT(run.wv[i], xq + 32 * i, has_mult ? run.mv[i] : ones,     \
+                     is_unsigned);                                            \
+        }                                                                     \
+        __m256 xd = _mm256_loadu_ps(x[r].d + g);                              \
+        __m256i s = _mm256_loadu_si256((const __m256i *)(x[r].s + g));        \
+        __m256i sum = _mm256_sub_epi32(qa_hsum8(p),                           \
+                                       _mm256_mullo_epi32(offset, s));        \
+        __m256 c = _mm256_mul_ps(_mm256_mul_ps(xd, va),                       \
+                                 _mm256_cvtepi32_ps(sum));                    \
+        if (f->has_min) {                                                     \
+          c = _mm256_add_ps(c, _mm256_mul_ps(_mm256_mul_ps(xd, vb),           \
+                                             _mm256_cvtepi32_ps(s)));         \
+        }                                                                     \
+        acc[r] = _mm256_add_ps(acc[r], c);                                    \
+      }                                                                       \
+    }                                                                         \
+    float lanes[QA_DIRECT_MAX_M][8];                                          \
+    for (uint32_t r = 0; r < xrows; ++r) _mm256_storeu_ps(lanes[r], acc[r]);  \
+    /* Groups past the last run: Q8_0 and Q4_0 only (no M, no B). */          \
+    for (uint64_t h = g; h < groups; ++h) {                                   \
+      float a;                                                                \
+      __m256i wv = qa_direct_group32(type, row, h, &a);                       \
+      for (uint32_t r = 0; r < xrows; ++r) {                                  \
+        int32_t i = qa_hsum(DOT(wv, x[r].q + h * QA_GROUP, ones,              \
+                                is_unsigned)) -                               \
+                    f->offset * x[r].s[h];                                    \
+        lanes[r][h % 8] = lanes[r][h % 8] + (x[r].d[h] * a) * (float)i;       \
+      }                                                                       \
+    }                                                                         \
+    for (uint32_t r = 0; r < xrows; ++r) y[r] = qa_fold8(lanes[r]);           \
+  }                                                                           \
+  /* One copy per type and row count, both constants in each. */            \
+  TARGET QA_INLINE void NAME##_rows(enum qa_type type, const uint8_t *row,    \
+                                    const qa_xrow_t *x, uint32_t xrows,       \
+                                    uint64_t k, float *y) {                   \
+    switch (xrows) {                                                          \
+      case 1: NAME##_type(type, row, x, 1, k, y); return;                     \
+      case 2: NAME##_type(type, row, x, 2, k, y); return;                     \
+      case 3: NAME##_type(type, row, x, 3, k, y); return;                     \
+      default: NAME##_type(type, row, x, 4, k, y); return;                    \
+    }                                                                         \
+  }                                                                           \
+  TARGET static void NAME(enum qa_type type, const uint8_t *row,              \
+                          const qa_xrow_t *x, uint32_t xrows, uint64_t k,     \
+                          float *y) {                                         \
+    switch (type) {                                                           \
+      case QA_Q8_0: NAME##_rows(QA_Q8_0, row, x, xrows, k, y); return;        \
+      case QA_Q4_0: NAME##_rows(QA_Q4_0, row, x, xrows, k, y); return;        \
+      case QA_Q4_K: NAME##_rows(QA_Q4_K, row, x, xrows, k, y); return;        \
+      case QA_Q6_K: NAME##_rows(QA_Q6_K, row, x, xrows, k, y); return;        \
+      default: return;                                                        \
+    }                                                                         \
+  }
+
+#define QA_AVX2_DIRECT __attribute__((target("avx2,f16c")))
+#define QA_VNNI_DIRECT __attribute__((target("avx2,f16c,avx512vl,avx512vnni")))
+QA_DEFINE_DIRECT(qa_direct_avx2, QA_AVX2_DIRECT, qa_wdot)
+// M (Q6_K) needs the madd: the VNNI form of the types without it only.
+#define QA_WDOT_VNNI(w, xq, m, u) \
+  (has_mult ? qa_wdot(w, xq, m, u) : qa_wdot_vnni(w, xq, m, u))
+QA_DEFINE_DIRECT(qa_direct_vnni, QA_VNNI_DIRECT, QA_WDOT_VNNI)
+
 // 0 portable, 1 AVX2 (and F16C), 2 AVX2 with AVX512-VNNI: the best the CPU
 // has, capped by ACCEL_KP_VECTOR (0: portable, 1: AVX2). Every level gives
 // the same bits.
@@ -726,6 +975,27 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   int8_t *xq = (int8_t *)(wmv + QA_ROWS * 4 * groups);
   int8_t *wq = xq + m * k;
   int level = qa_vector_level(), avx2 = level >= 1;
+#if defined(__x86_64__)
+  if (avx2 && m <= QA_DIRECT_MAX_M && qa_direct_type(type)) {
+    qa_xrow_t xr[QA_DIRECT_MAX_M];
+    for (uint64_t r = 0; r < m; ++r) {
+      qa_quantize_avx2(x + r * k, k, xq + r * k, xd + r * groups,
+                       xs + r * groups);
+      xr[r] = (qa_xrow_t){xq + r * k, xd + r * groups, xs + r * groups};
+    }
+    for (uint64_t j = j0; j < j1; ++j) {
+      float out[QA_DIRECT_MAX_M];
+      if (level == 2) {
+        qa_direct_vnni(type, wbytes + j * row_bytes, xr, (uint32_t)m, k, out);
+      } else {
+        qa_direct_avx2(type, wbytes + j * row_bytes, xr, (uint32_t)m, k, out);
+      }
+      for (uint64_t r = 0; r < m; ++r) y[r * c->n + j] = out[r];
+    }
+    free(scratch);
+    return 0;
+  }
+#endif
   // Interleaving costs a transpose per weight row, which pays when the row
   // meets two rows of x or more; a GEMV sums each group horizontally.
   int interleaved = m >= 2;

@@ -143,11 +143,13 @@ static void test_gguf_qmatmul_vector_paths_agree(void **state) {
   (void)state;
   test_rng_t rng;
   test_rng_init(&rng, __func__);
-  for (size_t i = 0; i < 4 * FORM_COUNT; ++i) {
+  for (size_t i = 0; i < 6 * FORM_COUNT; ++i) {
     const gform_t *f = &k_forms[i % FORM_COUNT];
     uint32_t k = f->block == 32 ? 32u * 27u : 256u * 3u;
-    // GEMV and batches (8-bit activations lay them out differently).
-    uint32_t m = i / (2 * FORM_COUNT) ? 1 : 3;
+    // GEMV and batches: 8-bit activations decode the blocks in registers
+    // for up to four rows of x and unpack and interleave them for more.
+    static const uint32_t ms[3] = {1, 3, 6};
+    uint32_t m = ms[i / (2 * FORM_COUNT)];
     gproblem_t p = make(&rng, f, m, 67, k, k_flags[i / FORM_COUNT % 2]);
     kt_case_t c = gcase(&p);
     void *best[KT_MAX_BINDINGS] = {0};
