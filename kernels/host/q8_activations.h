@@ -651,6 +651,17 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
         acc[t] = _mm256_add_ps(acc[t], c);                                    \
       }                                                                       \
     }                                                                         \
+    NAME##_tail(f, x, w, rows, k, g, acc, y);                                 \
+  }
+
+// The groups from |g| on (past the last run) of QA_DEFINE_DOT, added to the
+// runs' lanes |acc|, and the fold into y.
+#define QA_DEFINE_TAIL(NAME, TARGET, LANES)                                   \
+  TARGET static void NAME(const qa_format_t *f, const qa_xrow_t *x,           \
+                          const qa_wrow_t *w, uint32_t rows, uint64_t k,      \
+                          uint64_t g, const __m256 *acc, float *y) {          \
+    uint64_t groups = k / QA_GROUP;                                           \
+    int has_mult = f->has_mult, is_unsigned = f->offset != 0 || f->has_min;   \
     for (uint32_t t = 0; t < rows; ++t) {                                     \
       float lanes[8];                                                         \
       _mm256_storeu_ps(lanes, acc[t]);                                        \
@@ -665,8 +676,72 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
     }                                                                         \
   }
 
+QA_DEFINE_TAIL(qa_dot_avx2_tail, QA_AVX2, qa_group_lanes)
+QA_DEFINE_TAIL(qa_dot_vnni_tail, QA_VNNI, qa_group_lanes_vnni)
 QA_DEFINE_DOT(qa_dot_avx2, QA_AVX2, qa_group_lanes, qa_run_lanes)
 QA_DEFINE_DOT(qa_dot_vnni, QA_VNNI, qa_group_lanes_vnni, qa_run_lanes_vnni)
+
+// QA_DEFINE_DOT's interleaved runs for two rows of x and QA_ROWS weight rows
+// at once with VNNI, for the types without M: each chunk of w and x is
+// loaded once for the eight products it takes part in (32 vector
+// registers hold the eight integer and eight float accumulators). The same
+// operations per pair of rows, so the same bits.
+QA_VNNI static void qa_dot_vnni_2x4(const qa_format_t *f, const qa_xrow_t *x,
+                                    const qa_wrow_t *w, uint64_t k,
+                                    float y[2][QA_ROWS]) {
+  uint64_t groups = k / QA_GROUP, g = 0;
+  __m256 acc[2][QA_ROWS];
+  for (int r = 0; r < 2; ++r) {
+    for (uint32_t t = 0; t < QA_ROWS; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  int is_unsigned = f->offset != 0 || f->has_min;
+  __m256i offset = _mm256_set1_epi32(f->offset);
+  for (; g + 8 <= groups; g += 8) {
+    uint64_t e = g * QA_GROUP;
+    __m256i lanes[2][QA_ROWS];
+    for (int r = 0; r < 2; ++r) {
+      for (uint32_t t = 0; t < QA_ROWS; ++t) {
+        lanes[r][t] = _mm256_setzero_si256();
+      }
+    }
+    for (int c = 0; c < 8; ++c) {
+      __m256i wv[QA_ROWS], xv[2];
+      for (uint32_t t = 0; t < QA_ROWS; ++t) {
+        wv[t] = _mm256_loadu_si256((const __m256i *)(w[t].q + e + 32 * c));
+      }
+      for (int r = 0; r < 2; ++r) {
+        xv[r] = _mm256_loadu_si256((const __m256i *)(x[r].q + e + 32 * c));
+      }
+      for (uint32_t t = 0; t < QA_ROWS; ++t) {
+        __m256i wu = is_unsigned ? wv[t] : _mm256_sign_epi8(wv[t], wv[t]);
+        for (int r = 0; r < 2; ++r) {
+          __m256i xs = is_unsigned ? xv[r] : _mm256_sign_epi8(xv[r], wv[t]);
+          lanes[r][t] = _mm256_dpbusd_epi32(lanes[r][t], wu, xs);
+        }
+      }
+    }
+    for (int r = 0; r < 2; ++r) {
+      __m256 xd = _mm256_loadu_ps(x[r].d + g);
+      __m256i s = _mm256_loadu_si256((const __m256i *)(x[r].s + g));
+      __m256 xs = _mm256_cvtepi32_ps(s);
+      __m256i off = _mm256_mullo_epi32(offset, s);
+      for (uint32_t t = 0; t < QA_ROWS; ++t) {
+        __m256i sum = _mm256_sub_epi32(lanes[r][t], off);
+        __m256 c = _mm256_mul_ps(_mm256_mul_ps(xd, _mm256_loadu_ps(w[t].a + g)),
+                                 _mm256_cvtepi32_ps(sum));
+        if (f->has_min) {
+          c = _mm256_add_ps(
+              c, _mm256_mul_ps(_mm256_mul_ps(xd, _mm256_loadu_ps(w[t].b + g)),
+                               xs));
+        }
+        acc[r][t] = _mm256_add_ps(acc[r][t], c);
+      }
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    qa_dot_vnni_tail(f, &x[r], w, QA_ROWS, k, g, acc[r], y[r]);
+  }
+}
 
 // The direct path (few rows of x, as a decode step has): each weight block
 // is decoded in registers and meets the rows of x there, with no unpacked
@@ -793,10 +868,17 @@ QA_AVX2_F16C QA_INLINE void qa_direct_run(enum qa_type type,
                             h3),
             k32);
       }
+      // Group i's operand: dword i of the widened scales (M of its two
+      // halves) in every dword, then M_0 to the low and M_1 to the high
+      // 128-bit lane.
+      __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+      const __m256i halves = _mm256_setr_epi8(
+          0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2,
+          3, 2, 3, 2, 3, 2, 3, 2, 3);
       for (int i = 0; i < 8; ++i) {
         r->a[i] = d;
-        r->mv[i] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * i + 1]),
-                                    _mm_set1_epi16(sc[2 * i]));
+        r->mv[i] = _mm256_shuffle_epi8(
+            _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(i)), halves);
       }
       return;
     }
@@ -1046,6 +1128,20 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
       qa_xrow_t xr = {xq + r * k, xd + r * groups, xs + r * groups};
       float out[QA_ROWS];
 #if defined(__x86_64__)
+      if (level == 2 && interleaved && !f->has_mult && rows == QA_ROWS &&
+          r + 1 < m) {
+        qa_xrow_t pair[2] = {
+            xr, {xq + (r + 1) * k, xd + (r + 1) * groups,
+                 xs + (r + 1) * groups}};
+        float out2[2][QA_ROWS];
+        qa_dot_vnni_2x4(f, pair, w, k, out2);
+        for (uint32_t t = 0; t < rows; ++t) {
+          y[r * c->n + j + t] = out2[0][t];
+          y[(r + 1) * c->n + j + t] = out2[1][t];
+        }
+        ++r;
+        continue;
+      }
       if (level == 2) {
         qa_dot_vnni(f, &xr, w, rows, k, interleaved, out);
       } else if (level == 1) {
