@@ -682,13 +682,14 @@ QA_DEFINE_DOT(qa_dot_avx2, QA_AVX2, qa_group_lanes, qa_run_lanes)
 QA_DEFINE_DOT(qa_dot_vnni, QA_VNNI, qa_group_lanes_vnni, qa_run_lanes_vnni)
 
 // QA_DEFINE_DOT's interleaved runs for two rows of x and QA_ROWS weight rows
-// at once with VNNI, for the types without M: each chunk of w and x is
+// at once with VNNI (vpdpbusd, or for Q6_K maddubs and madd by M): each chunk of w and x is
 // loaded once for the eight products it takes part in (32 vector
 // registers hold the eight integer and eight float accumulators). The same
 // operations per pair of rows, so the same bits.
-QA_VNNI static void qa_dot_vnni_2x4(const qa_format_t *f, const qa_xrow_t *x,
-                                    const qa_wrow_t *w, uint64_t k,
-                                    float y[2][QA_ROWS]) {
+QA_VNNI QA_INLINE void qa_dot_vnni_2x4_m(const qa_format_t *f,
+                                         const qa_xrow_t *x,
+                                         const qa_wrow_t *w, uint64_t k,
+                                         int has_mult, float y[2][QA_ROWS]) {
   uint64_t groups = k / QA_GROUP, g = 0;
   __m256 acc[2][QA_ROWS];
   for (int r = 0; r < 2; ++r) {
@@ -714,9 +715,17 @@ QA_VNNI static void qa_dot_vnni_2x4(const qa_format_t *f, const qa_xrow_t *x,
       }
       for (uint32_t t = 0; t < QA_ROWS; ++t) {
         __m256i wu = is_unsigned ? wv[t] : _mm256_sign_epi8(wv[t], wv[t]);
+        // Q6_K: the madd operand of the run's chunks c / 4 (qa_run_lanes).
+        __m256i mt = has_mult ? _mm256_loadu_si256((const __m256i *)(
+                                    w[t].multv + 4 * g + 16 * (c / 4)))
+                              : _mm256_setzero_si256();
         for (int r = 0; r < 2; ++r) {
           __m256i xs = is_unsigned ? xv[r] : _mm256_sign_epi8(xv[r], wv[t]);
-          lanes[r][t] = _mm256_dpbusd_epi32(lanes[r][t], wu, xs);
+          lanes[r][t] =
+              has_mult ? _mm256_add_epi32(
+                             lanes[r][t],
+                             _mm256_madd_epi16(_mm256_maddubs_epi16(wu, xs), mt))
+                       : _mm256_dpbusd_epi32(lanes[r][t], wu, xs);
         }
       }
     }
@@ -740,6 +749,16 @@ QA_VNNI static void qa_dot_vnni_2x4(const qa_format_t *f, const qa_xrow_t *x,
   }
   for (int r = 0; r < 2; ++r) {
     qa_dot_vnni_tail(f, &x[r], w, QA_ROWS, k, g, acc[r], y[r]);
+  }
+}
+
+QA_VNNI static void qa_dot_vnni_2x4(const qa_format_t *f, const qa_xrow_t *x,
+                                    const qa_wrow_t *w, uint64_t k,
+                                    float y[2][QA_ROWS]) {
+  if (f->has_mult) {
+    qa_dot_vnni_2x4_m(f, x, w, k, 1, y);
+  } else {
+    qa_dot_vnni_2x4_m(f, x, w, k, 0, y);
   }
 }
 
@@ -1128,8 +1147,7 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
       qa_xrow_t xr = {xq + r * k, xd + r * groups, xs + r * groups};
       float out[QA_ROWS];
 #if defined(__x86_64__)
-      if (level == 2 && interleaved && !f->has_mult && rows == QA_ROWS &&
-          r + 1 < m) {
+      if (level == 2 && interleaved && rows == QA_ROWS && r + 1 < m) {
         qa_xrow_t pair[2] = {
             xr, {xq + (r + 1) * k, xd + (r + 1) * groups,
                  xs + (r + 1) * groups}};
