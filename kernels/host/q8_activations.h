@@ -747,8 +747,20 @@ QA_VNNI QA_INLINE void qa_dot_vnni_2x4_m(const qa_format_t *f,
       }
     }
   }
+  if (g < groups) {
+    for (int r = 0; r < 2; ++r) {
+      qa_dot_vnni_tail(f, &x[r], w, QA_ROWS, k, g, acc[r], y[r]);
+    }
+    return;
+  }
+  // qa_fold8 in vector form: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
   for (int r = 0; r < 2; ++r) {
-    qa_dot_vnni_tail(f, &x[r], w, QA_ROWS, k, g, acc[r], y[r]);
+    for (uint32_t t = 0; t < QA_ROWS; ++t) {
+      __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[r][t]),
+                            _mm256_extractf128_ps(acc[r][t], 1));
+      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+      y[r][t] = _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
+    }
   }
 }
 
