@@ -291,8 +291,10 @@ static void test_q8_activations_within_bound_of_float64(void **state) {
   test_rng_init(&rng, __func__);
   for (size_t i = 0; i < FORM_COUNT; ++i) {
     const gform_t *f = &k_forms[i];
-    for (int round = 0; round < 2; ++round) {
-      uint32_t m = round == 0 ? 1 : 3, n = 37;
+    // m 1 and 3: blocks decoded in registers; 6: the unpacked rows (two
+    // rows of x at a time with VNNI).
+    for (int round = 0; round < 3; ++round) {
+      uint32_t m = round == 0 ? 1 : round == 1 ? 3 : 6, n = 37;
       uint32_t k = f->block == 32 ? 32u * (round == 0 ? 11u : 24u)
                                   : 256u * (round == 0 ? 1u : 3u);
       gproblem_t p = make(&rng, f, m, n, k, ACCEL_KP_QFLAG_Q8_ACTIVATIONS);
