@@ -142,25 +142,13 @@ bool accel_gguf_mapped_possible(accel_device_t *device,
   return true;
 }
 
-// Reads every page the weights lie on into the page tables now: one
-// populate pass over the cached file instead of a fault per page range
-// during the first step (the load then does the file's I/O).
-static void populate(const accel_gguf_mapped_t *m) {
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  for (uint32_t i = 0; i < m->weight_count; ++i) {
-    uintptr_t p = (uintptr_t)m->weights[i].info.host_data;
-    uint64_t size = m->weights[i].info.size_bytes;
-    if (size == 0) continue;
-    lo = p < lo ? p : lo;
-    hi = p + size > hi ? p + size : hi;
-  }
-  if (hi <= lo) {
-    return;
-  }
+// Maps the pages of [lo, hi) into the page tables now.
+static void populate_range(uintptr_t lo, uintptr_t hi) {
   long ps = sysconf(_SC_PAGESIZE);
   uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
   lo &= ~(page - 1);
-  if (madvise((void *)lo, hi - lo, MADV_POPULATE_READ) == 0) {
+  if (hi <= lo ||
+      madvise((void *)lo, hi - lo, MADV_POPULATE_READ) == 0) {
     return;
   }
   // An older kernel: touch one byte per page.
@@ -170,6 +158,44 @@ static void populate(const accel_gguf_mapped_t *m) {
     sum ^= b[off];
   }
   (void)sum;
+}
+
+static bool meta_is(const accel_gguf_mapped_t *m, const char *key,
+                    const char *value) {
+  for (uint32_t i = 0; i < m->meta_count; ++i) {
+    if (strcmp(m->meta[i].key, key) == 0) {
+      return strcmp(m->meta[i].value, value) == 0;
+    }
+  }
+  return false;
+}
+
+// Reads the pages of the weights every step reads into the page tables now:
+// populate passes over the cached file instead of a fault per page range
+// during the first step (the load then does the file's I/O). The token
+// embedding table is left out unless the head reads it too (tied): a step
+// reads only its tokens' rows, whose pages fault in as they are first used,
+// so the table's untouched rows never count in resident memory (as with
+// llama.cpp's mapping).
+static void populate(const accel_gguf_mapped_t *m) {
+  bool tied = meta_is(m, "decoder.tied_head", "1");
+  // Weights lie in file order: one pass per run of consecutive weights.
+  uintptr_t lo = 0, hi = 0;
+  for (uint32_t i = 0; i < m->weight_count; ++i) {
+    uintptr_t p = (uintptr_t)m->weights[i].info.host_data;
+    uint64_t size = m->weights[i].info.size_bytes;
+    if (size == 0 || (!tied && strcmp(m->weights[i].name, "embed") == 0)) {
+      continue;
+    }
+    if (hi > lo && p >= lo && p <= hi + 4096) {
+      hi = p + size > hi ? p + size : hi;
+      continue;
+    }
+    populate_range(lo, hi);
+    lo = p;
+    hi = p + size;
+  }
+  populate_range(lo, hi);
 }
 
 accel_status_t accel_gguf_mapped_create(accel_device_t *device,

@@ -68,10 +68,40 @@ static int run_together(accel_serve_engine_t *e, int32_t (*prompts)[MAX_PROMPT],
   return 0;
 }
 
+// KiB of |path|'s mappings resident in this process (/proc/self/smaps),
+// -1 if it is not mapped.
+static long mapped_rss_kib(const char *path) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (f == NULL) return -1;
+  char line[4096];
+  long total = -1;
+  bool ours = false;
+  size_t n = strlen(path);
+  while (fgets(line, sizeof(line), f) != NULL) {
+    size_t len = strlen(line);
+    if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
+      ours = len >= n && strcmp(line + len - n, path) == 0;
+      continue;
+    }
+    long kib;
+    if (ours && sscanf(line, "Rss: %ld kB", &kib) == 1) {
+      total = (total < 0 ? 0 : total) + kib;
+    }
+  }
+  fclose(f);
+  return total;
+}
+
 int main(int argc, char **argv) {
   bool exact = argc == 4 && strcmp(argv[3], "--exact-logits") == 0;
-  if (argc != 3 && !exact) {
-    fprintf(stderr, "usage: gguf_batch MODEL REFERENCE_AXE [--exact-logits]\n");
+  // --resident: print the model file's resident KiB once the engine is
+  // created (its weights populated, no step run) and exit.
+  bool resident = argc == 4 && strcmp(argv[3], "--resident") == 0;
+  if (argc != 3 && !exact && !resident) {
+    fprintf(stderr, "usage: gguf_batch MODEL REFERENCE_AXE "
+                    "[--exact-logits | --resident]\n");
     return 2;
   }
   accel_runtime_t *rt = NULL;
@@ -90,6 +120,14 @@ int main(int argc, char **argv) {
   if (st == ACCEL_OK) st = accel_serve_engine_create(dev, &d, &e);
   if (st == ACCEL_OK) st = accel_serve_model_info(e, &info);
   if (st != ACCEL_OK) return fail(st, argv[1]);
+  if (resident) {
+    char real[4096];
+    long kib = realpath(argv[1], real) ? mapped_rss_kib(real) : -1;
+    printf("mapped_rss_kib %ld\n", kib);
+    accel_serve_engine_destroy(e);
+    accel_runtime_destroy(rt);
+    return kib < 0;
+  }
   int32_t prompts[REQUESTS][MAX_PROMPT];
   uint32_t lens[REQUESTS];
   uint64_t s = 0x9e3779b97f4a7c15ull;

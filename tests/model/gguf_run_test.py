@@ -560,8 +560,44 @@ def test_mapped_matches_import():
           "general.alignment 1 (imported) gives the mapped file's logits")
 
 
+def test_embedding_not_populated():
+    """A mapped .gguf's weights are populated at load except the token
+    embedding table, whose rows fault in as tokens use them, unless the
+    head reads the table too (tied): after the engine's creation the file's
+    resident bytes leave the untied table out and hold the tied one."""
+    if BATCH is None:
+        print("skip embedding residency (no ACCEL_TEST_GGUF_BATCH)")
+        return
+    cfg = dict(CONFIG, vocab=8192)  # the table: 8192 x 64 f32, 2 MiB
+    table = cfg["vocab"] * cfg["dim"] * 4
+    for tied in (False, True):
+        path = os.path.join(WORK, "m-F32-bigvocab-%s.gguf" %
+                            ("tied" if tied else "untied"))
+        write_model(path, Q.F32, 300, tied=tied, cfg=cfg)
+        size = os.path.getsize(path)
+        got = run([BATCH, path, KERNELS, "--resident"])
+        kib = -1
+        for line in got.stdout.splitlines():
+            if line.startswith("mapped_rss_kib "):
+                kib = int(line.split()[1])
+        resident = kib * 1024
+        if tied:
+            ok = got.returncode == 0 and resident >= table
+            want = ">= the table's %d bytes" % table
+        else:
+            # Everything but the table, with a few pages of slack.
+            ok = (got.returncode == 0 and 0 <= resident <= size - table +
+                  (256 << 10) and resident >= size - table - table // 2)
+            want = "about the file's %d bytes less the table's %d" % (size,
+                                                                     table)
+        check(ok, "%s head: %d bytes of the %d-byte file resident after the "
+              "load, want %s (%s)" % ("tied" if tied else "untied", resident,
+                                       size, want, got.stderr.strip()))
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
+    test_embedding_not_populated()
     test_types()
     test_qwen2()
     test_generation_threads()
