@@ -177,6 +177,11 @@ typedef struct accel_kernel_info {
   // accel_kernel_elem_type of each binding (|binding_count| entries,
   // borrowed), or NULL when undeclared.
   const uint8_t *binding_types;
+  // The feature bits its metadata declares (accel_kernel_meta_t.features;
+  // their meaning is the kernel family's), 0 when none.
+  uint32_t features;
+  // Reserved, zero.
+  uint32_t reserved1;
 } accel_kernel_info_t;
 
 // sizeof(accel_kernel_info_t) in API 0.1 (without the metadata fields).

@@ -204,8 +204,12 @@ typedef struct accel_kernel_meta {
   const uint8_t *binding_types;
   // Entries in |tunables| (0 to 8).
   uint32_t tunable_count;
-  // Reserved, zero.
-  uint32_t reserved0;
+  // Optional behaviours the kernel's constants may ask for, as bits its
+  // kernel family defines (the reference kernels: ACCEL_KP_FEATURE_*); the
+  // runtime passes them on through accel_kernel_info and reads none. 0:
+  // none (the field was reserved, zero, before API 0.2's kernel info had
+  // it).
+  uint32_t features;
   // The tunable parameters; NULL when |tunable_count| is 0.
   const accel_kernel_tunable_t *tunables;
 } accel_kernel_meta_t;

@@ -44,11 +44,15 @@ static const accel_kernel_tunable_t k_kp_grid_tunables[] = {
 
 #define KP_TYPES(...) (const uint8_t[]){__VA_ARGS__}
 #define KP_NTYPES(...) (uint32_t)sizeof((const uint8_t[]){__VA_ARGS__})
-#define KP_META(kernel_, tunables_, tunable_count_, ...)               \
+#define KP_META_F(kernel_, features_, tunables_, tunable_count_, ...)   \
   {.kernel = #kernel_, .version = ACCEL_KP_TUNING_VERSION,             \
    .binding_count = KP_NTYPES(__VA_ARGS__),                            \
    .binding_types = KP_TYPES(__VA_ARGS__), .tunable_count = tunable_count_, \
-   .tunables = tunables_}
+   .features = features_, .tunables = tunables_}
+#define KP_META(kernel_, tunables_, tunable_count_, ...) \
+  KP_META_F(kernel_, 0u, tunables_, tunable_count_, __VA_ARGS__)
+// The GGUF block kernels take 8-bit activations.
+#define KP_Q8A ACCEL_KP_FEATURE_Q8_ACTIVATIONS
 #define KP_COUNT(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
 
 
@@ -64,10 +68,10 @@ static const accel_kernel_meta_t k_kp_metas[] __attribute__((unused)) = {
             KP_F32, KP_OPQ, KP_F32, KP_F32),
     KP_META(qmatmul_int4, k_kp_qmm_tunables, KP_COUNT(k_kp_qmm_tunables),
             KP_F32, KP_OPQ, KP_F32, KP_OPQ, KP_F32),
-    KP_META(qmatmul_q8_0, k_kp_qmm_tunables, KP_COUNT(k_kp_qmm_tunables),
-            KP_F32, KP_OPQ, KP_F32),
-    KP_META(qmatmul_q4_0, k_kp_qmm_tunables, KP_COUNT(k_kp_qmm_tunables),
-            KP_F32, KP_OPQ, KP_F32),
+    KP_META_F(qmatmul_q8_0, KP_Q8A, k_kp_qmm_tunables, KP_COUNT(k_kp_qmm_tunables),
+              KP_F32, KP_OPQ, KP_F32),
+    KP_META_F(qmatmul_q4_0, KP_Q8A, k_kp_qmm_tunables, KP_COUNT(k_kp_qmm_tunables),
+              KP_F32, KP_OPQ, KP_F32),
     // rows (5..8)
     KP_META(softmax, NULL, 0, KP_F32, KP_F32),
     KP_META(layernorm, NULL, 0, KP_F32, KP_F32, KP_F32, KP_F32),
@@ -95,12 +99,12 @@ static const accel_kernel_meta_t k_kp_metas[] __attribute__((unused)) = {
             KP_OPQ, KP_F32),
     KP_META(paged_kv_append, NULL, 0, KP_F32, KP_F32, KP_I32, KP_OPQ, KP_OPQ),
     // GGUF block kernels (20..26): no tunables (one row per unit).
-    KP_META(qmatmul_q4_1, NULL, 0, KP_F32, KP_OPQ, KP_F32),
-    KP_META(qmatmul_q5_0, NULL, 0, KP_F32, KP_OPQ, KP_F32),
-    KP_META(qmatmul_q5_1, NULL, 0, KP_F32, KP_OPQ, KP_F32),
-    KP_META(qmatmul_q4_k, NULL, 0, KP_F32, KP_OPQ, KP_F32),
-    KP_META(qmatmul_q5_k, NULL, 0, KP_F32, KP_OPQ, KP_F32),
-    KP_META(qmatmul_q6_k, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META_F(qmatmul_q4_1, KP_Q8A, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META_F(qmatmul_q5_0, KP_Q8A, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META_F(qmatmul_q5_1, KP_Q8A, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META_F(qmatmul_q4_k, KP_Q8A, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META_F(qmatmul_q5_k, KP_Q8A, NULL, 0, KP_F32, KP_OPQ, KP_F32),
+    KP_META_F(qmatmul_q6_k, KP_Q8A, NULL, 0, KP_F32, KP_OPQ, KP_F32),
     KP_META(embedding_gguf, NULL, 0, KP_OPQ, KP_I32, KP_F32),
 };
 

@@ -260,6 +260,14 @@ enum accel_kp_qmatmul_flags {
   // different order and precision, several times faster).
   ACCEL_KP_QFLAG_Q8_ACTIVATIONS = 1u << 1,
 };
+// The reference kernels' feature bits (accel_kernel_meta_t.features, read
+// through accel_kernel_info): what a caller may ask of a kernel beyond
+// what every backend's kernel of the name does.
+enum accel_kp_features {
+  // The kernel takes ACCEL_KP_QFLAG_Q8_ACTIVATIONS (the host GGUF block
+  // kernels; the CUDA ones refuse it and do not declare it).
+  ACCEL_KP_FEATURE_Q8_ACTIVATIONS = 1u << 0,
+};
 typedef struct accel_kp_qmatmul_constants {
   uint32_t m, n, k;    // 0 in any is legal (no work)
   uint32_t group_size;  // int4: 32, 64 or 128; others: ignored

@@ -181,6 +181,7 @@ accel_status_t accel_kernel_info(const accel_kernel_t *kernel,
       .tunable_count = m != NULL ? m->tunable_count : 0,
       .tunables = m != NULL && m->tunable_count ? m->tunables : NULL,
       .binding_types = m != NULL && m->binding_count ? m->binding_types : NULL,
+      .features = m != NULL ? m->features : 0,
   };
   memcpy(info.workgroup_size, kernel->workgroup_size,
          sizeof(info.workgroup_size));

@@ -88,14 +88,13 @@ static accel_status_t check_meta(const accel_kernel_library_t *lib,
   }
   if ((m->binding_count > 0 && m->binding_types == NULL) ||
       m->tunable_count > ACCEL_KERNEL_MAX_TUNABLES ||
-      (m->tunable_count > 0 && m->tunables == NULL) || m->reserved0 != 0) {
+      (m->tunable_count > 0 && m->tunables == NULL)) {
     return accel_error(ACCEL_ERROR_FORMAT,
                        "%s: kernel \"%s\" metadata: %u binding types (table "
-                       "%s), %u tunables (max %u, table %s), reserved0 %u",
+                       "%s), %u tunables (max %u, table %s)",
                        what, m->kernel, m->binding_count,
                        m->binding_types ? "set" : "NULL", m->tunable_count,
-                       ACCEL_KERNEL_MAX_TUNABLES, m->tunables ? "set" : "NULL",
-                       m->reserved0);
+                       ACCEL_KERNEL_MAX_TUNABLES, m->tunables ? "set" : "NULL");
   }
   for (uint32_t b = 0; b < m->binding_count; ++b) {
     if (m->binding_types[b] >= ACCEL_KERNEL_ELEM_COUNT) {

@@ -68,6 +68,9 @@ typedef struct serve_proj {
   int kernel;             // K_QMATMUL (int8), K_MATMUL or a block kernel
   uint32_t dtype;         // K_MATMUL: the weight's accel_kp_dtype
   uint32_t ggml_type;     // a block form: ggml's type number
+  // Never with 8-bit activations (the head: its errors go straight to the
+  // logits, and it runs on one row per sequence per step).
+  bool f32_activations;
 } serve_proj_t;
 
 typedef struct serve_layer {
@@ -136,7 +139,10 @@ struct serve_model {
   // Block projections quantize their activations to 8 bits
   // (ACCEL_KP_QFLAG_Q8_ACTIVATIONS): the host kernels have that path, the
   // CUDA ones do not.
+  // 8-bit activations: wanted (not f32_activations), and per kernel whether
+  // it declares ACCEL_KP_FEATURE_Q8_ACTIVATIONS (accel_kernel_info).
   bool q8_activations;
+  bool q8_kernel[K_COUNT];
   float *logits_host;
   // Order of the step's entries: decode-shaped first, then prefill chunks.
   uint32_t *order;
@@ -266,7 +272,7 @@ static accel_status_t project_weight(serve_model_t *m, accel_buffer_t *x,
                   sizeof(c));
   }
   bind_t b[3] = {{x, 0}, {p->w, 0}, {y, 0}};
-  if (m->q8_activations) {
+  if (m->q8_activations && m->q8_kernel[p->kernel] && !p->f32_activations) {
     c.flags = ACCEL_KP_QFLAG_Q8_ACTIVATIONS;
     return launch_groups(m, p->kernel, accel_kp_qmatmul_units(&c),
                          Q8_ACTIVATION_GROUPS, b, 3, &c, sizeof(c));
@@ -533,6 +539,7 @@ static accel_status_t open_weights(serve_model_t *m) {
     ACCEL_RETURN_IF_ERROR(
         proj_weight(m, "lm_head", c->vocab, c->dim, &m->lm_head));
   }
+  m->lm_head.f32_activations = true;
   for (uint32_t l = 0; l < c->layers; ++l) {
     serve_layer_t *L = &m->layers[l];
     uint32_t out[W_COUNT] = {0, m->qd, m->kvd, m->kvd, c->dim, 0, c->ffn,
@@ -690,6 +697,9 @@ static accel_status_t model_open(serve_model_t *m) {
     if (st != ACCEL_OK) {
       return accel_error_context(st, "kernels %s", m->d.kernels_path);
     }
+    accel_kernel_info_t ki = {.struct_size = sizeof(ki)};
+    m->q8_kernel[i] = accel_kernel_info(m->k[i], &ki) == ACCEL_OK &&
+                      (ki.features & ACCEL_KP_FEATURE_Q8_ACTIVATIONS) != 0;
   }
   const char *kind = NULL;
   if (model_metadata(m, "model", &kind) != ACCEL_OK ||
@@ -749,10 +759,7 @@ accel_status_t serve_model_create(accel_device_t *device,
   }
   m->dev = device;
   m->d = *desc;
-  accel_device_info_t info = {.struct_size = sizeof(info)};
-  m->q8_activations = !desc->f32_activations &&
-                      accel_device_info(device, &info) == ACCEL_OK &&
-                      strcmp(info.backend, "host") == 0;
+  m->q8_activations = !desc->f32_activations;
   accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "serve"};
   accel_status_t st = accel_stream_create(device, &sd, &m->s);
   if (st == ACCEL_OK) {

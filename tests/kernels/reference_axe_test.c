@@ -1,6 +1,7 @@
 // reference.axe (kernels/axe): the build's executable of every reference
 // kernel loads on the host device, holds exactly the kernels the families
 // declare, and accel-inspect lists each of them.
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,13 @@ static void test_reference_axe_loads_with_every_kernel(void **state) {
     accel_kernel_info_t ki = {.struct_size = sizeof(ki)};
     assert_accel_ok(accel_kernel_info(k, &ki));
     assert_true(ki.binding_count > 0);
+    // 8-bit activations: declared by exactly the GGUF block kernels (what
+    // the serving engine reads to use them).
+    const char *name = k_expected[i];
+    bool block = strncmp(name, "qmatmul_q", 9) == 0;
+    assert_int_equal(ki.features, block ? ACCEL_KP_FEATURE_Q8_ACTIVATIONS
+                                        : 0u);
+    assert_int_equal(ki.reserved1, 0);
   }
   const char *value = NULL;
   assert_accel_ok(accel_executable_metadata(exe, "name", &value));
