@@ -55,10 +55,7 @@ enum accel_serve_flag_bits {
   // kernel declares ACCEL_KP_FEATURE_Q8_ACTIVATIONS (accel_kernel_info; the
   // host kernels) has its input rows quantized to 8 bits and multiplied in
   // integers, as llama.cpp does: several times faster, logits within about
-  // 1% of their spread of a float64 evaluation instead of 1e-5. The head
-  // (the vocabulary projection) keeps f32 activations either way: its
-  // error goes straight to the logits, and it runs on one row per sequence
-  // per step.
+  // 1% of their spread of a float64 evaluation instead of 1e-5.
   ACCEL_SERVE_F32_ACTIVATIONS = 1u << 4,
 };
 

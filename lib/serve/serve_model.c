@@ -68,9 +68,6 @@ typedef struct serve_proj {
   int kernel;             // K_QMATMUL (int8), K_MATMUL or a block kernel
   uint32_t dtype;         // K_MATMUL: the weight's accel_kp_dtype
   uint32_t ggml_type;     // a block form: ggml's type number
-  // Never with 8-bit activations (the head: its errors go straight to the
-  // logits, and it runs on one row per sequence per step).
-  bool f32_activations;
 } serve_proj_t;
 
 typedef struct serve_layer {
@@ -272,7 +269,7 @@ static accel_status_t project_weight(serve_model_t *m, accel_buffer_t *x,
                   sizeof(c));
   }
   bind_t b[3] = {{x, 0}, {p->w, 0}, {y, 0}};
-  if (m->q8_activations && m->q8_kernel[p->kernel] && !p->f32_activations) {
+  if (m->q8_activations && m->q8_kernel[p->kernel]) {
     c.flags = ACCEL_KP_QFLAG_Q8_ACTIVATIONS;
     return launch_groups(m, p->kernel, accel_kp_qmatmul_units(&c),
                          Q8_ACTIVATION_GROUPS, b, 3, &c, sizeof(c));
@@ -539,7 +536,6 @@ static accel_status_t open_weights(serve_model_t *m) {
     ACCEL_RETURN_IF_ERROR(
         proj_weight(m, "lm_head", c->vocab, c->dim, &m->lm_head));
   }
-  m->lm_head.f32_activations = true;
   for (uint32_t l = 0; l < c->layers; ++l) {
     serve_layer_t *L = &m->layers[l];
     uint32_t out[W_COUNT] = {0, m->qd, m->kvd, m->kvd, c->dim, 0, c->ffn,
