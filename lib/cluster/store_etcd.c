@@ -27,9 +27,9 @@
 
 #if ACCEL_HAVE_ETCD
 
-#include <curl/curl.h>
 #include <json-c/json.h>
 
+#include "cluster/curl_lib.h"
 #include "cluster/etcd_json.h"
 
 #define ETCD_MAX_ENDPOINTS 16
@@ -49,7 +49,8 @@ typedef struct etcd_store {
   char prefix[128];
   long request_timeout_ms;
 
-  pthread_mutex_t mutex;  // guards curl (one request at a time)
+  const cluster_curl_t *c;  // libcurl (curl_lib.h)
+  pthread_mutex_t mutex;    // guards curl (one request at a time)
   CURL *curl;
 
   int64_t lease;  // 0 before join and after leave
@@ -67,9 +68,6 @@ typedef struct etcd_store {
 } etcd_store_t;
 
 static const accel_cluster_store_ops_t k_etcd_ops;
-static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-
-static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 static accel_status_t etcd_post(etcd_store_t *s, const char *path,
                                 json_object *body, json_object **out);
@@ -128,20 +126,20 @@ static accel_status_t etcd_post(etcd_store_t *s, const char *path,
     char url[320];
     snprintf(url, sizeof(url), "%s%s", s->endpoints[e], path);
     etcd_buf_t b = {0};
-    curl_easy_reset(s->curl);
-    curl_easy_setopt(s->curl, CURLOPT_URL, url);
-    curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, text);
-    curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, buf_write);
-    curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, s->request_timeout_ms);
-    curl_easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT_MS, s->request_timeout_ms);
-    curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
-    CURLcode rc = curl_easy_perform(s->curl);
+    s->c->easy_reset(s->curl);
+    s->c->easy_setopt(s->curl, CURLOPT_URL, url);
+    s->c->easy_setopt(s->curl, CURLOPT_POSTFIELDS, text);
+    s->c->easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, buf_write);
+    s->c->easy_setopt(s->curl, CURLOPT_WRITEDATA, &b);
+    s->c->easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, s->request_timeout_ms);
+    s->c->easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT_MS, s->request_timeout_ms);
+    s->c->easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = s->c->easy_perform(s->curl);
     long http = 0;
-    curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &http);
+    s->c->easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &http);
     if (rc != CURLE_OK || http >= 500 || b.data == NULL) {
       snprintf(last, sizeof(last), "%s: %s", url,
-               rc != CURLE_OK ? curl_easy_strerror(rc) : "server error");
+               rc != CURLE_OK ? s->c->easy_strerror(rc) : "server error");
       free(b.data);
       continue;
     }
@@ -226,27 +224,27 @@ static void *watch_main(void *arg) {
   json_object *create = json_object_new_object();
   json_object_object_add(create, "create_request", range_prefix(s, ""));
   const char *body = json_object_to_json_string_ext(create, JSON_C_TO_STRING_PLAIN);
-  CURL *curl = curl_easy_init();
+  CURL *curl = s->c->easy_init();
   while (curl != NULL && !atomic_load_explicit(&s->quit, memory_order_relaxed)) {
     int e = atomic_load_explicit(&s->current, memory_order_relaxed);
     char url[320];
     snprintf(url, sizeof(url), "%s/v3/watch", s->endpoints[e]);
-    curl_easy_reset(curl);
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, watch_write);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, s);
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, s->request_timeout_ms);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_multi_add_handle(s->multi, curl);
+    s->c->easy_reset(curl);
+    s->c->easy_setopt(curl, CURLOPT_URL, url);
+    s->c->easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    s->c->easy_setopt(curl, CURLOPT_WRITEFUNCTION, watch_write);
+    s->c->easy_setopt(curl, CURLOPT_WRITEDATA, s);
+    s->c->easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, s->request_timeout_ms);
+    s->c->easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    s->c->multi_add_handle(s->multi, curl);
     int running = 1;
     while (running && !atomic_load_explicit(&s->quit, memory_order_relaxed)) {
-      curl_multi_perform(s->multi, &running);
+      s->c->multi_perform(s->multi, &running);
       if (running) {
-        curl_multi_poll(s->multi, NULL, 0, 1000, NULL);
+        s->c->multi_poll(s->multi, NULL, 0, 1000, NULL);
       }
     }
-    curl_multi_remove_handle(s->multi, curl);
+    s->c->multi_remove_handle(s->multi, curl);
     if (!atomic_load_explicit(&s->quit, memory_order_relaxed)) {
       // The stream ended (the endpoint went away): try the next one after a
       // short pause, and wake the progress thread to read the store.
@@ -257,7 +255,7 @@ static void *watch_main(void *arg) {
       nanosleep(&pause, NULL);
     }
   }
-  curl_easy_cleanup(curl);
+  s->c->easy_cleanup(curl);
   json_object_put(create);
   return NULL;
 }
@@ -295,12 +293,14 @@ static accel_status_t parse_endpoints(etcd_store_t *s, const char *list) {
 
 static accel_status_t etcd_make(const accel_cluster_store_config_t *config,
                                 etcd_store_t **out) {
-  pthread_once(&g_curl_once, curl_init_once);
+  const cluster_curl_t *curl = NULL;
+  ACCEL_RETURN_IF_ERROR(cluster_curl_get(&curl));
   etcd_store_t *s = calloc(1, sizeof(*s));
   if (s == NULL) {
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY, "etcd store: no memory");
   }
   s->base.ops = &k_etcd_ops;
+  s->c = curl;
   s->base.config = *config;
   s->base.config.etcd_endpoints = NULL;
   snprintf(s->prefix, sizeof(s->prefix), "/accel/cluster/%s/", config->name);
@@ -316,11 +316,11 @@ static accel_status_t etcd_make(const accel_cluster_store_config_t *config,
     free(s);
     return status;
   }
-  s->curl = curl_easy_init();
-  s->multi = curl_multi_init();
+  s->curl = s->c->easy_init();
+  s->multi = s->c->multi_init();
   if (s->curl == NULL || s->multi == NULL) {
-    curl_easy_cleanup(s->curl);
-    curl_multi_cleanup(s->multi);
+    s->c->easy_cleanup(s->curl);
+    s->c->multi_cleanup(s->multi);
     free(s);
     return accel_error(ACCEL_ERROR_OUT_OF_MEMORY, "etcd store: no curl handle");
   }
@@ -339,11 +339,11 @@ static void etcd_destroy(accel_cluster_store_t *base) {
   etcd_store_t *s = (etcd_store_t *)base;
   atomic_store_explicit(&s->quit, true, memory_order_relaxed);
   if (s->watching) {
-    curl_multi_wakeup(s->multi);
+    s->c->multi_wakeup(s->multi);
     pthread_join(s->watch_thread, NULL);
   }
-  curl_multi_cleanup(s->multi);
-  curl_easy_cleanup(s->curl);
+  s->c->multi_cleanup(s->multi);
+  s->c->easy_cleanup(s->curl);
   pthread_cond_destroy(&s->watch_cond);
   pthread_mutex_destroy(&s->watch_mutex);
   pthread_mutex_destroy(&s->mutex);

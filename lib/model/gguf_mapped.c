@@ -184,7 +184,16 @@ static void populate(const accel_gguf_mapped_t *m) {
   for (uint32_t i = 0; i < m->weight_count; ++i) {
     uintptr_t p = (uintptr_t)m->weights[i].info.host_data;
     uint64_t size = m->weights[i].info.size_bytes;
-    if (size == 0 || (!tied && strcmp(m->weights[i].name, "embed") == 0)) {
+    if (size == 0) {
+      continue;
+    }
+    if (!tied && strcmp(m->weights[i].name, "embed") == 0) {
+      // No fault-around either: a row's fault maps its own pages, not the
+      // 64 KiB around it (rows of 576 bytes would bring in 100 others).
+      long ps = sysconf(_SC_PAGESIZE);
+      uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
+      uintptr_t a = (p + page - 1) & ~(page - 1), b = (p + size) & ~(page - 1);
+      if (b > a) (void)madvise((void *)a, b - a, MADV_RANDOM);
       continue;
     }
     if (hi > lo && p >= lo && p <= hi + 4096) {
