@@ -21,8 +21,8 @@
 // - c = (d A) (float)I, plus (d B) (float)S for Q4_1, Q5_1, Q4_K, Q5_K
 //   (c = t + u); acc[g % 8] = acc[g % 8] + c in increasing g;
 // - y = ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)).
-// For up to QA_DIRECT_MAX_M rows of x (decode steps) the Q8_0, Q4_0, Q4_K
-// and Q6_K blocks are decoded in registers and meet x there, with the
+// For up to QA_DIRECT_MAX_M rows of x (decode steps) the blocks of every
+// type are decoded in registers and meet x there, with the
 // weight bytes prefetched ahead; otherwise each weight row is unpacked once
 // per launch and meets every row of x while it is in L1, four weight rows
 // at a time. Both give the bits of the order above.
@@ -786,8 +786,16 @@ QA_VNNI static void qa_dot_vnni_2x4(const qa_format_t *f, const qa_xrow_t *x,
 #endif
 
 static inline int qa_direct_type(enum qa_type type) {
-  return type == QA_Q8_0 || type == QA_Q4_0 || type == QA_Q4_K ||
-         type == QA_Q6_K;
+  return type >= QA_Q8_0 && type < QA_COUNT;  // every type
+}
+
+// The block bytes of one group of the types with 32-element blocks.
+static inline uint64_t qa_bytes32(enum qa_type type) {
+  return type == QA_Q8_0   ? 34
+         : type == QA_Q4_0 ? 18
+         : type == QA_Q4_1 ? 20
+         : type == QA_Q5_0 ? 22
+                           : 24;  // Q5_1
 }
 
 // A run of eight groups of a weight row decoded: wv[i] the 32 bytes of
@@ -818,21 +826,46 @@ QA_AVX2_F16C QA_INLINE void qa_q4_k_scales_avx2(const uint8_t *blk, float *a,
                                     _mm256_set1_ps(-0.0f)));
 }
 
-// Group h (0 .. groups - 1) of a Q8_0 or Q4_0 row.
+// 0x10 in byte e of the result where bit e of |bits| is set (the fifth bits
+// of a Q5_0 / Q5_1 block): byte e holds byte e / 8 of |bits|, ORed with
+// every bit but its own; all ones then means the bit was set.
+QA_AVX2_F16C QA_INLINE __m256i qa_fifth_bits(uint32_t bits) {
+  const __m256i spread = _mm256_setr_epi8(
+      0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+      3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i others = _mm256_set1_epi64x((long long)0x7fbfdfeff7fbfdfeull);
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread);
+  v = _mm256_cmpeq_epi8(_mm256_or_si256(v, others), _mm256_set1_epi8(-1));
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+// Group h (0 .. groups - 1) of a row of one of the types with 32-element
+// blocks: its bytes as qa_unpack_* stores them, A and B.
 QA_AVX2_F16C QA_INLINE __m256i qa_direct_group32(enum qa_type type,
                                                  const uint8_t *row,
-                                                 uint64_t h, float *a) {
+                                                 uint64_t h, float *a,
+                                                 float *b) {
+  const uint8_t *blk = row + qa_bytes32(type) * h;
+  *a = qa_f16_f16c(blk);
+  *b = type == QA_Q4_1 || type == QA_Q5_1 ? qa_f16_f16c(blk + 2) : 0.0f;
   if (type == QA_Q8_0) {
-    const uint8_t *blk = row + 34 * h;
-    *a = qa_f16_f16c(blk);
     return _mm256_loadu_si256((const __m256i *)(blk + 2));
   }
-  const uint8_t *blk = row + 18 * h;
-  *a = qa_f16_f16c(blk);
-  __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
+  // The nibbles: low ones elements 0-15, high ones 16-31.
+  const uint8_t *qs = type == QA_Q4_0   ? blk + 2
+                      : type == QA_Q4_1 ? blk + 4
+                      : type == QA_Q5_0 ? blk + 6
+                                        : blk + 8;
+  __m128i v = _mm_loadu_si128((const __m128i *)qs);
   const __m128i low4 = _mm_set1_epi8(0x0f);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4),
-                          _mm_and_si128(v, low4));
+  __m256i n = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4),
+                               _mm_and_si128(v, low4));
+  if (type == QA_Q5_0 || type == QA_Q5_1) {
+    uint32_t qh;
+    memcpy(&qh, qs - 4, 4);
+    n = _mm256_or_si256(n, qa_fifth_bits(qh));
+  }
+  return n;
 }
 
 // The run of groups g .. g + 7 (g a multiple of 8) of |row|.
@@ -846,8 +879,10 @@ QA_AVX2_F16C QA_INLINE void qa_direct_run(enum qa_type type,
   }
   // The run's bytes, QA_PREFETCH ahead (past the row's end the next row's,
   // which follows it; a prefetch never faults).
-  uint64_t bytes = type == QA_Q8_0 ? 8 * 34 : type == QA_Q4_0 ? 8 * 18
-                   : type == QA_Q4_K ? 144 : 210;
+  uint64_t bytes = type == QA_Q4_K   ? 144
+                   : type == QA_Q5_K ? 176
+                   : type == QA_Q6_K ? 210
+                                     : 8 * qa_bytes32(type);
   const char *ahead = (const char *)row + g / 8 * bytes + QA_PREFETCH;
   for (uint64_t o = 0; o < bytes; o += 64) {
     _mm_prefetch(ahead + o, _MM_HINT_T0);
@@ -855,10 +890,36 @@ QA_AVX2_F16C QA_INLINE void qa_direct_run(enum qa_type type,
   switch (type) {
     case QA_Q8_0:
     case QA_Q4_0:
+    case QA_Q4_1:
+    case QA_Q5_0:
+    case QA_Q5_1:
       for (int i = 0; i < 8; ++i) {
-        r->wv[i] = qa_direct_group32(type, row, g + i, &r->a[i]);
+        r->wv[i] = qa_direct_group32(type, row, g + i, &r->a[i], &r->b[i]);
       }
       return;
+    case QA_Q5_K: {
+      // As Q4_K, with the fifth bit of sub-block s, element l, in bit s of
+      // qh[l].
+      const uint8_t *blk = row + 176 * (g / 8);
+      qa_q4_k_scales_avx2(blk, r->a, r->b);
+      __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
+      const __m256i one = _mm256_set1_epi8(1);
+      for (int i = 0; i < 4; ++i) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 48 + 32 * i));
+        __m256i h0 = _mm256_slli_epi16(
+            _mm256_and_si256(
+                _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * i)), one),
+            4);
+        __m256i h1 = _mm256_slli_epi16(
+            _mm256_and_si256(
+                _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * i + 1)), one),
+            4);
+        r->wv[2 * i] = _mm256_or_si256(_mm256_and_si256(v, low4), h0);
+        r->wv[2 * i + 1] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(v, 4), low4), h1);
+      }
+      return;
+    }
     case QA_Q4_K: {
       const uint8_t *blk = row + 144 * (g / 8);
       qa_q4_k_scales_avx2(blk, r->a, r->b);
@@ -919,6 +980,39 @@ QA_AVX2_F16C QA_INLINE void qa_direct_run(enum qa_type type,
         r->a[i] = 0.0f;
       }
       return;
+  }
+}
+
+// Whole-row unpacking through the register decoders, for the types
+// qa_unpack_row_avx2 has no path of its own for (Q4_1, Q5_0, Q5_1, Q5_K):
+// the same bytes, A and B as the portable qa_unpack_* (M unused: all ones
+// for them). 0 for the other types.
+QA_AVX2_F16C static int qa_unpack_row_direct(enum qa_type type,
+                                             const uint8_t *row,
+                                             uint64_t groups, qa_wrow_t *w) {
+  switch (type) {
+    case QA_Q4_1:
+    case QA_Q5_0:
+    case QA_Q5_1:
+      for (uint64_t h = 0; h < groups; ++h) {
+        _mm256_storeu_si256(
+            (__m256i *)(w->q + 32 * h),
+            qa_direct_group32(type, row, h, &w->a[h], &w->b[h]));
+      }
+      return 1;
+    case QA_Q5_K:
+      for (uint64_t g = 0; g < groups; g += 8) {
+        qa_run_t run;
+        qa_direct_run(type, row, g, &run);
+        for (int i = 0; i < 8; ++i) {
+          _mm256_storeu_si256((__m256i *)(w->q + 32 * (g + i)), run.wv[i]);
+          w->a[g + i] = run.a[i];
+          w->b[g + i] = run.b[i];
+        }
+      }
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -983,15 +1077,17 @@ QA_VNNI QA_INLINE __m256i qa_wdot_vnni(__m256i w, const int8_t *xq,
     }                                                                         \
     float lanes[QA_DIRECT_MAX_M][8];                                          \
     for (uint32_t r = 0; r < xrows; ++r) _mm256_storeu_ps(lanes[r], acc[r]);  \
-    /* Groups past the last run: Q8_0 and Q4_0 only (no M, no B). */          \
+    /* Groups past the last run: the 32-element blocks only (no M). */        \
     for (uint64_t h = g; h < groups; ++h) {                                   \
-      float a;                                                                \
-      __m256i wv = qa_direct_group32(type, row, h, &a);                       \
+      float a, b;                                                             \
+      __m256i wv = qa_direct_group32(type, row, h, &a, &b);                   \
       for (uint32_t r = 0; r < xrows; ++r) {                                  \
         int32_t i = qa_hsum(DOT(wv, x[r].q + h * QA_GROUP, ones,              \
                                 is_unsigned)) -                               \
                     f->offset * x[r].s[h];                                    \
-        lanes[r][h % 8] = lanes[r][h % 8] + (x[r].d[h] * a) * (float)i;       \
+        float c = (x[r].d[h] * a) * (float)i;                                 \
+        if (f->has_min) c = c + (x[r].d[h] * b) * (float)x[r].s[h];           \
+        lanes[r][h % 8] = lanes[r][h % 8] + c;                                \
       }                                                                       \
     }                                                                         \
     for (uint32_t r = 0; r < xrows; ++r) y[r] = qa_fold8(lanes[r]);           \
@@ -1013,7 +1109,11 @@ QA_VNNI QA_INLINE __m256i qa_wdot_vnni(__m256i w, const int8_t *xq,
     switch (type) {                                                           \
       case QA_Q8_0: NAME##_rows(QA_Q8_0, row, x, xrows, k, y); return;        \
       case QA_Q4_0: NAME##_rows(QA_Q4_0, row, x, xrows, k, y); return;        \
+      case QA_Q4_1: NAME##_rows(QA_Q4_1, row, x, xrows, k, y); return;        \
+      case QA_Q5_0: NAME##_rows(QA_Q5_0, row, x, xrows, k, y); return;        \
+      case QA_Q5_1: NAME##_rows(QA_Q5_1, row, x, xrows, k, y); return;        \
       case QA_Q4_K: NAME##_rows(QA_Q4_K, row, x, xrows, k, y); return;        \
+      case QA_Q5_K: NAME##_rows(QA_Q5_K, row, x, xrows, k, y); return;        \
       case QA_Q6_K: NAME##_rows(QA_Q6_K, row, x, xrows, k, y); return;        \
       default: return;                                                        \
     }                                                                         \
@@ -1138,7 +1238,8 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
 #if defined(__x86_64__)
       if (avx2) {
         if (!qa_unpack_row_avx2(type, row, k / f->block, interleaved,
-                                &w[t])) {
+                                &w[t]) &&
+            !qa_unpack_row_direct(type, row, groups, &w[t])) {
           for (uint64_t b = 0; b < k / f->block; ++b) {
             f->unpack(row + b * f->bytes, w[t].q + b * f->block,
                       w[t].a + b * per_block, w[t].b + b * per_block,
