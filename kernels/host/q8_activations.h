@@ -1092,29 +1092,61 @@ QA_VNNI QA_INLINE __m256i qa_wdot_vnni(__m256i w, const int8_t *xq,
     }                                                                         \
     for (uint32_t r = 0; r < xrows; ++r) y[r] = qa_fold8(lanes[r]);           \
   }                                                                           \
-  /* One copy per type and row count, both constants in each. */            \
-  TARGET QA_INLINE void NAME##_rows(enum qa_type type, const uint8_t *row,    \
+  /* One copy per type and row count, both constants in each, looping over  \
+     weight rows j (bytes w + j row_bytes) to y[r ldy + j]. */                \
+  TARGET QA_INLINE void NAME##_rows(enum qa_type type, const uint8_t *w,      \
+                                    uint64_t row_bytes, uint64_t nrows,       \
                                     const qa_xrow_t *x, uint32_t xrows,       \
-                                    uint64_t k, float *y) {                   \
+                                    uint64_t k, float *y, uint64_t ldy) {     \
+    float o[QA_DIRECT_MAX_M];                                                 \
     switch (xrows) {                                                          \
-      case 1: NAME##_type(type, row, x, 1, k, y); return;                     \
-      case 2: NAME##_type(type, row, x, 2, k, y); return;                     \
-      case 3: NAME##_type(type, row, x, 3, k, y); return;                     \
-      default: NAME##_type(type, row, x, 4, k, y); return;                    \
+      case 1:                                                                 \
+        for (uint64_t j = 0; j < nrows; ++j) {                                \
+          NAME##_type(type, w + j * row_bytes, x, 1, k, o);                   \
+          y[j] = o[0];                                                        \
+        }                                                                     \
+        return;                                                               \
+      case 2:                                                                 \
+        for (uint64_t j = 0; j < nrows; ++j) {                                \
+          NAME##_type(type, w + j * row_bytes, x, 2, k, o);                   \
+          y[j] = o[0], y[ldy + j] = o[1];                                     \
+        }                                                                     \
+        return;                                                               \
+      case 3:                                                                 \
+        for (uint64_t j = 0; j < nrows; ++j) {                                \
+          NAME##_type(type, w + j * row_bytes, x, 3, k, o);                   \
+          for (int r = 0; r < 3; ++r) y[r * ldy + j] = o[r];                  \
+        }                                                                     \
+        return;                                                               \
+      default:                                                                \
+        for (uint64_t j = 0; j < nrows; ++j) {                                \
+          NAME##_type(type, w + j * row_bytes, x, 4, k, o);                   \
+          for (int r = 0; r < 4; ++r) y[r * ldy + j] = o[r];                  \
+        }                                                                     \
+        return;                                                               \
     }                                                                         \
   }                                                                           \
-  TARGET static void NAME(enum qa_type type, const uint8_t *row,              \
+  TARGET static void NAME(enum qa_type type, const uint8_t *w,                \
+                          uint64_t row_bytes, uint64_t nrows,                 \
                           const qa_xrow_t *x, uint32_t xrows, uint64_t k,     \
-                          float *y) {                                         \
+                          float *y, uint64_t ldy) {                           \
     switch (type) {                                                           \
-      case QA_Q8_0: NAME##_rows(QA_Q8_0, row, x, xrows, k, y); return;        \
-      case QA_Q4_0: NAME##_rows(QA_Q4_0, row, x, xrows, k, y); return;        \
-      case QA_Q4_1: NAME##_rows(QA_Q4_1, row, x, xrows, k, y); return;        \
-      case QA_Q5_0: NAME##_rows(QA_Q5_0, row, x, xrows, k, y); return;        \
-      case QA_Q5_1: NAME##_rows(QA_Q5_1, row, x, xrows, k, y); return;        \
-      case QA_Q4_K: NAME##_rows(QA_Q4_K, row, x, xrows, k, y); return;        \
-      case QA_Q5_K: NAME##_rows(QA_Q5_K, row, x, xrows, k, y); return;        \
-      case QA_Q6_K: NAME##_rows(QA_Q6_K, row, x, xrows, k, y); return;        \
+      case QA_Q8_0: NAME##_rows(QA_Q8_0, w, row_bytes, nrows, x, xrows, k,    \
+                                y, ldy); return;                              \
+      case QA_Q4_0: NAME##_rows(QA_Q4_0, w, row_bytes, nrows, x, xrows, k,    \
+                                y, ldy); return;                              \
+      case QA_Q4_1: NAME##_rows(QA_Q4_1, w, row_bytes, nrows, x, xrows, k,    \
+                                y, ldy); return;                              \
+      case QA_Q5_0: NAME##_rows(QA_Q5_0, w, row_bytes, nrows, x, xrows, k,    \
+                                y, ldy); return;                              \
+      case QA_Q5_1: NAME##_rows(QA_Q5_1, w, row_bytes, nrows, x, xrows, k,    \
+                                y, ldy); return;                              \
+      case QA_Q4_K: NAME##_rows(QA_Q4_K, w, row_bytes, nrows, x, xrows, k,    \
+                                y, ldy); return;                              \
+      case QA_Q5_K: NAME##_rows(QA_Q5_K, w, row_bytes, nrows, x, xrows, k,    \
+                                y, ldy); return;                              \
+      case QA_Q6_K: NAME##_rows(QA_Q6_K, w, row_bytes, nrows, x, xrows, k,    \
+                                y, ldy); return;                              \
       default: return;                                                        \
     }                                                                         \
   }
@@ -1196,14 +1228,12 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
                        xs + r * groups);
       xr[r] = (qa_xrow_t){xq + r * k, xd + r * groups, xs + r * groups};
     }
-    for (uint64_t j = j0; j < j1; ++j) {
-      float out[QA_DIRECT_MAX_M];
-      if (level == 2) {
-        qa_direct_vnni(type, wbytes + j * row_bytes, xr, (uint32_t)m, k, out);
-      } else {
-        qa_direct_avx2(type, wbytes + j * row_bytes, xr, (uint32_t)m, k, out);
-      }
-      for (uint64_t r = 0; r < m; ++r) y[r * c->n + j] = out[r];
+    if (level == 2) {
+      qa_direct_vnni(type, wbytes + j0 * row_bytes, row_bytes, j1 - j0, xr,
+                     (uint32_t)m, k, y + j0, c->n);
+    } else {
+      qa_direct_avx2(type, wbytes + j0 * row_bytes, row_bytes, j1 - j0, xr,
+                     (uint32_t)m, k, y + j0, c->n);
     }
     free(scratch);
     return 0;
