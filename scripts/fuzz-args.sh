@@ -1,8 +1,8 @@
 # Sourced by the fuzz scripts (scripts/fuzz-*.sh) after they set fuzz_name:
 # reads [--seconds N] [--build-dir DIR] [-- LIBFUZZER_ARGS] from the
 # script's arguments into $seconds and $build (leaving the libFuzzer
-# arguments in "$@"), exits 77 (meson's skip) when clang is missing, and
-# creates $build/corpus.
+# arguments in "$@", after -error_exitcode=1 -timeout_exitcode=1), exits 77
+# (meson's skip) when clang is missing, and creates $build/corpus.
 seconds=20
 build=${TMPDIR:-/tmp}/accel-$fuzz_name
 while [ $# -gt 0 ]; do
@@ -18,3 +18,6 @@ if ! command -v clang >/dev/null 2>&1; then
   exit 77
 fi
 mkdir -p "$build/corpus"
+# A crash, leak or hang must fail the test: libFuzzer's own exit code for
+# them is 77, which meson reads as a skip.
+set -- -error_exitcode=1 -timeout_exitcode=1 "$@"

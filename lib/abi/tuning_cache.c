@@ -122,7 +122,8 @@ static bool parse_values(const char *t, size_t len, accel_tuning_entry_t *e) {
   return e->value_count > 0;
 }
 
-// "ratio=<positive decimal>".
+// "ratio=<decimal in [0.0001, 1000000]>": what write_entry's "%.4f" gives
+// back for any value in the range (a smaller one would be written as 0).
 static bool parse_ratio(const char *t, size_t len, double *out) {
   if (len < 7 || len > 32 || memcmp(t, "ratio=", 6) != 0) {
     return false;
@@ -137,7 +138,7 @@ static bool parse_ratio(const char *t, size_t len, double *out) {
   }
   char *stop = NULL;
   double v = strtod(buf, &stop);
-  if (stop == buf || *stop != '\0' || !(v > 0 && v < 1e6)) {
+  if (stop == buf || *stop != '\0' || !(v >= 1e-4 && v <= 1e6)) {
     return false;
   }
   *out = v;

@@ -68,6 +68,10 @@ static void test_parse_refuses_malformed_files(void **state) {
                  ACCEL_ERROR_FORMAT, "bad values");
   expect_refused("accel-tuning-cache 1\nfp k 1 00000000 a=1 ratio=-1\n",
                  ACCEL_ERROR_FORMAT, "bad ratio");
+  // Below what four decimals write (the fuzzer's find: it was written as
+  // 0.0000, which did not read back).
+  expect_refused("accel-tuning-cache 1\nfp k 1 00000000 a=1 "
+                 "ratio=0.0000000002\n", ACCEL_ERROR_FORMAT, "bad ratio");
   expect_refused("accel-tuning-cache 1\nfp k 1 00000000 a=1 ratio=1 x\n",
                  ACCEL_ERROR_FORMAT, "bad fields");
   static char longline[8192];
@@ -106,6 +110,18 @@ static void test_parse_write_read_round_trip(void **state) {
   for (uint32_t i = 0; i < c.count; ++i) {
     assert_memory_equal(&c.entries[i], &d.entries[i], sizeof(c.entries[i]));
   }
+  accel_tuning_cache_fini(&c);
+  accel_tuning_cache_fini(&d);
+  // The range's ends read back after "%.4f" (999999.99999 is written as
+  // 1000000.0000).
+  const char *ends =
+      "accel-tuning-cache 1\n"
+      "host-1 k 1 00000000 a=1 ratio=0.0001\n"
+      "host-1 k 1 01000000 a=1 ratio=999999.99999\n";
+  assert_int_equal(accel_tuning_cache_parse(ends, strlen(ends), &c), ACCEL_OK);
+  assert_int_equal(accel_tuning_cache_write(g_path, &c), ACCEL_OK);
+  assert_int_equal(accel_tuning_cache_read(g_path, &d), ACCEL_OK);
+  assert_int_equal(d.count, 2);
   accel_tuning_cache_fini(&c);
   accel_tuning_cache_fini(&d);
   unlink(g_path);
