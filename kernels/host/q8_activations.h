@@ -493,6 +493,60 @@ QA_AVX2_F16C QA_INLINE float qa_f16_f16c(const uint8_t *p) {
   return _cvtsh_ss(h);
 }
 
+// A = d sc and B = -(dmin m) of the eight sub-blocks of a Q4_K / Q5_K block:
+// the eight 6-bit scales to bytes 0-7 and minimums to 8-15 (the bit moves
+// of qa_scale_min_k4, four at a time), rounded as the portable code rounds
+// them.
+QA_AVX2_F16C QA_INLINE void qa_q4_k_scales_avx2(const uint8_t *blk, float *a,
+                                                float *b) {
+  float d = qa_f16_f16c(blk), dmin = qa_f16_f16c(blk + 2);
+  uint32_t u[4];
+  memcpy(u, blk + 4, 12);
+  u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+  uint32_t mins_low = u[1] & 0x3f3f3f3fu;
+  u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  u[2] = mins_low;
+  u[0] &= 0x3f3f3f3fu;
+  __m128i sm = _mm_loadu_si128((const __m128i *)u);
+  __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm));
+  __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)));
+  _mm256_storeu_ps(a, _mm256_mul_ps(_mm256_set1_ps(d), sc));
+  _mm256_storeu_ps(b, _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mn),
+                                    _mm256_set1_ps(-0.0f)));
+}
+
+// The 256 values of a Q6_K block minus 32, as int8, in element order: v[i]
+// holds elements 32 i .. 32 i + 31.
+QA_AVX2_F16C QA_INLINE void qa_q6_k_values_avx2(const uint8_t *blk,
+                                                __m256i v[8]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3),
+                k32 = _mm256_set1_epi8(32);
+  const uint8_t *ql = blk, *qh = blk + 128;
+  for (int n = 0; n < 2; ++n, ql += 64, qh += 32) {
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+    __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+    // Byte shifts through 16-bit lanes, masked: bits never cross.
+    __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(h, three), 4);
+    __m256i h1 = _mm256_slli_epi16(
+        _mm256_and_si256(_mm256_srli_epi16(h, 2), three), 4);
+    __m256i h2 = _mm256_slli_epi16(
+        _mm256_and_si256(_mm256_srli_epi16(h, 4), three), 4);
+    __m256i h3 = _mm256_slli_epi16(
+        _mm256_and_si256(_mm256_srli_epi16(h, 6), three), 4);
+    v[4 * n] = _mm256_sub_epi8(
+        _mm256_or_si256(_mm256_and_si256(l0, low4), h0), k32);
+    v[4 * n + 1] = _mm256_sub_epi8(
+        _mm256_or_si256(_mm256_and_si256(l1, low4), h1), k32);
+    v[4 * n + 2] = _mm256_sub_epi8(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), h2),
+        k32);
+    v[4 * n + 3] = _mm256_sub_epi8(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), h3),
+        k32);
+  }
+}
+
 QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
                                            const uint8_t *row, uint64_t blocks,
                                            int interleaved, qa_wrow_t *w) {
@@ -521,25 +575,7 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
     case QA_Q4_K:
       for (uint64_t b = 0; b < blocks; ++b) {
         const uint8_t *blk = row + 144 * b;
-        float d = qa_f16_f16c(blk), dmin = qa_f16_f16c(blk + 2);
-        // The eight 6-bit scales to bytes 0-7 and minimums to 8-15 (the
-        // bit moves of qa_scale_min_k4, four at a time), then A = d sc and
-        // B = -(dmin m) as the portable code rounds them.
-        uint32_t u[4];
-        memcpy(u, blk + 4, 12);
-        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-        uint32_t mins_low = u[1] & 0x3f3f3f3fu;
-        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-        u[2] = mins_low;
-        u[0] &= 0x3f3f3f3fu;
-        __m128i sm = _mm_loadu_si128((const __m128i *)u);
-        __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm));
-        __m256 mn =
-            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)));
-        _mm256_storeu_ps(w->a + 8 * b, _mm256_mul_ps(_mm256_set1_ps(d), sc));
-        _mm256_storeu_ps(w->b + 8 * b,
-                         _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mn),
-                                       _mm256_set1_ps(-0.0f)));
+        qa_q4_k_scales_avx2(blk, w->a + 8 * b, w->b + 8 * b);
         for (int i = 0; i < 4; ++i) {
           __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
           int8_t *q = w->q + 256 * b + 64 * i;
@@ -550,36 +586,14 @@ QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
       }
       return 1;
     case QA_Q6_K: {
-      const __m256i three = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
       for (uint64_t b = 0; b < blocks; ++b) {
         const uint8_t *blk = row + 210 * b;
-        const uint8_t *ql = blk, *qh = blk + 128;
         const int8_t *sc = (const int8_t *)(blk + 192);
         float d = qa_f16_f16c(blk + 208);
-        int8_t *q = w->q + 256 * b;
-        for (int n = 0; n < 2; ++n, ql += 64, qh += 32, q += 128) {
-          __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-          __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-          __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-          // Byte shifts through 16-bit lanes, masked: bits never cross.
-          __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(h, three), 4);
-          __m256i h1 = _mm256_slli_epi16(
-              _mm256_and_si256(_mm256_srli_epi16(h, 2), three), 4);
-          __m256i h2 = _mm256_slli_epi16(
-              _mm256_and_si256(_mm256_srli_epi16(h, 4), three), 4);
-          __m256i h3 = _mm256_slli_epi16(
-              _mm256_and_si256(_mm256_srli_epi16(h, 6), three), 4);
-          __m256i v[4] = {
-              _mm256_or_si256(_mm256_and_si256(l0, low4), h0),
-              _mm256_or_si256(_mm256_and_si256(l1, low4), h1),
-              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                              h2),
-              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                              h3)};
-          for (int i = 0; i < 4; ++i) {
-            _mm256_storeu_si256((__m256i *)(q + 32 * i),
-                                _mm256_sub_epi8(v[i], k32));
-          }
+        __m256i v[8];
+        qa_q6_k_values_avx2(blk, v);
+        for (int i = 0; i < 8; ++i) {
+          _mm256_storeu_si256((__m256i *)(w->q + 256 * b + 32 * i), v[i]);
         }
         _mm256_storeu_ps(w->a + 8 * b, _mm256_set1_ps(d));
         __m128i scales = _mm_loadu_si128((const __m128i *)sc);
@@ -808,24 +822,6 @@ typedef struct qa_run {
   float a[8], b[8];
 } qa_run_t;
 
-QA_AVX2_F16C QA_INLINE void qa_q4_k_scales_avx2(const uint8_t *blk, float *a,
-                                                float *b) {
-  float d = qa_f16_f16c(blk), dmin = qa_f16_f16c(blk + 2);
-  uint32_t u[4];
-  memcpy(u, blk + 4, 12);
-  u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-  uint32_t mins_low = u[1] & 0x3f3f3f3fu;
-  u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-  u[2] = mins_low;
-  u[0] &= 0x3f3f3f3fu;
-  __m128i sm = _mm_loadu_si128((const __m128i *)u);
-  __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm));
-  __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)));
-  _mm256_storeu_ps(a, _mm256_mul_ps(_mm256_set1_ps(d), sc));
-  _mm256_storeu_ps(b, _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mn),
-                                    _mm256_set1_ps(-0.0f)));
-}
-
 // 0x10 in byte e of the result where bit e of |bits| is set (the fifth bits
 // of a Q5_0 / Q5_1 block): byte e holds byte e / 8 of |bits|, ORed with
 // every bit but its own; all ones then means the bit was set.
@@ -932,34 +928,9 @@ QA_AVX2_F16C QA_INLINE void qa_direct_run(enum qa_type type,
     }
     case QA_Q6_K: {
       const uint8_t *blk = row + 210 * (g / 8);
-      const uint8_t *ql = blk, *qh = blk + 128;
       const int8_t *sc = (const int8_t *)(blk + 192);
-      const __m256i three = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
       float d = qa_f16_f16c(blk + 208);
-      for (int n = 0; n < 2; ++n, ql += 64, qh += 32) {
-        __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-        __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-        __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
-        __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, three), 4);
-        __m256i h1 = _mm256_slli_epi16(
-            _mm256_and_si256(_mm256_srli_epi16(hb, 2), three), 4);
-        __m256i h2 = _mm256_slli_epi16(
-            _mm256_and_si256(_mm256_srli_epi16(hb, 4), three), 4);
-        __m256i h3 = _mm256_slli_epi16(
-            _mm256_and_si256(_mm256_srli_epi16(hb, 6), three), 4);
-        r->wv[4 * n] = _mm256_sub_epi8(
-            _mm256_or_si256(_mm256_and_si256(l0, low4), h0), k32);
-        r->wv[4 * n + 1] = _mm256_sub_epi8(
-            _mm256_or_si256(_mm256_and_si256(l1, low4), h1), k32);
-        r->wv[4 * n + 2] = _mm256_sub_epi8(
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                            h2),
-            k32);
-        r->wv[4 * n + 3] = _mm256_sub_epi8(
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                            h3),
-            k32);
-      }
+      qa_q6_k_values_avx2(blk, r->wv);
       // Group i's operand: dword i of the widened scales (M of its two
       // halves) in every dword, then M_0 to the low and M_1 to the high
       // 128-bit lane.
