@@ -19,6 +19,7 @@
 // the last checkpoint (written by rank 0 of each epoch) and goes on with its
 // new rank and size. ACCEL_CLUSTER_STORE=etcd (with
 // ACCEL_CLUSTER_ETCD_ENDPOINTS) runs the same across hosts.
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -170,6 +171,37 @@ static accel_status_t open_stream(trainer_t *t, uint64_t epoch) {
   return s;
 }
 
+// Marks this rank finished in DIR and waits (at most a minute) until RANKS
+// ranks have: the ranks of the epoch it finished in.
+static void finish_barrier(const char *dir, uint32_t ranks) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%d.done", dir, (int)getpid());
+  FILE *f = fopen(path, "w");
+  if (f != NULL) {
+    fclose(f);
+  }
+  for (int tries = 0; tries < 600; ++tries) {
+    uint32_t done = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+      return;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+      size_t n = strlen(e->d_name);
+      done += n > 5 && strcmp(e->d_name + n - 5, ".done") == 0;
+    }
+    closedir(d);
+    if (done >= ranks) {
+      break;
+    }
+    struct timespec pause = {0, 100000000};
+    nanosleep(&pause, NULL);
+  }
+  // A last beat for the others to see the count too before this rank leaves.
+  struct timespec linger = {0, 300000000};
+  nanosleep(&linger, NULL);
+}
+
 static int run_rank(const char *name, uint64_t steps, const char *dir) {
   accel_runtime_t *rt = NULL;
   trainer_t *t = calloc(1, sizeof(*t));
@@ -198,6 +230,7 @@ static int run_rank(const char *name, uint64_t steps, const char *dir) {
     return fail("join", s);
   }
   uint64_t epoch = 0;
+  uint32_t info_size = 0;
   int rc = 0;
   for (;;) {
     accel_cluster_epoch_info_t info = {.struct_size = sizeof(info)};
@@ -240,6 +273,7 @@ static int run_rank(const char *name, uint64_t steps, const char *dir) {
       }
     }
     drop_stream(t);
+    info_size = info.size;
     if (!interrupted) {
       printf("rank %u of %u (epoch %llu): step %llu checksum %016llx\n",
              info.rank, info.size, (unsigned long long)epoch,
@@ -248,10 +282,15 @@ static int run_rank(const char *name, uint64_t steps, const char *dir) {
       break;
     }
   }
-  // Leave after every rank had time to finish (the group would otherwise see
-  // an early finisher as a failure and restructure the others).
-  struct timespec linger = {0, 500000000};
-  nanosleep(&linger, NULL);
+  // Leave only when every rank has finished: the group would otherwise see an
+  // early finisher as a failure and restructure the others, and a rank
+  // stopped late (a heartbeat missed on a loaded machine) could be left
+  // alone, below the group's minimum size, waiting for an epoch that cannot
+  // form. Until then this rank stays a member (its heartbeats go on), so a
+  // late restructure still finds enough ranks.
+  if (rc == 0) {
+    finish_barrier(dir, info_size);
+  }
   accel_cluster_group_destroy(g);
   accel_runtime_destroy(rt);
   free(t);
