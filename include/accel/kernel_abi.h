@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define ACCEL_KERNEL_ABI_VERSION_MAJOR 1
-#define ACCEL_KERNEL_ABI_VERSION_MINOR 2
+#define ACCEL_KERNEL_ABI_VERSION_MINOR 3
 // The version as one number: major << 16 | minor.
 #define ACCEL_KERNEL_ABI_VERSION \
   ((uint32_t)ACCEL_KERNEL_ABI_VERSION_MAJOR << 16 | ACCEL_KERNEL_ABI_VERSION_MINOR)
@@ -83,6 +83,21 @@ typedef int32_t (*accel_kernel_message_fn_t)(
     const struct accel_kernel_workgroup *workgroup, uint32_t kind,
     const char *text);
 
+// The runtime's per-thread scratch (kernel ABI 1.3). Returns this thread's
+// scratch block, at least |bytes| bytes (> 0) and 64-byte aligned, or NULL
+// when it cannot be allocated (or an argument is NULL or 0). Sets *fresh
+// to 1 when the block was not handed to this thread earlier in this launch
+// (its contents are undefined), to 0 when it was and is no smaller than
+// then: its contents are what this thread's earlier work-groups of the
+// launch left there. So a kernel can do per-thread work once per launch (an
+// input quantized for every group, say) instead of once per group. The
+// block belongs to the runtime: valid until the kernel call returns, never
+// freed by the kernel; each thread has its own, so no locking.
+typedef void *(*accel_kernel_thread_scratch_fn_t)(
+    const struct accel_kernel_dispatch *dispatch,
+    const struct accel_kernel_workgroup *workgroup, uint64_t bytes,
+    int32_t *fresh);
+
 // What every work-group of one launch receives (shared, read-only).
 typedef struct accel_kernel_dispatch {
   // sizeof(accel_kernel_dispatch_t) as the runtime compiled it.
@@ -110,6 +125,10 @@ typedef struct accel_kernel_dispatch {
   // for printf-style output and assertion failures. NULL when the runtime
   // provides none.
   accel_kernel_message_fn_t message;
+  // Since 1.3 (read only when |struct_size| >= 88): per-thread scratch
+  // that persists across the work-groups a thread runs in one launch. NULL
+  // when the runtime provides none.
+  accel_kernel_thread_scratch_fn_t thread_scratch;
 } accel_kernel_dispatch_t;
 
 // Which work-group a call runs.
@@ -264,7 +283,9 @@ _Static_assert(offsetof(accel_kernel_dispatch_t, bindings) == 40,
                "kernel ABI layout");
 _Static_assert(offsetof(accel_kernel_dispatch_t, message) == 72,
                "kernel ABI layout");
-_Static_assert(sizeof(accel_kernel_dispatch_t) == 80, "kernel ABI layout");
+_Static_assert(offsetof(accel_kernel_dispatch_t, thread_scratch) == 80,
+               "kernel ABI layout");
+_Static_assert(sizeof(accel_kernel_dispatch_t) == 88, "kernel ABI layout");
 _Static_assert(sizeof(accel_kernel_workgroup_t) == 16, "kernel ABI layout");
 _Static_assert(offsetof(accel_kernel_export_t, name) == 0, "kernel ABI layout");
 _Static_assert(offsetof(accel_kernel_export_t, fn) == 8, "kernel ABI layout");

@@ -11,7 +11,9 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "accel/kernel_abi.h"
@@ -66,6 +68,36 @@ __attribute__((format(printf, 3, 4), unused)) static int32_t kp_fail(
     d->message(d, wg, ACCEL_KERNEL_MESSAGE_ASSERT, text);
   }
   return 1;
+}
+
+// Scratch for a work-group: the runtime's per-thread block (kernel ABI 1.3)
+// when it offers one (*owned = 0; *fresh = 0 when this thread's earlier
+// work-groups of the launch left their contents there), else malloc
+// (*owned = 1, *fresh = 1: free it with kp_scratch_free). NULL when
+// neither can allocate.
+static inline void *kp_scratch(const accel_kernel_dispatch_t *d,
+                               const accel_kernel_workgroup_t *wg,
+                               uint64_t bytes, int *fresh, int *owned) {
+  if (d->struct_size >= offsetof(accel_kernel_dispatch_t, thread_scratch) +
+                             sizeof(d->thread_scratch) &&
+      d->thread_scratch != NULL) {
+    int32_t f = 1;
+    void *p = d->thread_scratch(d, wg, bytes, &f);
+    if (p != NULL) {
+      *fresh = f != 0;
+      *owned = 0;
+      return p;
+    }
+  }
+  *fresh = 1;
+  *owned = 1;
+  return malloc(bytes);
+}
+
+static inline void kp_scratch_free(void *p, int owned) {
+  if (owned) {
+    free(p);
+  }
 }
 
 // Returns 1 when binding |index| holds at least |bytes| (|bytes| computed

@@ -1176,7 +1176,11 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   uint64_t x_bytes = m * k + m * groups * (sizeof(float) + sizeof(int32_t));
   uint64_t w_bytes = QA_ROWS * (k + groups * (2 * sizeof(float) +
                                               6 * sizeof(int16_t)));
-  uint8_t *scratch = malloc(x_bytes + w_bytes);
+  // The thread's scratch (kernel ABI 1.3) keeps x quantized across the
+  // work-groups this thread runs in the launch: x is quantized once per
+  // thread, not once per group.
+  int fresh, owned;
+  uint8_t *scratch = kp_scratch(d, wg, x_bytes + w_bytes, &fresh, &owned);
   if (scratch == NULL) {
     kp_fail(d, wg, "%s: cannot allocate %llu bytes of quantized activations",
             f->name, (unsigned long long)(x_bytes + w_bytes));
@@ -1195,8 +1199,10 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   if (avx2 && m <= QA_DIRECT_MAX_M && qa_direct_type(type)) {
     qa_xrow_t xr[QA_DIRECT_MAX_M];
     for (uint64_t r = 0; r < m; ++r) {
-      qa_quantize_avx2(x + r * k, k, xq + r * k, xd + r * groups,
-                       xs + r * groups);
+      if (fresh) {
+        qa_quantize_avx2(x + r * k, k, xq + r * k, xd + r * groups,
+                         xs + r * groups);
+      }
       xr[r] = (qa_xrow_t){xq + r * k, xd + r * groups, xs + r * groups};
     }
     if (level == 2) {
@@ -1206,14 +1212,14 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
       qa_direct_avx2(type, wbytes + j0 * row_bytes, row_bytes, j1 - j0, xr,
                      (uint32_t)m, k, y + j0, c->n);
     }
-    free(scratch);
+    kp_scratch_free(scratch, owned);
     return 0;
   }
 #endif
   // Interleaving costs a transpose per weight row, which pays when the row
   // meets two rows of x or more; a GEMV sums each group horizontally.
   int interleaved = m >= 2;
-  for (uint64_t r = 0; r < m; ++r) {
+  for (uint64_t r = 0; fresh && r < m; ++r) {
 #if defined(__x86_64__)
     if (avx2) {
       qa_quantize_avx2(x + r * k, k, xq + r * k, xd + r * groups,
@@ -1289,7 +1295,7 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
     }
   }
   (void)avx2;
-  free(scratch);
+  kp_scratch_free(scratch, owned);
   return 0;
 }
 

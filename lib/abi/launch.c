@@ -4,6 +4,8 @@
 // ACCEL_CMD_LAUNCH command. The queue worker runs launch_exec, which runs a
 // single work-group inline and spreads larger grids through the dispatch
 // table's host_grid (a device thread pool) when the backend has one.
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +73,7 @@ static void launch_destroy(accel_object_t *object) {
 typedef struct group_call {
   accel_kernel_workgroup_t wg;
   const char *kernel;
+  uint64_t execution;  // unique per execution of a launch (thread scratch)
   bool asserted;
   char text[MESSAGE_MAX_BYTES + 1];  // valid when |asserted|
 } group_call_t;
@@ -104,6 +107,68 @@ static int32_t kernel_message(const accel_kernel_dispatch_t *dispatch,
   return 0;
 }
 
+// Per-thread scratch (kernel ABI 1.3): one grow-only block per thread that
+// runs work-groups, tagged with the execution it was last handed to. Freed
+// at the thread's exit (a key destructor); the process's main thread keeps
+// its block until exit.
+typedef struct thread_scratch {
+  void *data;
+  uint64_t capacity;
+  uint64_t execution;  // 0: not handed out since it was (re)allocated
+} thread_scratch_t;
+
+static __thread thread_scratch_t tls_scratch;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_key_once = PTHREAD_ONCE_INIT;
+static bool scratch_key_ok;
+// Executions of launches, numbered from 1 (0 marks a fresh block).
+static _Atomic uint64_t next_execution = 1;
+
+static void scratch_release(void *value) {
+  thread_scratch_t *t = value;
+  free(t->data);
+  *t = (thread_scratch_t){0};
+}
+
+static void scratch_key_create(void) {
+  scratch_key_ok = pthread_key_create(&scratch_key, scratch_release) == 0;
+}
+
+static uint64_t new_execution(void) {
+  // Relaxed: only distinctness matters.
+  return atomic_fetch_add_explicit(&next_execution, 1, memory_order_relaxed);
+}
+
+static void *kernel_thread_scratch(const accel_kernel_dispatch_t *dispatch,
+                                   const accel_kernel_workgroup_t *wg,
+                                   uint64_t bytes, int32_t *fresh) {
+  (void)dispatch;
+  if (wg == NULL || fresh == NULL || bytes == 0 || bytes > (1ull << 40)) {
+    return NULL;
+  }
+  const group_call_t *call = (const group_call_t *)wg;
+  thread_scratch_t *t = &tls_scratch;
+  if (bytes > t->capacity) {
+    uint64_t capacity = (bytes + 4095) & ~4095ull;
+    void *data = aligned_alloc(64, capacity);
+    if (data == NULL) {
+      return NULL;
+    }
+    if (t->data == NULL) {
+      // The first block of this thread: free it when the thread ends.
+      pthread_once(&scratch_key_once, scratch_key_create);
+      if (scratch_key_ok) {
+        pthread_setspecific(scratch_key, t);
+      }
+    }
+    free(t->data);
+    *t = (thread_scratch_t){.data = data, .capacity = capacity};
+  }
+  *fresh = t->execution != call->execution;
+  t->execution = call->execution;
+  return t->data;
+}
+
 // A work-group's result: an assertion it reported, else its return value.
 static accel_status_t finish_group(const group_call_t *call, int32_t r) {
   const uint32_t *id = call->wg.id;
@@ -126,6 +191,7 @@ typedef struct grid {
   accel_kernel_fn_t fn;
   const char *kernel;
   const accel_kernel_dispatch_t *dispatch;
+  uint64_t execution;
 } grid_t;
 
 static accel_status_t run_group(void *ctx, const uint32_t id[3]) {
@@ -133,6 +199,7 @@ static accel_status_t run_group(void *ctx, const uint32_t id[3]) {
   group_call_t call;
   call.wg = (accel_kernel_workgroup_t){.id = {id[0], id[1], id[2]}};
   call.kernel = g->kernel;
+  call.execution = g->execution;
   call.asserted = false;
   int32_t r = g->fn(g->dispatch, &call.wg);
   if (__builtin_expect(r != 0 || call.asserted, 0)) {
@@ -151,6 +218,7 @@ void accel_kernel_init_single_dispatch(accel_kernel_t *k) {
       .workspace = k->workspace,
       .workspace_size = k->workspace_size,
       .message = kernel_message,
+      .thread_scratch = kernel_thread_scratch,
   };
 }
 
@@ -162,6 +230,7 @@ static accel_status_t launch_exec_single(void *payload,
   group_call_t call;
   call.wg = (accel_kernel_workgroup_t){.id = {0, 0, 0}};
   call.kernel = k->name;
+  call.execution = new_execution();
   call.asserted = false;
   accel_trace_launch_begin(k->name, 1, 1, 1);
   int32_t r = k->fn(&k->single_dispatch, &call.wg);
@@ -214,7 +283,8 @@ static accel_status_t run_grid(const accel_kernel_t *k,
                                accel_drv_device_t *device) {
   const uint32_t *n = dispatch->workgroup_count;
   accel_trace_launch_begin(k->name, n[0], n[1], n[2]);
-  grid_t g = {.fn = k->fn, .kernel = k->name, .dispatch = dispatch};
+  grid_t g = {.fn = k->fn, .kernel = k->name, .dispatch = dispatch,
+              .execution = new_execution()};
   if (n[0] == 1 && n[1] == 1 && n[2] == 1) {
     // One work-group: run it here, no handoff (the empty-launch round trip).
     static const uint32_t zero[3] = {0, 0, 0};
@@ -259,6 +329,7 @@ void accel_launch_dispatch_init(const accel_kernel_t *k, const uint32_t n[3],
       .workspace = k->workspace,
       .workspace_size = k->workspace_size,
       .message = kernel_message,
+      .thread_scratch = kernel_thread_scratch,
   };
 }
 

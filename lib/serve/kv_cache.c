@@ -45,6 +45,9 @@ struct accel_kv_cache {
   block_t *blocks;
   int32_t *tokens;  // bt tokens per device block
   uint32_t free_head, free_count;
+  // Tokens held in referenced device blocks (the stats' |tokens|), kept
+  // as blocks are filled, taken and released.
+  uint64_t live_tokens;
   uint32_t lru_head, lru_tail, cached_count;
   uint32_t *buckets;  // hash table heads
   uint32_t bucket_mask;
@@ -166,6 +169,7 @@ static void block_release(accel_kv_cache_t *c, uint32_t b) {
   if (--k->ref != 0) {
     return;
   }
+  c->live_tokens -= k->filled;
   if (k->registered) {
     lru_push_tail(c, b);  // stays findable until evicted
   } else {
@@ -176,6 +180,7 @@ static void block_release(accel_kv_cache_t *c, uint32_t b) {
 // Takes a reference to device block |b| found in the hash table.
 static void block_revive(accel_kv_cache_t *c, uint32_t b) {
   if (c->blocks[b].ref++ == 0) {
+    c->live_tokens += c->blocks[b].filled;
     lru_unlink(c, b);
   }
 }
@@ -397,6 +402,7 @@ accel_status_t accel_kv_cache_add(accel_kv_cache_t *c, uint64_t id,
     uint32_t n = (uint32_t)(count - first < c->bt ? count - first : c->bt);
     memcpy(block_tokens(c, b), tokens + first, (size_t)n * sizeof(int32_t));
     c->blocks[b].filled = n;
+    c->live_tokens += n;
     s->blocks[i] = b;
   }
   free(hit_blocks);
@@ -479,6 +485,7 @@ accel_status_t accel_kv_cache_append(accel_kv_cache_t *c, uint64_t id,
       memcpy(block_tokens(c, b), block_tokens(c, last),
              (size_t)c->blocks[last].filled * sizeof(int32_t));
       c->blocks[b].filled = c->blocks[last].filled;
+      c->live_tokens += c->blocks[b].filled;
       block_release(c, last);
       s->blocks[s->count - 1] = b;
       *out_copy = (accel_kv_copy_t){.src = last, .dst = b};
@@ -488,6 +495,7 @@ accel_status_t accel_kv_cache_append(accel_kv_cache_t *c, uint64_t id,
   }
   uint32_t b = s->blocks[s->count - 1];
   block_tokens(c, b)[c->blocks[b].filled++] = token;
+  c->live_tokens++;
   s->tokens++;
   return ACCEL_OK;
 }
@@ -673,6 +681,7 @@ accel_status_t accel_kv_cache_swap_in(accel_kv_cache_t *c, uint64_t id,
     memcpy(block_tokens(c, b), c->host_tokens + (uint64_t)h * c->bt,
            (size_t)c->host_filled[h] * sizeof(int32_t));
     c->blocks[b].filled = c->host_filled[h];
+    c->live_tokens += c->blocks[b].filled;
     c->host_free[c->host_free_count++] = h;
     copies[i] = (accel_kv_copy_t){.src = h, .dst = b};
     s->blocks[i] = b;
@@ -704,12 +713,7 @@ accel_status_t accel_kv_cache_stats(const accel_kv_cache_t *c,
   s.sequences = c->seqs.count;
   s.swapped_sequences = c->swapped_count;
   s.token_slots = (uint64_t)s.used_blocks * c->bt;
-  s.tokens = 0;
-  for (uint32_t b = 0; b < c->desc.device_blocks; ++b) {
-    if (c->blocks[b].ref != 0) {
-      s.tokens += c->blocks[b].filled;
-    }
-  }
+  s.tokens = c->live_tokens;
   *out = s;
   return ACCEL_OK;
 }

@@ -82,20 +82,28 @@ static accel_status_t check_inputs(const float *logits, uint32_t vocab,
                        "%g (in (0, 1])",
                        (double)p->temperature, (double)p->top_p);
   }
-  uint32_t best = 0, live = 0;
+  // One branch-free pass (it vectorizes: this runs once per sampled token
+  // over the whole vocabulary), then the first index of the maximum.
+  uint32_t bad = 0, dead = 0;
+  float top = -INFINITY;
   for (uint32_t i = 0; i < vocab; ++i) {
     float v = logits[i];
-    if (isnan(v) || v == INFINITY) {
-      return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
-                         "sampling: logit %u is %s", i,
-                         isnan(v) ? "NaN" : "+inf");
-    }
-    if (v != -INFINITY) {
-      if (live == 0 || v > logits[best]) {
-        best = i;
+    bad |= (v != v) | (v == INFINITY);
+    dead += v == -INFINITY;
+    top = v > top ? v : top;
+  }
+  if (bad) {
+    for (uint32_t i = 0; i < vocab; ++i) {
+      if (isnan(logits[i]) || logits[i] == INFINITY) {
+        return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,
+                           "sampling: logit %u is %s", i,
+                           isnan(logits[i]) ? "NaN" : "+inf");
       }
-      live++;
     }
+  }
+  uint32_t best = 0, live = vocab - dead;
+  while (live != 0 && logits[best] != top) {
+    ++best;
   }
   if (live == 0) {
     return accel_error(ACCEL_ERROR_INVALID_ARGUMENT,

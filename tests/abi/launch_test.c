@@ -501,6 +501,110 @@ static void test_launch_spreads_workgroups_over_threads(void **state) {
   accel_kernel_release(k);
 }
 
+// Per group of the scratch test: the thread, whether its scratch came fresh,
+// and what the scratch held on entry (the tag an earlier group of the same
+// thread and launch left there).
+typedef struct scratch_record {
+  int32_t tid;
+  int32_t fresh;
+  uint64_t found;
+  int32_t error;
+  int32_t reserved;
+} scratch_record_t;
+
+static int32_t scratch_kernel(const accel_kernel_dispatch_t *d,
+                              const accel_kernel_workgroup_t *wg) {
+  scratch_record_t *r = (scratch_record_t *)d->bindings[0].data + wg->id[0];
+  const uint64_t *tag = d->constants;
+  r->tid = (int32_t)syscall(SYS_gettid);
+  if (d->struct_size < offsetof(accel_kernel_dispatch_t, thread_scratch) +
+                           sizeof(d->thread_scratch) ||
+      d->thread_scratch == NULL) {
+    r->error = 1;
+    return 0;
+  }
+  int32_t fresh = -1, unused;
+  // Misuse: no size, no flag.
+  if (d->thread_scratch(d, wg, 0, &unused) != NULL ||
+      d->thread_scratch(d, wg, 64, NULL) != NULL) {
+    r->error = 2;
+    return 0;
+  }
+  uint64_t *p = d->thread_scratch(d, wg, tag[1], &fresh);
+  if (p == NULL || ((uintptr_t)p & 63) != 0) {
+    r->error = 3;
+    return 0;
+  }
+  r->fresh = fresh;
+  r->found = fresh ? 0 : p[0];
+  // The launch's tag at both ends: a later group of this thread and launch
+  // must find both.
+  p[0] = tag[0];
+  p[tag[1] / 8 - 1] = tag[0];
+  if (!fresh && p[tag[1] / 8 - 1] != tag[0]) {
+    r->error = 4;
+  }
+  usleep(200);  // time for the pool's thread to take groups too
+  return 0;
+}
+
+// Kernel ABI 1.3's per-thread scratch: each thread that runs work-groups of
+// a launch gets its block fresh at its first group and finds what it left
+// there at its later groups of the same launch, never another launch's.
+static void test_thread_scratch_persists_per_thread_within_a_launch(
+    void **state) {
+  test_env_t *env = *state;
+  enum { GROUPS = 48 };
+  accel_kernel_binding_decl_t decl = {
+      .access = ACCEL_KERNEL_ACCESS_WRITE,
+      .min_size_bytes = GROUPS * sizeof(scratch_record_t)};
+  accel_kernel_desc_t kd = {.struct_size = sizeof(kd),
+                            .abi_version = ACCEL_KERNEL_ABI_VERSION,
+                            .name = "scratch", .fn = scratch_kernel,
+                            .binding_count = 1, .bindings = &decl,
+                            .constants_size = 16};
+  accel_kernel_t *k;
+  assert_accel_ok(accel_kernel_register(env->device, &kd, &k));
+  accel_buffer_t *out = alloc_buffer(GROUPS * sizeof(scratch_record_t));
+  accel_launch_binding_t bind = {.buffer = out};
+  // Sizes that grow, shrink and grow past the first block's capacity.
+  const uint64_t sizes[] = {256, 64, 1 << 20, 4096, 3 << 20, 8};
+  for (uint32_t launch = 0; launch < 6; ++launch) {
+    for (uint32_t groups = 1; groups <= GROUPS; groups += GROUPS - 1) {
+      memset(host(out), 0, GROUPS * sizeof(scratch_record_t));
+      uint64_t constants[2] = {0x5c7a7c4000ull + launch * 64 + groups,
+                               sizes[launch]};
+      accel_launch_desc_t d = {.struct_size = sizeof(d),
+                               .workgroup_count = {groups, 1, 1},
+                               .binding_count = 1, .bindings = &bind,
+                               .constants_size = sizeof(constants),
+                               .constants = constants};
+      assert_accel_ok(accel_launch(g.stream, k, &d));
+      assert_accel_ok(
+          accel_stream_synchronize(g.stream, ACCEL_TIMEOUT_INFINITE));
+      const scratch_record_t *r = host(out);
+      int fresh = 0, distinct = 0;
+      for (uint32_t i = 0; i < groups; ++i) {
+        assert_int_equal(r[i].error, 0);
+        assert_int_not_equal(r[i].tid, 0);
+        bool seen = false;
+        for (uint32_t j = 0; j < i; ++j) {
+          seen |= r[j].tid == r[i].tid;
+        }
+        distinct += !seen;
+        fresh += r[i].fresh;
+        if (!r[i].fresh) {
+          assert_int_equal(r[i].found, constants[0]);
+        }
+      }
+      // Exactly one fresh block per thread that ran groups.
+      assert_int_equal(fresh, distinct);
+    }
+  }
+  accel_buffer_release(out);
+  accel_kernel_release(k);
+}
+
 // Driver failures while loading (workspace memory) and launching (queue
 // submit) unwind everything: the caller gets the error, nothing leaks, and
 // the executable is destroyed by its last release.
@@ -756,6 +860,7 @@ int main(void) {
       cmocka_unit_test(test_launch_concurrent_streams_share_the_pool),
       cmocka_unit_test(test_launch_keeps_executable_alive_until_complete),
       cmocka_unit_test(test_launch_spreads_workgroups_over_threads),
+      cmocka_unit_test(test_thread_scratch_persists_per_thread_within_a_launch),
       cmocka_unit_test(test_launch_and_load_unwind_driver_failures),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
