@@ -77,12 +77,31 @@ KP_MATH_FN float kp_gelu_erf(float v) {
 // position |pos|: theta in double, cos and sin rounded to f32, then
 // a' = a c - b s, b' = a s + b c in f32, for |heads| heads |head_dim| apart
 // whose pair elements are |i0| and |i1|.
+// The rotation of pair p at position pos (cos and sin, rounded to f32).
+KP_MATH_FN void kp_rope_angle(float base, uint32_t p, uint32_t rd, int32_t pos,
+                              float *cs, float *sn) {
+  double inv_freq = pow((double)base, -(double)(2u * p) / (double)rd);
+  double angle = (double)pos * inv_freq;
+  *cs = (float)cos(angle);
+  *sn = (float)sin(angle);
+}
+
+// Rotates elements i0 and i1 of every head of |tok| by (cs, sn).
+KP_MATH_FN void kp_rope_rotate(float *tok, uint32_t heads, uint32_t head_dim,
+                               float cs, float sn, uint32_t i0, uint32_t i1) {
+  for (uint32_t h = 0; h < heads; ++h) {
+    float *head = tok + (uint64_t)h * head_dim;
+    float a = head[i0], b = head[i1];
+    head[i0] = a * cs - b * sn;
+    head[i1] = a * sn + b * cs;
+  }
+}
+
 KP_MATH_FN void kp_rope_pair(float *tok, uint32_t heads, uint32_t head_dim,
                              float base, uint32_t p, uint32_t rd, int32_t pos,
                              uint32_t i0, uint32_t i1) {
-  double inv_freq = pow((double)base, -(double)(2u * p) / (double)rd);
-  double angle = (double)pos * inv_freq;
-  float cs = (float)cos(angle), sn = (float)sin(angle);
+  float cs, sn;
+  kp_rope_angle(base, p, rd, pos, &cs, &sn);
   for (uint32_t h = 0; h < heads; ++h) {
     float *head = tok + (uint64_t)h * head_dim;
     float a = head[i0], b = head[i1];

@@ -172,6 +172,19 @@ int32_t rmsnorm(const accel_kernel_dispatch_t *d,
   return norm(d, wg, 0);
 }
 
+// The last position's rotations, per thread: a decoder ropes q and k of
+// every layer at the same positions, so most launches find them here
+// instead of calling pow, cos and sin per pair (the same values, the same
+// bits).
+#define ROPE_CACHE_PAIRS 256u
+static __thread struct {
+  float base;
+  uint32_t rd;
+  int32_t pos;
+  uint32_t valid;
+  float cs[ROPE_CACHE_PAIRS], sn[ROPE_CACHE_PAIRS];
+} rope_cache;
+
 int32_t rope(const accel_kernel_dispatch_t *d,
              const accel_kernel_workgroup_t *wg) {
   accel_kp_rope_constants_t c;
@@ -200,11 +213,28 @@ int32_t rope(const accel_kernel_dispatch_t *d,
                      positions[t], (unsigned long long)t);
     }
     float *tok = x + t * c.heads * c.head_dim;
+    if (half <= ROPE_CACHE_PAIRS &&
+        !(rope_cache.valid && rope_cache.pos == positions[t] &&
+          rope_cache.rd == rd && rope_cache.base == c.base)) {
+      for (uint32_t p = 0; p < half; ++p) {
+        kp_rope_angle(c.base, p, rd, positions[t], &rope_cache.cs[p],
+                      &rope_cache.sn[p]);
+      }
+      rope_cache.base = c.base;
+      rope_cache.rd = rd;
+      rope_cache.pos = positions[t];
+      rope_cache.valid = 1;
+    }
     for (uint32_t p = 0; p < half; ++p) {
       uint32_t i0 = c.mode == ACCEL_KP_ROPE_HALF ? p : 2u * p;
       uint32_t i1 = c.mode == ACCEL_KP_ROPE_HALF ? p + half : 2u * p + 1u;
-      kp_rope_pair(tok, c.heads, c.head_dim, c.base, p, rd, positions[t], i0,
-                   i1);
+      if (half > ROPE_CACHE_PAIRS) {
+        kp_rope_pair(tok, c.heads, c.head_dim, c.base, p, rd, positions[t],
+                     i0, i1);
+      } else {
+        kp_rope_rotate(tok, c.heads, c.head_dim, rope_cache.cs[p],
+                       rope_cache.sn[p], i0, i1);
+      }
     }
   }
   return 0;
