@@ -29,6 +29,12 @@ struct accel_drv_memory_ops {
                                 uint64_t size_bytes, uint32_t flags,
                                 accel_drv_phys_t **out_phys);
   void (*phys_release)(accel_drv_phys_t *phys);
+  // Optional (NULL: the generic layer maps the memory and zeroes it through
+  // host_pointer). Makes all of |phys| read as zeros without mapping it,
+  // for every mapping and importer; may give its pages back to the system
+  // (the host backend punches a hole in its memfd, so pages never touched
+  // are not faulted in to be cleared).
+  accel_status_t (*phys_clear)(accel_drv_phys_t *phys);
   accel_status_t (*phys_map)(accel_drv_device_t *device, uint64_t address,
                              accel_drv_phys_t *phys, uint64_t phys_offset,
                              uint64_t size_bytes);

@@ -266,6 +266,17 @@ static void host_phys_release(accel_drv_phys_t *phys) {
   free(phys);
 }
 
+static accel_status_t host_phys_clear(accel_drv_phys_t *phys) {
+  // A hole reads as zeros in every mapping of the memfd and frees its pages.
+  if (fallocate(phys->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                (off_t)phys->size_bytes) != 0) {
+    return accel_error(ACCEL_ERROR_INTERNAL,
+                       "host phys: cannot clear %llu bytes: %s",
+                       (unsigned long long)phys->size_bytes, strerror(errno));
+  }
+  return ACCEL_OK;
+}
+
 static accel_status_t host_phys_map(accel_drv_device_t *device,
                                     uint64_t address, accel_drv_phys_t *phys,
                                     uint64_t phys_offset, uint64_t size_bytes) {
@@ -399,6 +410,7 @@ static const accel_drv_memory_ops_t k_host_memory_ops = {
     .va_set_access = host_va_set_access,
     .phys_create = host_phys_create,
     .phys_release = host_phys_release,
+    .phys_clear = host_phys_clear,
     .phys_map = host_phys_map,
     .phys_unmap = host_phys_unmap,
     .phys_export_fd = host_phys_export_fd,
