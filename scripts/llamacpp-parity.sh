@@ -10,7 +10,8 @@
 #
 # ACCEL_PARITY_FLAGS=--no-speed skips the speed part, --tokenizers-only
 # runs only the tokenizers, --quick runs accel-bench llm --quick;
-# ACCEL_VOCAB_DIR: where ggml-vocab-*.gguf are.
+# ACCEL_VOCAB_DIR: where ggml-vocab-*.gguf are; ACCEL_PARITY_SEED: the first
+# of the 16 random models' seeds for the logits (default 300).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
