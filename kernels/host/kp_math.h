@@ -73,10 +73,6 @@ KP_MATH_FN float kp_gelu_erf(float v) {
   return 0.5f * v * (1.0f + erff(v * 0.70710678f));
 }
 
-// Rotary embedding of pair |p| (of rotary_dim |rd|, theta base |base|) at
-// position |pos|: theta in double, cos and sin rounded to f32, then
-// a' = a c - b s, b' = a s + b c in f32, for |heads| heads |head_dim| apart
-// whose pair elements are |i0| and |i1|.
 // The rotation of pair p at position pos (cos and sin, rounded to f32).
 KP_MATH_FN void kp_rope_angle(float base, uint32_t p, uint32_t rd, int32_t pos,
                               float *cs, float *sn) {
@@ -97,17 +93,16 @@ KP_MATH_FN void kp_rope_rotate(float *tok, uint32_t heads, uint32_t head_dim,
   }
 }
 
+// Rotary embedding of pair |p| (of rotary_dim |rd|, theta base |base|) at
+// position |pos|: theta in double, cos and sin rounded to f32, then
+// a' = a c - b s, b' = a s + b c in f32, for |heads| heads |head_dim| apart
+// whose pair elements are |i0| and |i1|.
 KP_MATH_FN void kp_rope_pair(float *tok, uint32_t heads, uint32_t head_dim,
                              float base, uint32_t p, uint32_t rd, int32_t pos,
                              uint32_t i0, uint32_t i1) {
   float cs, sn;
   kp_rope_angle(base, p, rd, pos, &cs, &sn);
-  for (uint32_t h = 0; h < heads; ++h) {
-    float *head = tok + (uint64_t)h * head_dim;
-    float a = head[i0], b = head[i1];
-    head[i0] = a * cs - b * sn;
-    head[i1] = a * sn + b * cs;
-  }
+  kp_rope_rotate(tok, heads, head_dim, cs, sn, i0, i1);
 }
 
 // 1 when (va, ia) ranks before (vb, ib) in the selection kernels' ranking:

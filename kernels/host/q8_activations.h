@@ -1063,38 +1063,28 @@ QA_VNNI QA_INLINE __m256i qa_wdot_vnni(__m256i w, const int8_t *xq,
     }                                                                         \
     for (uint32_t r = 0; r < xrows; ++r) y[r] = qa_fold8(lanes[r]);           \
   }                                                                           \
-  /* One copy per type and row count, both constants in each, looping over  \
-     weight rows j (bytes w + j row_bytes) to y[r ldy + j]. */                \
-  TARGET QA_INLINE void NAME##_rows(enum qa_type type, const uint8_t *w,      \
+  /* Weight rows j (bytes w + j row_bytes) to y[r ldy + j], |xrows| a      \
+     constant where this inlines. */                                         \
+  TARGET QA_INLINE void NAME##_loop(enum qa_type type, const uint8_t *w,      \
                                     uint64_t row_bytes, uint64_t nrows,       \
                                     const qa_xrow_t *x, uint32_t xrows,       \
                                     uint64_t k, float *y, uint64_t ldy) {     \
     float o[QA_DIRECT_MAX_M];                                                 \
+    for (uint64_t j = 0; j < nrows; ++j) {                                    \
+      NAME##_type(type, w + j * row_bytes, x, xrows, k, o);                   \
+      for (uint32_t r = 0; r < xrows; ++r) y[r * ldy + j] = o[r];             \
+    }                                                                         \
+  }                                                                           \
+  /* One copy per type and row count, both constants in each. */            \
+  TARGET QA_INLINE void NAME##_rows(enum qa_type type, const uint8_t *w,      \
+                                    uint64_t row_bytes, uint64_t nrows,       \
+                                    const qa_xrow_t *x, uint32_t xrows,       \
+                                    uint64_t k, float *y, uint64_t ldy) {     \
     switch (xrows) {                                                          \
-      case 1:                                                                 \
-        for (uint64_t j = 0; j < nrows; ++j) {                                \
-          NAME##_type(type, w + j * row_bytes, x, 1, k, o);                   \
-          y[j] = o[0];                                                        \
-        }                                                                     \
-        return;                                                               \
-      case 2:                                                                 \
-        for (uint64_t j = 0; j < nrows; ++j) {                                \
-          NAME##_type(type, w + j * row_bytes, x, 2, k, o);                   \
-          y[j] = o[0], y[ldy + j] = o[1];                                     \
-        }                                                                     \
-        return;                                                               \
-      case 3:                                                                 \
-        for (uint64_t j = 0; j < nrows; ++j) {                                \
-          NAME##_type(type, w + j * row_bytes, x, 3, k, o);                   \
-          for (int r = 0; r < 3; ++r) y[r * ldy + j] = o[r];                  \
-        }                                                                     \
-        return;                                                               \
-      default:                                                                \
-        for (uint64_t j = 0; j < nrows; ++j) {                                \
-          NAME##_type(type, w + j * row_bytes, x, 4, k, o);                   \
-          for (int r = 0; r < 4; ++r) y[r * ldy + j] = o[r];                  \
-        }                                                                     \
-        return;                                                               \
+      case 1: NAME##_loop(type, w, row_bytes, nrows, x, 1, k, y, ldy); return;\
+      case 2: NAME##_loop(type, w, row_bytes, nrows, x, 2, k, y, ldy); return;\
+      case 3: NAME##_loop(type, w, row_bytes, nrows, x, 3, k, y, ldy); return;\
+      default: NAME##_loop(type, w, row_bytes, nrows, x, 4, k, y, ldy);       \
     }                                                                         \
   }                                                                           \
   TARGET static void NAME(enum qa_type type, const uint8_t *w,                \

@@ -185,6 +185,29 @@ static __thread struct {
   float cs[ROPE_CACHE_PAIRS], sn[ROPE_CACHE_PAIRS];
 } rope_cache;
 
+// The rotations of the |rd| / 2 pairs at |pos| (cos in *cs, sin in *sn),
+// from this thread's cache; 0 when there are more pairs than it holds.
+static int rope_angles(float base, uint32_t rd, int32_t pos, const float **cs,
+                       const float **sn) {
+  uint32_t half = rd / 2;
+  if (half > ROPE_CACHE_PAIRS) {
+    return 0;
+  }
+  if (!(rope_cache.valid && rope_cache.pos == pos && rope_cache.rd == rd &&
+        rope_cache.base == base)) {
+    for (uint32_t p = 0; p < half; ++p) {
+      kp_rope_angle(base, p, rd, pos, &rope_cache.cs[p], &rope_cache.sn[p]);
+    }
+    rope_cache.base = base;
+    rope_cache.rd = rd;
+    rope_cache.pos = pos;
+    rope_cache.valid = 1;
+  }
+  *cs = rope_cache.cs;
+  *sn = rope_cache.sn;
+  return 1;
+}
+
 int32_t rope(const accel_kernel_dispatch_t *d,
              const accel_kernel_workgroup_t *wg) {
   accel_kp_rope_constants_t c;
@@ -213,27 +236,16 @@ int32_t rope(const accel_kernel_dispatch_t *d,
                      positions[t], (unsigned long long)t);
     }
     float *tok = x + t * c.heads * c.head_dim;
-    if (half <= ROPE_CACHE_PAIRS &&
-        !(rope_cache.valid && rope_cache.pos == positions[t] &&
-          rope_cache.rd == rd && rope_cache.base == c.base)) {
-      for (uint32_t p = 0; p < half; ++p) {
-        kp_rope_angle(c.base, p, rd, positions[t], &rope_cache.cs[p],
-                      &rope_cache.sn[p]);
-      }
-      rope_cache.base = c.base;
-      rope_cache.rd = rd;
-      rope_cache.pos = positions[t];
-      rope_cache.valid = 1;
-    }
+    const float *cs = NULL, *sn = NULL;
+    int cached = rope_angles(c.base, rd, positions[t], &cs, &sn);
     for (uint32_t p = 0; p < half; ++p) {
       uint32_t i0 = c.mode == ACCEL_KP_ROPE_HALF ? p : 2u * p;
       uint32_t i1 = c.mode == ACCEL_KP_ROPE_HALF ? p + half : 2u * p + 1u;
-      if (half > ROPE_CACHE_PAIRS) {
+      if (cached) {
+        kp_rope_rotate(tok, c.heads, c.head_dim, cs[p], sn[p], i0, i1);
+      } else {
         kp_rope_pair(tok, c.heads, c.head_dim, c.base, p, rd, positions[t],
                      i0, i1);
-      } else {
-        kp_rope_rotate(tok, c.heads, c.head_dim, rope_cache.cs[p],
-                       rope_cache.sn[p], i0, i1);
       }
     }
   }

@@ -73,7 +73,10 @@ static void launch_destroy(accel_object_t *object) {
 typedef struct group_call {
   accel_kernel_workgroup_t wg;
   const char *kernel;
-  uint64_t execution;  // unique per execution of a launch (thread scratch)
+  // The execution's id for thread scratch: 0 until a work-group asks, then
+  // drawn once for the execution (kernel_thread_scratch), so launches whose
+  // kernels never ask cost no atomic.
+  _Atomic uint64_t *execution;
   bool asserted;
   char text[MESSAGE_MAX_BYTES + 1];  // valid when |asserted|
 } group_call_t;
@@ -134,9 +137,21 @@ static void scratch_key_create(void) {
   scratch_key_ok = pthread_key_create(&scratch_key, scratch_release) == 0;
 }
 
-static uint64_t new_execution(void) {
-  // Relaxed: only distinctness matters.
-  return atomic_fetch_add_explicit(&next_execution, 1, memory_order_relaxed);
+// The id of |call|'s execution, drawn by the first work-group that asks.
+static uint64_t execution_of(const group_call_t *call) {
+  // Relaxed: only distinctness matters, and the compare-and-swap makes
+  // every thread of the execution agree on one id.
+  uint64_t e = atomic_load_explicit(call->execution, memory_order_relaxed);
+  if (e == 0) {
+    uint64_t mine =
+        atomic_fetch_add_explicit(&next_execution, 1, memory_order_relaxed);
+    if (atomic_compare_exchange_strong_explicit(call->execution, &e, mine,
+                                                memory_order_relaxed,
+                                                memory_order_relaxed)) {
+      e = mine;
+    }
+  }
+  return e;
 }
 
 static void *kernel_thread_scratch(const accel_kernel_dispatch_t *dispatch,
@@ -164,8 +179,9 @@ static void *kernel_thread_scratch(const accel_kernel_dispatch_t *dispatch,
     free(t->data);
     *t = (thread_scratch_t){.data = data, .capacity = capacity};
   }
-  *fresh = t->execution != call->execution;
-  t->execution = call->execution;
+  uint64_t execution = execution_of(call);
+  *fresh = t->execution != execution;
+  t->execution = execution;
   return t->data;
 }
 
@@ -191,15 +207,15 @@ typedef struct grid {
   accel_kernel_fn_t fn;
   const char *kernel;
   const accel_kernel_dispatch_t *dispatch;
-  uint64_t execution;
+  _Atomic uint64_t execution;  // see group_call_t
 } grid_t;
 
 static accel_status_t run_group(void *ctx, const uint32_t id[3]) {
-  const grid_t *g = ctx;
+  grid_t *g = ctx;
   group_call_t call;
   call.wg = (accel_kernel_workgroup_t){.id = {id[0], id[1], id[2]}};
   call.kernel = g->kernel;
-  call.execution = g->execution;
+  call.execution = &g->execution;
   call.asserted = false;
   int32_t r = g->fn(g->dispatch, &call.wg);
   if (__builtin_expect(r != 0 || call.asserted, 0)) {
@@ -230,7 +246,8 @@ static accel_status_t launch_exec_single(void *payload,
   group_call_t call;
   call.wg = (accel_kernel_workgroup_t){.id = {0, 0, 0}};
   call.kernel = k->name;
-  call.execution = new_execution();
+  _Atomic uint64_t execution = 0;
+  call.execution = &execution;
   call.asserted = false;
   accel_trace_launch_begin(k->name, 1, 1, 1);
   int32_t r = k->fn(&k->single_dispatch, &call.wg);
@@ -284,7 +301,7 @@ static accel_status_t run_grid(const accel_kernel_t *k,
   const uint32_t *n = dispatch->workgroup_count;
   accel_trace_launch_begin(k->name, n[0], n[1], n[2]);
   grid_t g = {.fn = k->fn, .kernel = k->name, .dispatch = dispatch,
-              .execution = new_execution()};
+              .execution = 0};
   if (n[0] == 1 && n[1] == 1 && n[2] == 1) {
     // One work-group: run it here, no handoff (the empty-launch round trip).
     static const uint32_t zero[3] = {0, 0, 0};

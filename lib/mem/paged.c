@@ -103,24 +103,25 @@ static accel_status_t page_take_locked(paged_t *p, accel_mem_page_t **out) {
   return ACCEL_OK;
 }
 
-// Clears a page before it returns to the driver: by the backend when it can
-// (phys_clear: no mapping, and pages never touched are not faulted in to be
-// zeroed), else through its mapping at |mapped_at| (0: none).
+// Clears a page mapped at |mapped_at| before it returns to the driver: by
+// the backend when it can (phys_clear: pages never touched are not faulted
+// in to be zeroed), else through the mapping.
 static void page_clear(paged_t *p, accel_mem_page_t *pg, uint64_t mapped_at) {
   accel_device_t *dev = p->pool.base.device;
   const accel_drv_memory_ops_t *m = dev->driver->memory;
   if (m->phys_clear != NULL && m->phys_clear(pg->phys) == ACCEL_OK) {
     return;
   }
-  void *host = mapped_at != 0 ? m->host_pointer(dev->drv, mapped_at) : NULL;
+  void *host = m->host_pointer(dev->drv, mapped_at);
   if (host != NULL) {
     ACCEL_MEM_UNPOISON(host, p->page_bytes);
     memset(host, 0, p->page_bytes);
   }
 }
 
-// Returns a page to the device, cleared first (page_clear; it is mapped at
-// |mapped_at| or 0). Lock held.
+// Returns a page to the device, cleared first through its mapping at
+// |mapped_at| (page_clear); 0: the caller cleared it, or could not map it.
+// Lock held.
 static void page_return_locked(paged_t *p, accel_mem_page_t *pg,
                                uint64_t mapped_at) {
   ACCEL_ASSERT_HELD(&p->lock);
@@ -129,7 +130,9 @@ static void page_return_locked(paged_t *p, accel_mem_page_t *pg,
   if (p->page_bytes == ACCEL_MEM_CHUNK_BYTES) {
     accel_mem_pages_give(a->mem, pg->phys, mapped_at);
   } else {
-    page_clear(p, pg, mapped_at);
+    if (mapped_at != 0) {
+      page_clear(p, pg, mapped_at);
+    }
     dev->driver->memory->phys_release(pg->phys);
   }
   p->pages_held--;
@@ -152,13 +155,14 @@ static void trim_locked(paged_t *p, uint64_t keep) {
     // The last page of the range is never handed out; it is the scratch
     // mapping for clearing.
     uint64_t scratch = p->base + p->va_bytes;
-    if (p->page_bytes != ACCEL_MEM_CHUNK_BYTES &&
-        dev->driver->memory->phys_clear != NULL) {
-      page_return_locked(p, pg, 0);  // the backend clears it unmapped
-    } else if (dev->driver->memory->phys_map(dev->drv, scratch, pg->phys, 0,
-                                             p->page_bytes) == ACCEL_OK) {
+    const accel_drv_memory_ops_t *m = dev->driver->memory;
+    if (p->page_bytes != ACCEL_MEM_CHUNK_BYTES && m->phys_clear != NULL &&
+        m->phys_clear(pg->phys) == ACCEL_OK) {
+      page_return_locked(p, pg, 0);  // cleared by the backend, unmapped
+    } else if (m->phys_map(dev->drv, scratch, pg->phys, 0, p->page_bytes) ==
+               ACCEL_OK) {
       page_return_locked(p, pg, scratch);
-      dev->driver->memory->phys_unmap(dev->drv, scratch, p->page_bytes);
+      m->phys_unmap(dev->drv, scratch, p->page_bytes);
     } else {
       page_return_locked(p, pg, 0);
     }
