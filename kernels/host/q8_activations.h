@@ -240,11 +240,16 @@ static const qa_format_t k_qa_formats[QA_COUNT] = {
     [QA_Q6_K] = {"qmatmul_q6_k", 256, 210, 0, 1, 0, qa_unpack_q6_k},
 };
 
-// One quantized row of x: k int8, and per group its scale and sum.
+// One quantized row of x: k int8, and per group its scale and sum; |h|,
+// where the direct Q6_K path runs (NULL elsewhere): 32 times the sum of
+// each 16-element half of every group, per run of eight groups g0 .. g7 in
+// the order g0L g1L g2L g3L g0H g1H g2H g3H g4L .. g7L g4H .. g7H (L the
+// first half), the order qa_hsum8's first two levels leave the halves in.
 typedef struct qa_xrow {
   const int8_t *q;
   const float *d;
   const int32_t *s;
+  const int32_t *h;
 } qa_xrow_t;
 
 // The fold of the eight group lanes.
@@ -310,8 +315,20 @@ static float qa_dot_portable(const qa_format_t *f, const qa_xrow_t *x,
 #define QA_AVX2 __attribute__((target("avx2")))
 #define QA_INLINE static inline __attribute__((always_inline))
 
+// The sum of the lanes of |p|.
+QA_AVX2 QA_INLINE int32_t qa_hsum(__m256i p) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p),
+                            _mm256_extracti128_si256(p, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// |h| (NULL: not wanted) receives the half sums of qa_xrow_t.h for the
+// complete runs of eight groups.
 QA_AVX2 static void qa_quantize_avx2(const float *x, uint64_t k, int8_t *q,
-                                     float *d, int32_t *s) {
+                                     float *d, int32_t *s, int32_t *h) {
+  uint64_t runs = k / QA_GROUP / 8;
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -339,6 +356,11 @@ QA_AVX2 static void qa_quantize_avx2(const float *x, uint64_t k, int8_t *q,
       t = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       qi[i] = _mm256_cvtps_epi32(t);
       sum = _mm256_add_epi32(sum, qi[i]);
+    }
+    if (h != NULL && g / 8 < runs) {
+      uint64_t at = g / 8 * 16 + (g % 8) / 4 * 8 + g % 4;
+      h[at] = 32 * qa_hsum(_mm256_add_epi32(qi[0], qi[1]));
+      h[at + 4] = 32 * qa_hsum(_mm256_add_epi32(qi[2], qi[3]));
     }
     __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
                                    _mm256_packs_epi32(qi[2], qi[3]));
@@ -473,14 +495,6 @@ QA_AVX2 QA_INLINE __m256i qa_hsum8(const __m256i p[8]) {
                           _mm256_permute2x128_si256(ab, cd, 0x31));
 }
 
-QA_AVX2 QA_INLINE int32_t qa_hsum(__m256i p) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p),
-                            _mm256_extracti128_si256(p, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
-}
-
 // Whole-row unpacking with AVX2 and F16C (f16 -> f32 is exact, so the
 // values are those of the portable qa_unpack_*; B only where read), and
 // for Q6_K with |interleaved| the runs' madd operands; 0: no such path for
@@ -495,32 +509,49 @@ QA_AVX2_F16C QA_INLINE float qa_f16_f16c(const uint8_t *p) {
 
 // A = d sc and B = -(dmin m) of the eight sub-blocks of a Q4_K / Q5_K block:
 // the eight 6-bit scales to bytes 0-7 and minimums to 8-15 (the bit moves
-// of qa_scale_min_k4, four at a time), rounded as the portable code rounds
-// them.
+// of qa_scale_min_k4, all sixteen at once in one register: the low bits by
+// one shuffle and masks, the two top bits of sub-blocks 4-7 by another),
+// rounded as the portable code rounds them.
 QA_AVX2_F16C QA_INLINE void qa_q4_k_scales_avx2(const uint8_t *blk, float *a,
                                                 float *b) {
-  float d = qa_f16_f16c(blk), dmin = qa_f16_f16c(blk + 2);
-  uint32_t u[4];
-  memcpy(u, blk + 4, 12);
-  u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-  uint32_t mins_low = u[1] & 0x3f3f3f3fu;
-  u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-  u[2] = mins_low;
-  u[0] &= 0x3f3f3f3fu;
-  __m128i sm = _mm_loadu_si128((const __m128i *)u);
+  // Bytes 0-3: d and dmin (f16); bytes 4-15: the scale bytes q0 .. q11.
+  __m128i v = _mm_loadu_si128((const __m128i *)blk);
+  // sc0-3 = q0-3 & 63, sc4-7 = q8-11 & 15, m0-3 = q4-7 & 63,
+  // m4-7 = q8-11 >> 4 ...
+  const __m128i low_at = _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10,
+                                       11, 12, 13, 14, 15);
+  const __m128i low_mask = _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63,
+                                         63, 63, 63, 0, 0, 0, 0);
+  const __m128i high_nibble = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                            0, 15, 15, 15, 15);
+  // ... and sc4-7 |= (q0-3 >> 6) << 4, m4-7 |= (q4-7 >> 6) << 4. Shifts
+  // run in 16-bit lanes on masked bytes, so no bit crosses a byte.
+  const __m128i top_at = _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1,
+                                       -1, -1, 8, 9, 10, 11);
+  __m128i l = _mm_shuffle_epi8(v, low_at);
+  __m128i t = _mm_and_si128(_mm_shuffle_epi8(v, top_at),
+                            _mm_set1_epi8((char)0xc0));
+  __m128i sm = _mm_or_si128(
+      _mm_or_si128(_mm_and_si128(l, low_mask),
+                   _mm_and_si128(_mm_srli_epi16(l, 4), high_nibble)),
+      _mm_srli_epi16(t, 2));
+  __m128 dd = _mm_cvtph_ps(v);  // d, dmin, ...
   __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm));
   __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)));
-  _mm256_storeu_ps(a, _mm256_mul_ps(_mm256_set1_ps(d), sc));
-  _mm256_storeu_ps(b, _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mn),
-                                    _mm256_set1_ps(-0.0f)));
+  _mm256_storeu_ps(a, _mm256_mul_ps(_mm256_broadcastss_ps(dd), sc));
+  _mm256_storeu_ps(
+      b, _mm256_xor_ps(
+             _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), mn),
+             _mm256_set1_ps(-0.0f)));
 }
 
-// The 256 values of a Q6_K block minus 32, as int8, in element order: v[i]
-// holds elements 32 i .. 32 i + 31.
-QA_AVX2_F16C QA_INLINE void qa_q6_k_values_avx2(const uint8_t *blk,
-                                                __m256i v[8]) {
+// The 256 six-bit fields of a Q6_K block minus |offset| (32: the values;
+// 0: the fields, unsigned), as int8, in element order: v[i] holds elements
+// 32 i .. 32 i + 31.
+QA_AVX2_F16C QA_INLINE void qa_q6_k_fields_avx2(const uint8_t *blk,
+                                                __m256i v[8], int offset) {
   const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3),
-                k32 = _mm256_set1_epi8(32);
+                k32 = _mm256_set1_epi8((char)offset);
   const uint8_t *ql = blk, *qh = blk + 128;
   for (int n = 0; n < 2; ++n, ql += 64, qh += 32) {
     __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
@@ -545,6 +576,12 @@ QA_AVX2_F16C QA_INLINE void qa_q6_k_values_avx2(const uint8_t *blk,
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), h3),
         k32);
   }
+}
+
+// The 256 values of a Q6_K block (the fields minus 32).
+QA_AVX2_F16C QA_INLINE void qa_q6_k_values_avx2(const uint8_t *blk,
+                                                __m256i v[8]) {
+  qa_q6_k_fields_avx2(blk, v, 32);
 }
 
 QA_AVX2_F16C static int qa_unpack_row_avx2(enum qa_type type,
@@ -1120,6 +1157,90 @@ QA_DEFINE_DIRECT(qa_direct_avx2, QA_AVX2_DIRECT, qa_wdot)
   (has_mult ? qa_wdot(w, xq, m, u) : qa_wdot_vnni(w, xq, m, u))
 QA_DEFINE_DIRECT(qa_direct_vnni, QA_VNNI_DIRECT, QA_WDOT_VNNI)
 
+// Q6_K on the direct path with VNNI. The six-bit fields stay unsigned
+// (0 .. 63) and meet x in vpdpbusd, one product vector per group; the first
+// two hadd levels of qa_hsum8 leave each group's halves apart, so 32 times
+// x's half sums (qa_xrow_t.h) come off there and each half is multiplied by
+// its sub-block scale in 32 bits before the last level adds the halves:
+// I = sum_h M_h (sum w q - 32 sum q) = sum_h M_h sum (w - 32) q, the integer
+// qa_wdot computes (every term fits in 32 bits: at most 16 x 63 x 127 plus
+// 32 x 16 x 127, times 128). Against qa_direct_vnni's Q6_K this drops the
+// per-group sign and madd steps and the per-group scale shuffles.
+QA_VNNI_DIRECT QA_INLINE void qa_q6k_vnni_row(const uint8_t *row,
+                                              const qa_xrow_t *x,
+                                              uint32_t xrows, uint64_t k,
+                                              float *y) {
+  // Scales 0 2 4 6 1 3 5 7 | 8 10 12 14 9 11 13 15: the halves' order.
+  const __m128i order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14,
+                                      9, 11, 13, 15);
+  __m256 acc[QA_DIRECT_MAX_M];
+  for (uint32_t r = 0; r < xrows; ++r) acc[r] = _mm256_setzero_ps();
+  for (uint64_t b = 0; b < k / 256; ++b) {
+    const uint8_t *blk = row + 210 * b;
+    for (uint64_t o = 0; o < 210; o += 64) {
+      _mm_prefetch((const char *)blk + QA_PREFETCH + o, _MM_HINT_T0);
+    }
+    __m256i wv[8];
+    qa_q6_k_fields_avx2(blk, wv, 0);
+    __m128i sc = _mm_shuffle_epi8(
+        _mm_loadu_si128((const __m128i *)(blk + 192)), order);
+    __m256i m0 = _mm256_cvtepi8_epi32(sc),
+            m1 = _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8));
+    __m256 va = _mm256_set1_ps(qa_f16_f16c(blk + 208));
+    for (uint32_t r = 0; r < xrows; ++r) {
+      const int8_t *xq = x[r].q + 256 * b;
+      const int32_t *h = x[r].h + 16 * b;
+      __m256i p[8];
+      for (int i = 0; i < 8; ++i) {
+        p[i] = _mm256_dpbusd_epi32(
+            _mm256_setzero_si256(), wv[i],
+            _mm256_loadu_si256((const __m256i *)(xq + 32 * i)));
+      }
+      __m256i lo = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]),
+                                     _mm256_hadd_epi32(p[2], p[3]));
+      __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]),
+                                     _mm256_hadd_epi32(p[6], p[7]));
+      lo = _mm256_mullo_epi32(
+          _mm256_sub_epi32(lo, _mm256_loadu_si256((const __m256i *)h)), m0);
+      hi = _mm256_mullo_epi32(
+          _mm256_sub_epi32(hi, _mm256_loadu_si256((const __m256i *)(h + 8))),
+          m1);
+      __m256i sum = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20),
+                                     _mm256_permute2x128_si256(lo, hi, 0x31));
+      __m256 xd = _mm256_loadu_ps(x[r].d + 8 * b);
+      acc[r] = _mm256_add_ps(
+          acc[r], _mm256_mul_ps(_mm256_mul_ps(xd, va),
+                                _mm256_cvtepi32_ps(sum)));
+    }
+  }
+  for (uint32_t r = 0; r < xrows; ++r) {
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc[r]);
+    y[r] = qa_fold8(lanes);
+  }
+}
+
+// Weight rows j of a Q6_K weight (k a multiple of 256) to y[r ldy + j];
+// the switch makes |xrows| a constant in each inlined row.
+QA_VNNI_DIRECT static void qa_direct_q6k_vnni(const uint8_t *w,
+                                              uint64_t row_bytes,
+                                              uint64_t nrows,
+                                              const qa_xrow_t *x,
+                                              uint32_t xrows, uint64_t k,
+                                              float *y, uint64_t ldy) {
+  float o[QA_DIRECT_MAX_M];
+  for (uint64_t j = 0; j < nrows; ++j) {
+    const uint8_t *row = w + j * row_bytes;
+    switch (xrows) {
+      case 1: qa_q6k_vnni_row(row, x, 1, k, o); break;
+      case 2: qa_q6k_vnni_row(row, x, 2, k, o); break;
+      case 3: qa_q6k_vnni_row(row, x, 3, k, o); break;
+      default: qa_q6k_vnni_row(row, x, 4, k, o);
+    }
+    for (uint32_t r = 0; r < xrows; ++r) y[r * ldy + j] = o[r];
+  }
+}
+
 // 0 portable, 1 AVX2 (and F16C), 2 AVX2 with AVX512-VNNI: the best the CPU
 // has, capped by ACCEL_KP_VECTOR (0: portable, 1: AVX2). Every level gives
 // the same bits.
@@ -1163,7 +1284,7 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   uint64_t row_bytes = k / f->block * f->bytes;
   // One allocation: x quantized (m k int8, m groups scales and sums), then
   // QA_ROWS unpacked weight rows (k int8, groups A and B, 2 + 4 groups M).
-  uint64_t x_bytes = m * k + m * groups * (sizeof(float) + sizeof(int32_t));
+  uint64_t x_bytes = m * k + m * groups * (sizeof(float) + 3 * sizeof(int32_t));
   uint64_t w_bytes = QA_ROWS * (k + groups * (2 * sizeof(float) +
                                               6 * sizeof(int16_t)));
   // The thread's scratch (kernel ABI 1.3) keeps x quantized across the
@@ -1178,7 +1299,8 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   }
   float *xd = (float *)scratch;
   int32_t *xs = (int32_t *)(xd + m * groups);
-  float *wa = (float *)(xs + m * groups);
+  int32_t *xh = xs + m * groups;  // qa_xrow_t.h: 2 per group
+  float *wa = (float *)(xh + 2 * m * groups);
   float *wb = wa + QA_ROWS * groups;
   int16_t *wm = (int16_t *)(wb + QA_ROWS * groups);
   int16_t *wmv = wm + QA_ROWS * 2 * groups;
@@ -1191,11 +1313,15 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
     for (uint64_t r = 0; r < m; ++r) {
       if (fresh) {
         qa_quantize_avx2(x + r * k, k, xq + r * k, xd + r * groups,
-                         xs + r * groups);
+                         xs + r * groups, xh + 2 * r * groups);
       }
-      xr[r] = (qa_xrow_t){xq + r * k, xd + r * groups, xs + r * groups};
+      xr[r] = (qa_xrow_t){xq + r * k, xd + r * groups, xs + r * groups,
+                          xh + 2 * r * groups};
     }
-    if (level == 2) {
+    if (level == 2 && type == QA_Q6_K) {
+      qa_direct_q6k_vnni(wbytes + j0 * row_bytes, row_bytes, j1 - j0, xr,
+                         (uint32_t)m, k, y + j0, c->n);
+    } else if (level == 2) {
       qa_direct_vnni(type, wbytes + j0 * row_bytes, row_bytes, j1 - j0, xr,
                      (uint32_t)m, k, y + j0, c->n);
     } else {
@@ -1213,7 +1339,7 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
 #if defined(__x86_64__)
     if (avx2) {
       qa_quantize_avx2(x + r * k, k, xq + r * k, xd + r * groups,
-                       xs + r * groups);
+                       xs + r * groups, NULL);
       if (interleaved) qa_interleave(xq + r * k, groups);
       continue;
     }
@@ -1254,13 +1380,13 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
       }
     }
     for (uint64_t r = 0; r < m; ++r) {
-      qa_xrow_t xr = {xq + r * k, xd + r * groups, xs + r * groups};
+      qa_xrow_t xr = {xq + r * k, xd + r * groups, xs + r * groups, NULL};
       float out[QA_ROWS];
 #if defined(__x86_64__)
       if (level == 2 && interleaved && rows == QA_ROWS && r + 1 < m) {
         qa_xrow_t pair[2] = {
             xr, {xq + (r + 1) * k, xd + (r + 1) * groups,
-                 xs + (r + 1) * groups}};
+                 xs + (r + 1) * groups, NULL}};
         float out2[2][QA_ROWS];
         qa_dot_vnni_2x4(f, pair, w, k, out2);
         for (uint32_t t = 0; t < rows; ++t) {
