@@ -52,10 +52,13 @@ enum accel_serve_flag_bits {
   ACCEL_SERVE_DIRECT_LAUNCH = 1u << 3,
   // Keep the activations of GGUF block-quantized projections in f32 (the
   // exact order of kernels/README.md). Without it, each projection whose
-  // kernel declares ACCEL_KP_FEATURE_Q8_ACTIVATIONS (accel_kernel_info; the
-  // host kernels) has its input rows quantized to 8 bits and multiplied in
-  // integers, as llama.cpp does: several times faster, logits within about
-  // 1% of their spread of a float64 evaluation instead of 1e-5.
+  // kernel declares ACCEL_KP_FEATURE_I16_ACTIVATIONS (accel_kernel_info; the
+  // host Q8_0 and Q4_0 kernels) has its input rows quantized to 16 bits, and
+  // one that declares ACCEL_KP_FEATURE_Q8_ACTIVATIONS only (the host
+  // K-quant and other block kernels) to 8 bits, as llama.cpp does, and
+  // multiplied in integers: several times faster; logits within about 1% of
+  // their spread of a float64 evaluation with 8 bits, about 1e-4 with 16,
+  // instead of 1e-5.
   ACCEL_SERVE_F32_ACTIVATIONS = 1u << 4,
 };
 

@@ -53,6 +53,7 @@ static const accel_kernel_tunable_t k_kp_grid_tunables[] = {
   KP_META_F(kernel_, 0u, tunables_, tunable_count_, __VA_ARGS__)
 // The GGUF block kernels take 8-bit activations.
 #define KP_Q8A ACCEL_KP_FEATURE_Q8_ACTIVATIONS
+#define KP_I16A (ACCEL_KP_FEATURE_Q8_ACTIVATIONS | ACCEL_KP_FEATURE_I16_ACTIVATIONS)
 #define KP_COUNT(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
 
 
@@ -68,9 +69,9 @@ static const accel_kernel_meta_t k_kp_metas[] __attribute__((unused)) = {
             KP_F32, KP_OPQ, KP_F32, KP_F32),
     KP_META(qmatmul_int4, k_kp_qmm_tunables, KP_COUNT(k_kp_qmm_tunables),
             KP_F32, KP_OPQ, KP_F32, KP_OPQ, KP_F32),
-    KP_META_F(qmatmul_q8_0, KP_Q8A, k_kp_qmm_tunables, KP_COUNT(k_kp_qmm_tunables),
+    KP_META_F(qmatmul_q8_0, KP_I16A, k_kp_qmm_tunables, KP_COUNT(k_kp_qmm_tunables),
               KP_F32, KP_OPQ, KP_F32),
-    KP_META_F(qmatmul_q4_0, KP_Q8A, k_kp_qmm_tunables, KP_COUNT(k_kp_qmm_tunables),
+    KP_META_F(qmatmul_q4_0, KP_I16A, k_kp_qmm_tunables, KP_COUNT(k_kp_qmm_tunables),
               KP_F32, KP_OPQ, KP_F32),
     // rows (5..8)
     KP_META(softmax, NULL, 0, KP_F32, KP_F32),

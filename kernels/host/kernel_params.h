@@ -243,7 +243,8 @@ _Static_assert(sizeof(accel_kp_matmul_constants_t) == 48, "matmul constants");
 //                   0 x (read, f32 [m, k]), 1 w (read, ggml's block_<type>
 //                   [n, k / block], byte for byte as in a GGUF file),
 //                   2 y (write, f32 [m, n]); k a multiple of the block;
-//                   flags 0 or ACCEL_KP_QFLAG_Q8_ACTIVATIONS.
+//                   flags 0 or ACCEL_KP_QFLAG_Q8_ACTIVATIONS (q8_0 and
+//                   q4_0: or ACCEL_KP_QFLAG_I16_ACTIVATIONS).
 //                   kernels/README.md gives each block layout.
 //   k must be a multiple of 32 for q8_0/q4_0, of group_size for int4
 //   (group_size 32, 64 or 128); group_size is ignored by the others.
@@ -259,6 +260,11 @@ enum accel_kp_qmatmul_flags {
   // llama.cpp computes them (kernels/README.md, "8-bit activations": a
   // different order and precision, several times faster).
   ACCEL_KP_QFLAG_Q8_ACTIVATIONS = 1u << 1,
+  // q8_0 and q4_0 only (host kernels): the same with groups of 32 int16
+  // (kernels/README.md, "16-bit activations": the activations' rounding 258
+  // times finer than 8-bit, about as fast for these two types). Not with
+  // ACCEL_KP_QFLAG_Q8_ACTIVATIONS.
+  ACCEL_KP_QFLAG_I16_ACTIVATIONS = 1u << 2,
 };
 // The reference kernels' feature bits (accel_kernel_meta_t.features, read
 // through accel_kernel_info): what a caller may ask of a kernel beyond
@@ -267,6 +273,9 @@ enum accel_kp_features {
   // The kernel takes ACCEL_KP_QFLAG_Q8_ACTIVATIONS (the host GGUF block
   // kernels; the CUDA ones refuse it and do not declare it).
   ACCEL_KP_FEATURE_Q8_ACTIVATIONS = 1u << 0,
+  // The kernel takes ACCEL_KP_QFLAG_I16_ACTIVATIONS (the host q8_0 and q4_0
+  // kernels).
+  ACCEL_KP_FEATURE_I16_ACTIVATIONS = 1u << 1,
 };
 typedef struct accel_kp_qmatmul_constants {
   uint32_t m, n, k;    // 0 in any is legal (no work)

@@ -269,8 +269,12 @@ static inline float qa_group_term(const qa_format_t *f, const qa_xrow_t *x,
   return t + u;
 }
 
-static void qa_quantize_portable(const float *x, uint64_t k, int8_t *q,
-                                 float *d, int32_t *s) {
+// x to groups of 32 integers in -|levels| .. |levels| (127: int8 into |q8|;
+// 32767: int16 into |q16|, i16_activations.h), the order above with
+// |levels| for 127.
+static inline void qa_quantize_levels(const float *x, uint64_t k,
+                                      float levels, int8_t *q8, int16_t *q16,
+                                      float *d, int32_t *s) {
   for (uint64_t g = 0; g < k / QA_GROUP; ++g) {
     const float *xg = x + g * QA_GROUP;
     float amax = 0.0f;
@@ -278,19 +282,28 @@ static void qa_quantize_portable(const float *x, uint64_t k, int8_t *q,
       float a = fabsf(xg[e]);
       amax = a > amax ? a : amax;
     }
-    float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    d[g] = amax / 127.0f;
+    float id = amax > 0.0f ? levels / amax : 0.0f;
+    d[g] = amax / levels;
     int32_t sum = 0;
     for (uint32_t e = 0; e < QA_GROUP; ++e) {
       float v = xg[e] * id;
-      v = v > -127.0f ? v : -127.0f;
-      v = v < 127.0f ? v : 127.0f;
+      v = v > -levels ? v : -levels;
+      v = v < levels ? v : levels;
       int32_t qi = (int32_t)nearbyintf(v);
-      q[g * QA_GROUP + e] = (int8_t)qi;
+      if (q16 != NULL) {
+        q16[g * QA_GROUP + e] = (int16_t)qi;
+      } else {
+        q8[g * QA_GROUP + e] = (int8_t)qi;
+      }
       sum += qi;
     }
     s[g] = sum;
   }
+}
+
+static void qa_quantize_portable(const float *x, uint64_t k, int8_t *q,
+                                 float *d, int32_t *s) {
+  qa_quantize_levels(x, k, 127.0f, q, NULL, d, s);
 }
 
 static float qa_dot_portable(const qa_format_t *f, const qa_xrow_t *x,
@@ -324,13 +337,16 @@ QA_AVX2 QA_INLINE int32_t qa_hsum(__m256i p) {
   return _mm_cvtsi128_si32(s);
 }
 
+// The AVX2 form of qa_quantize_levels (the same roundings: bit-identical);
 // |h| (NULL: not wanted) receives the half sums of qa_xrow_t.h for the
-// complete runs of eight groups.
-QA_AVX2 static void qa_quantize_avx2(const float *x, uint64_t k, int8_t *q,
-                                     float *d, int32_t *s, int32_t *h) {
+// complete runs of eight groups (int8 only).
+QA_AVX2 QA_INLINE void qa_quantize_levels_avx2(const float *x, uint64_t k,
+                                               float levels, int8_t *q8,
+                                               int16_t *q16, float *d,
+                                               int32_t *s, int32_t *h) {
   uint64_t runs = k / QA_GROUP / 8;
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  const __m256 lo = _mm256_set1_ps(-levels), hi = _mm256_set1_ps(levels);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (uint64_t g = 0; g < k / QA_GROUP; ++g) {
     const float *xg = x + g * QA_GROUP;
@@ -346,8 +362,8 @@ QA_AVX2 static void qa_quantize_avx2(const float *x, uint64_t k, int8_t *q,
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
     float amax = _mm_cvtss_f32(m4);
-    float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    d[g] = amax / 127.0f;
+    float id = amax > 0.0f ? levels / amax : 0.0f;
+    d[g] = amax / levels;
     __m256 vid = _mm256_set1_ps(id);
     __m256i qi[4], sum = _mm256_setzero_si256();
     for (int i = 0; i < 4; ++i) {
@@ -362,16 +378,27 @@ QA_AVX2 static void qa_quantize_avx2(const float *x, uint64_t k, int8_t *q,
       h[at] = 32 * qa_hsum(_mm256_add_epi32(qi[0], qi[1]));
       h[at + 4] = 32 * qa_hsum(_mm256_add_epi32(qi[2], qi[3]));
     }
-    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
-                                   _mm256_packs_epi32(qi[2], qi[3]));
-    _mm256_storeu_si256((__m256i *)(q + g * QA_GROUP),
-                        _mm256_permutevar8x32_epi32(p, order));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum),
-                               _mm256_extracti128_si256(sum, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
-    s[g] = _mm_cvtsi128_si32(s4);
+    if (q16 != NULL) {
+      // packs works per 128-bit lane: 64-bit quarters 0 2 1 3 restore the
+      // order.
+      for (int i = 0; i < 2; ++i) {
+        __m256i p = _mm256_packs_epi32(qi[2 * i], qi[2 * i + 1]);
+        _mm256_storeu_si256((__m256i *)(q16 + g * QA_GROUP + 16 * i),
+                            _mm256_permute4x64_epi64(p, 0xd8));
+      }
+    } else {
+      __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
+                                     _mm256_packs_epi32(qi[2], qi[3]));
+      _mm256_storeu_si256((__m256i *)(q8 + g * QA_GROUP),
+                          _mm256_permutevar8x32_epi32(p, order));
+    }
+    s[g] = qa_hsum(sum);
   }
+}
+
+QA_AVX2 static void qa_quantize_avx2(const float *x, uint64_t k, int8_t *q,
+                                     float *d, int32_t *s, int32_t *h) {
+  qa_quantize_levels_avx2(x, k, 127.0f, q, NULL, d, s, h);
 }
 
 // acc + the products of 32 int8 of w and x, four consecutive ones per

@@ -18,7 +18,7 @@
 
 #include "kernel_list.h"
 #include "kernel_util.h"
-#include "q8_activations.h"
+#include "i16_activations.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -411,10 +411,19 @@ static int qcheck(const accel_kernel_dispatch_t *d,
   uint32_t group = format == Q_INT4 ? c->group_size
                                     : (format == Q_INT8 ? 1 : ACCEL_KP_QK);
   uint32_t known = format == Q_INT4 ? ACCEL_KP_QFLAG_SIGNED_I4
-                                    : format == Q_INT8 ? 0
-                                                       : ACCEL_KP_QFLAG_Q8_ACTIVATIONS;
+                    : format == Q_INT8
+                        ? 0
+                        : ACCEL_KP_QFLAG_Q8_ACTIVATIONS |
+                              ACCEL_KP_QFLAG_I16_ACTIVATIONS;
   if (format == Q_INT4 && group != 32 && group != 64 && group != 128) {
     kp_fail(d, wg, "%s: group_size %u must be 32, 64 or 128", name, group);
+    return -1;
+  }
+  const uint32_t both =
+      ACCEL_KP_QFLAG_Q8_ACTIVATIONS | ACCEL_KP_QFLAG_I16_ACTIVATIONS;
+  if ((c->flags & both) == both) {
+    kp_fail(d, wg, "%s: flags 0x%x ask for 8-bit and 16-bit activations at "
+            "once", name, c->flags);
     return -1;
   }
   if (c->k % group != 0 || (c->flags & ~known) != 0 || c->tile_n > 4096 ||
@@ -466,6 +475,9 @@ static int32_t qmatmul(const accel_kernel_dispatch_t *d,
   uint64_t tile = c.tile_n ? c.tile_n : ACCEL_KP_QMM_TILE_N;
   if (c.flags & ACCEL_KP_QFLAG_Q8_ACTIVATIONS) {
     return qa_matmul(d, wg, &c, format == Q_Q8_0 ? QA_Q8_0 : QA_Q4_0, tile);
+  }
+  if (c.flags & ACCEL_KP_QFLAG_I16_ACTIVATIONS) {
+    return qi_matmul(d, wg, &c, format == Q_Q8_0 ? QA_Q8_0 : QA_Q4_0, tile);
   }
   const float *x = d->bindings[0].data;
   float *y = d->bindings[y_index].data;

@@ -133,13 +133,14 @@ struct serve_model {
   // place and the logits read in place, with no copy commands. Otherwise
   // |in| is host staging uploaded by stream copies.
   bool direct;
-  // Block projections quantize their activations to 8 bits
-  // (ACCEL_KP_QFLAG_Q8_ACTIVATIONS): the host kernels have that path, the
-  // CUDA ones do not.
-  // 8-bit activations: wanted (not f32_activations), and per kernel whether
-  // it declares ACCEL_KP_FEATURE_Q8_ACTIVATIONS (accel_kernel_info).
+  // Block projections quantize their activations to 16 bits where the
+  // kernel takes ACCEL_KP_QFLAG_I16_ACTIVATIONS (host Q8_0 and Q4_0), else
+  // to 8 bits (ACCEL_KP_QFLAG_Q8_ACTIVATIONS): the host kernels have those
+  // paths, the CUDA ones do not. Wanted (not f32_activations), and per
+  // kernel whether it declares ACCEL_KP_FEATURE_I16_ACTIVATIONS or
+  // ACCEL_KP_FEATURE_Q8_ACTIVATIONS (accel_kernel_info).
   bool q8_activations;
-  bool q8_kernel[K_COUNT];
+  bool q8_kernel[K_COUNT], i16_kernel[K_COUNT];
   float *logits_host;
   // Order of the step's entries: decode-shaped first, then prefill chunks.
   uint32_t *order;
@@ -269,8 +270,10 @@ static accel_status_t project_weight(serve_model_t *m, accel_buffer_t *x,
                   sizeof(c));
   }
   bind_t b[3] = {{x, 0}, {p->w, 0}, {y, 0}};
-  if (m->q8_activations && m->q8_kernel[p->kernel]) {
-    c.flags = ACCEL_KP_QFLAG_Q8_ACTIVATIONS;
+  if (m->q8_activations &&
+      (m->i16_kernel[p->kernel] || m->q8_kernel[p->kernel])) {
+    c.flags = m->i16_kernel[p->kernel] ? ACCEL_KP_QFLAG_I16_ACTIVATIONS
+                                       : ACCEL_KP_QFLAG_Q8_ACTIVATIONS;
     return launch_groups(m, p->kernel, accel_kp_qmatmul_units(&c),
                          Q8_ACTIVATION_GROUPS, b, 3, &c, sizeof(c));
   }
@@ -694,8 +697,11 @@ static accel_status_t model_open(serve_model_t *m) {
       return accel_error_context(st, "kernels %s", m->d.kernels_path);
     }
     accel_kernel_info_t ki = {.struct_size = sizeof(ki)};
-    m->q8_kernel[i] = accel_kernel_info(m->k[i], &ki) == ACCEL_OK &&
-                      (ki.features & ACCEL_KP_FEATURE_Q8_ACTIVATIONS) != 0;
+    bool info = accel_kernel_info(m->k[i], &ki) == ACCEL_OK;
+    m->q8_kernel[i] =
+        info && (ki.features & ACCEL_KP_FEATURE_Q8_ACTIVATIONS) != 0;
+    m->i16_kernel[i] =
+        info && (ki.features & ACCEL_KP_FEATURE_I16_ACTIVATIONS) != 0;
   }
   const char *kind = NULL;
   if (model_metadata(m, "model", &kind) != ACCEL_OK ||

@@ -34,12 +34,16 @@ static void test_reference_axe_loads_with_every_kernel(void **state) {
     accel_kernel_info_t ki = {.struct_size = sizeof(ki)};
     assert_accel_ok(accel_kernel_info(k, &ki));
     assert_true(ki.binding_count > 0);
-    // 8-bit activations: declared by exactly the GGUF block kernels (what
-    // the serving engine reads to use them).
+    // 8-bit activations: declared by exactly the GGUF block kernels, and
+    // 16-bit ones by q8_0 and q4_0 (what the serving engine reads to use
+    // them).
     const char *name = k_expected[i];
     bool block = strncmp(name, "qmatmul_q", 9) == 0;
-    assert_int_equal(ki.features, block ? ACCEL_KP_FEATURE_Q8_ACTIVATIONS
-                                        : 0u);
+    bool i16 = strcmp(name, "qmatmul_q8_0") == 0 ||
+               strcmp(name, "qmatmul_q4_0") == 0;
+    assert_int_equal(ki.features,
+                     (block ? ACCEL_KP_FEATURE_Q8_ACTIVATIONS : 0u) |
+                         (i16 ? ACCEL_KP_FEATURE_I16_ACTIVATIONS : 0u));
     assert_int_equal(ki.reserved1, 0);
   }
   const char *value = NULL;
