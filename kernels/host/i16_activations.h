@@ -185,6 +185,213 @@ QI_VNNI QA_INLINE __m256i qi_dot_vnni(__m256i lo, __m256i hi,
 
 QI_DEFINE_ROW(qi_rows_avx2, QA_AVX2_F16C, qi_dot_avx2)
 QI_DEFINE_ROW(qi_rows_vnni, QI_VNNI, qi_dot_vnni)
+
+// Batches (more than QI_TILE rows of x, as prefill has) interleave each run
+// of eight groups so that 32-bit lane l of every product vector belongs to
+// group l: step t (0 .. 15) of a run holds elements 2t and 2t + 1 of its
+// eight groups, and the sixteen steps' vpdpwssd / vpmaddwd accumulate each
+// group's exact sum in its own lane, with no horizontal sums. x is
+// interleaved once per launch and thread, weight rows once per tile of four
+// that meets every row of x, two at a time.
+
+// The 8 x 8 transpose of 32-bit lanes: out[t] lane l = in[l] lane t.
+QA_AVX2 QA_INLINE void qi_transpose8(const __m256i in[8], __m256i out[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    out[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+    out[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+  }
+}
+
+// The complete runs of |groups| groups of 32 int16 at |q| (group-major)
+// interleaved into |out| (steps as above).
+QA_AVX2 static void qi_interleave(const int16_t *q, uint64_t groups,
+                                  int16_t *out) {
+  for (uint64_t b = 0; b + 8 <= groups; b += 8) {
+    __m256i in[8], tr[8];
+    for (int half = 0; half < 2; ++half) {
+      for (int l = 0; l < 8; ++l) {
+        in[l] = _mm256_loadu_si256(
+            (const __m256i *)(q + (b + l) * QA_GROUP + 16 * half));
+      }
+      qi_transpose8(in, tr);
+      for (int t = 0; t < 8; ++t) {
+        _mm256_storeu_si256(
+            (__m256i *)(out + b * QA_GROUP + (8 * half + t) * 16), tr[t]);
+      }
+    }
+  }
+}
+
+// Weight row |row| widened (qi_group) and interleaved into |out|, its
+// groups' A into |a|.
+QA_AVX2_F16C static void qi_interleave_row(enum qa_type type,
+                                           const uint8_t *row,
+                                           uint64_t groups, int16_t *out,
+                                           float *a) {
+  uint64_t bytes = type == QA_Q8_0 ? 34 : 18;
+  for (uint64_t h = 0; h < groups; ++h) a[h] = qa_f16_f16c(row + h * bytes);
+  for (uint64_t b = 0; b + 8 <= groups; b += 8) {
+    __m256i lo[8], hi[8], tr[8];
+    for (int l = 0; l < 8; ++l) qi_group(type, row, b + l, &lo[l], &hi[l]);
+    qi_transpose8(lo, tr);
+    for (int t = 0; t < 8; ++t) {
+      _mm256_storeu_si256((__m256i *)(out + b * QA_GROUP + t * 16), tr[t]);
+    }
+    qi_transpose8(hi, tr);
+    for (int t = 0; t < 8; ++t) {
+      _mm256_storeu_si256((__m256i *)(out + b * QA_GROUP + (8 + t) * 16),
+                          tr[t]);
+    }
+  }
+}
+
+QA_AVX2 QA_INLINE __m256i qi_acc_avx2(__m256i acc, __m256i w, __m256i x) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x));
+}
+QI_VNNI QA_INLINE __m256i qi_acc_vnni(__m256i acc, __m256i w, __m256i x) {
+  return _mm256_dpwssd_epi32(acc, w, x);
+}
+
+// One tile: |wrows| interleaved weight rows against |xrows| rows of x
+// (both constants where this inlines) into out[r][t], under TARGET with
+// ACC; the groups past the last run from the row bytes and the plain x, as
+// qi_rows does them.
+#define QI_DEFINE_TILE(NAME, TARGET, ACC, DOT)                                \
+  TARGET QA_INLINE void NAME##_tile(                                          \
+      enum qa_type type, const int16_t *const *wi, const float *const *a,     \
+      const uint8_t *const *rows, uint32_t wrows, const int16_t *const *xi,   \
+      const int16_t *const *xq, const float *const *xd,                       \
+      const int32_t *const *xs, uint32_t xrows, uint64_t k,                   \
+      float out[2][QA_ROWS]) {                                                \
+    uint64_t groups = k / QA_GROUP, g = 0;                                    \
+    int32_t offset = k_qa_formats[type].offset;                               \
+    __m256 f[2][QA_ROWS];                                                     \
+    for (uint32_t r = 0; r < xrows; ++r)                                      \
+      for (uint32_t t = 0; t < wrows; ++t) f[r][t] = _mm256_setzero_ps();     \
+    for (; g + 8 <= groups; g += 8) {                                         \
+      __m256i acc[2][QA_ROWS];                                                \
+      for (uint32_t r = 0; r < xrows; ++r)                                    \
+        for (uint32_t t = 0; t < wrows; ++t)                                  \
+          acc[r][t] = _mm256_setzero_si256();                                 \
+      for (int step = 0; step < 16; ++step) {                                 \
+        __m256i xv[2];                                                        \
+        for (uint32_t r = 0; r < xrows; ++r) {                                \
+          xv[r] = _mm256_loadu_si256(                                         \
+              (const __m256i *)(xi[r] + g * QA_GROUP + 16 * step));           \
+        }                                                                     \
+        for (uint32_t t = 0; t < wrows; ++t) {                                \
+          __m256i wv = _mm256_loadu_si256(                                    \
+              (const __m256i *)(wi[t] + g * QA_GROUP + 16 * step));           \
+          for (uint32_t r = 0; r < xrows; ++r) {                              \
+            acc[r][t] = ACC(acc[r][t], wv, xv[r]);                            \
+          }                                                                   \
+        }                                                                     \
+      }                                                                       \
+      for (uint32_t r = 0; r < xrows; ++r) {                                  \
+        __m256 vd = _mm256_loadu_ps(xd[r] + g);                               \
+        __m256i vs = _mm256_mullo_epi32(                                      \
+            _mm256_set1_epi32(offset),                                        \
+            _mm256_loadu_si256((const __m256i *)(xs[r] + g)));                \
+        for (uint32_t t = 0; t < wrows; ++t) {                                \
+          __m256 c = _mm256_mul_ps(                                           \
+              _mm256_mul_ps(vd, _mm256_loadu_ps(a[t] + g)),                   \
+              _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[r][t], vs)));           \
+          f[r][t] = _mm256_add_ps(f[r][t], c);                                \
+        }                                                                     \
+      }                                                                       \
+    }                                                                         \
+    for (uint32_t r = 0; r < xrows; ++r) {                                    \
+      for (uint32_t t = 0; t < wrows; ++t) {                                  \
+        float lanes[8];                                                       \
+        _mm256_storeu_ps(lanes, f[r][t]);                                     \
+        for (uint64_t h = g; h < groups; ++h) {                               \
+          __m256i lo, hi;                                                     \
+          qi_group(type, rows[t], h, &lo, &hi);                               \
+          int32_t i = qa_hsum(DOT(lo, hi, xq[r] + h * QA_GROUP)) -            \
+                      offset * xs[r][h];                                      \
+          lanes[h % 8] = lanes[h % 8] + (xd[r][h] * a[t][h]) * (float)i;      \
+        }                                                                     \
+        out[r][t] = qa_fold8(lanes);                                          \
+      }                                                                       \
+    }                                                                         \
+  }                                                                           \
+  /* The tile with its row counts and type made constants. */              \
+  TARGET QA_INLINE void NAME##_tile_w(                                        \
+      enum qa_type type, const int16_t *const *wi, const float *const *a,     \
+      const uint8_t *const *rows, uint32_t wrows, const int16_t *const *xi,   \
+      const int16_t *const *xq, const float *const *xd,                       \
+      const int32_t *const *xs, uint32_t xrows, uint64_t k,                   \
+      float out[2][QA_ROWS]) {                                                \
+    switch (wrows * 2 + xrows) {                                              \
+      case 3: NAME##_tile(type, wi, a, rows, 1, xi, xq, xd, xs, 1, k, out); return; \
+      case 4: NAME##_tile(type, wi, a, rows, 1, xi, xq, xd, xs, 2, k, out); return; \
+      case 5: NAME##_tile(type, wi, a, rows, 2, xi, xq, xd, xs, 1, k, out); return; \
+      case 6: NAME##_tile(type, wi, a, rows, 2, xi, xq, xd, xs, 2, k, out); return; \
+      case 7: NAME##_tile(type, wi, a, rows, 3, xi, xq, xd, xs, 1, k, out); return; \
+      case 8: NAME##_tile(type, wi, a, rows, 3, xi, xq, xd, xs, 2, k, out); return; \
+      case 9: NAME##_tile(type, wi, a, rows, 4, xi, xq, xd, xs, 1, k, out); return; \
+      default: NAME##_tile(type, wi, a, rows, 4, xi, xq, xd, xs, 2, k, out); \
+    }                                                                         \
+  }                                                                           \
+  /* Weight rows [j0, j1), QA_ROWS at a time, against every row of x (|xi|  \
+     interleaved); |wi| and |a| scratch for QA_ROWS rows. */                \
+  TARGET static void NAME(enum qa_type type, const uint8_t *w,                \
+                          uint64_t row_bytes, uint64_t j0, uint64_t j1,       \
+                          const int16_t *xi, const int16_t *xq,               \
+                          const float *xd, const int32_t *xs, uint64_t m,     \
+                          uint64_t k, int16_t *wi, float *a, float *y,        \
+                          uint64_t ldy) {                                     \
+    uint64_t groups = k / QA_GROUP;                                           \
+    for (uint64_t j = j0; j < j1; j += QA_ROWS) {                             \
+      uint32_t wrows = j1 - j < QA_ROWS ? (uint32_t)(j1 - j) : QA_ROWS;      \
+      const int16_t *tw[QA_ROWS];                                             \
+      const float *ta[QA_ROWS];                                               \
+      const uint8_t *tr[QA_ROWS];                                             \
+      for (uint32_t t = 0; t < wrows; ++t) {                                  \
+        tr[t] = w + (j + t) * row_bytes;                                      \
+        qi_interleave_row(type, tr[t], groups, wi + t * k, a + t * groups);   \
+        tw[t] = wi + t * k;                                                   \
+        ta[t] = a + t * groups;                                               \
+      }                                                                       \
+      for (uint64_t r0 = 0; r0 < m; r0 += 2) {                                \
+        uint32_t xrows = m - r0 < 2 ? 1 : 2;                                  \
+        const int16_t *txi[2], *txq[2];                                       \
+        const float *txd[2];                                                  \
+        const int32_t *txs[2];                                                \
+        for (uint32_t r = 0; r < xrows; ++r) {                                \
+          txi[r] = xi + (r0 + r) * k;                                         \
+          txq[r] = xq + (r0 + r) * k;                                         \
+          txd[r] = xd + (r0 + r) * groups;                                    \
+          txs[r] = xs + (r0 + r) * groups;                                    \
+        }                                                                     \
+        float out[2][QA_ROWS];                                                \
+        if (type == QA_Q8_0) {                                                \
+          NAME##_tile_w(QA_Q8_0, tw, ta, tr, wrows, txi, txq, txd, txs,       \
+                        xrows, k, out);                                       \
+        } else {                                                              \
+          NAME##_tile_w(QA_Q4_0, tw, ta, tr, wrows, txi, txq, txd, txs,       \
+                        xrows, k, out);                                       \
+        }                                                                     \
+        for (uint32_t r = 0; r < xrows; ++r)                                  \
+          for (uint32_t t = 0; t < wrows; ++t)                                \
+            y[(r0 + r) * ldy + j + t] = out[r][t];                            \
+      }                                                                       \
+    }                                                                         \
+  }
+
+QI_DEFINE_TILE(qi_tiles_avx2, QA_AVX2_F16C, qi_acc_avx2, qi_dot_avx2)
+QI_DEFINE_TILE(qi_tiles_vnni, QI_VNNI, qi_acc_vnni, qi_dot_vnni)
 #endif
 
 // Runs a checked launch of |type| (QA_Q8_0 or QA_Q4_0) with
@@ -206,13 +413,15 @@ static int32_t qi_matmul(const accel_kernel_dispatch_t *d,
   }
   uint64_t k = c->k, groups = k / QA_GROUP, m = c->m;
   uint64_t row_bytes = groups * f->bytes;
-  // x quantized (m k int16, m groups scales and sums), kept across the
-  // thread's work-groups of the launch (kernel ABI 1.3); then one weight
-  // row unpacked (k int8, groups A and B, 2 groups M; the vector path uses
-  // A only).
-  uint64_t x_bytes = m * k * sizeof(int16_t) +
+  // x quantized (m k int16, m groups scales and sums) and for batches
+  // interleaved (m k int16), kept across the thread's work-groups of the
+  // launch (kernel ABI 1.3); then QA_ROWS weight rows, interleaved (k
+  // int16 each) with their A (groups floats each), or for the portable
+  // path one row unpacked (k int8, A and B, 2 groups M).
+  int level = qa_vector_level(), batch = level >= 1 && m > QI_TILE;
+  uint64_t x_bytes = m * k * sizeof(int16_t) * (batch ? 2 : 1) +
                      m * groups * (sizeof(float) + sizeof(int32_t));
-  uint64_t w_bytes = k + groups * (2 * sizeof(float) + 2 * sizeof(int16_t));
+  uint64_t w_bytes = QA_ROWS * (k * sizeof(int16_t) + groups * sizeof(float));
   int fresh, owned;
   uint8_t *scratch = kp_scratch(d, wg, x_bytes + w_bytes, &fresh, &owned);
   if (scratch == NULL) {
@@ -222,17 +431,16 @@ static int32_t qi_matmul(const accel_kernel_dispatch_t *d,
   }
   float *xd = (float *)scratch;
   int32_t *xs = (int32_t *)(xd + m * groups);
-  float *wa = (float *)(xs + m * groups);
-  float *wb = wa + groups;
-  int16_t *wm = (int16_t *)(wb + groups);
-  int16_t *xq = wm + 2 * groups;
-  int8_t *wq = (int8_t *)(xq + m * k);
-  int level = qa_vector_level();
+  float *wa = (float *)(xs + m * groups);  // QA_ROWS groups
+  int16_t *xq = (int16_t *)(wa + QA_ROWS * groups);
+  int16_t *wi = xq + m * k;  // QA_ROWS k
+  int16_t *xi = wi + QA_ROWS * k;  // batches: m k
   for (uint64_t r = 0; fresh && r < m; ++r) {
 #if defined(__x86_64__)
     if (level >= 1) {
       qi_quantize_avx2(x + r * k, k, xq + r * k, xd + r * groups,
                        xs + r * groups);
+      if (batch) qi_interleave(xq + r * k, groups, xi + r * k);
       continue;
     }
 #endif
@@ -240,7 +448,13 @@ static int32_t qi_matmul(const accel_kernel_dispatch_t *d,
                          xs + r * groups);
   }
 #if defined(__x86_64__)
-  if (level == 2) {
+  if (level == 2 && batch) {
+    qi_tiles_vnni(type, wbytes, row_bytes, j0, j1, xi, xq, xd, xs, m, k, wi,
+                  wa, y, c->n);
+  } else if (level == 1 && batch) {
+    qi_tiles_avx2(type, wbytes, row_bytes, j0, j1, xi, xq, xd, xs, m, k, wi,
+                  wa, y, c->n);
+  } else if (level == 2) {
     qi_rows_vnni(type, wbytes, row_bytes, j0, j1, xq, xd, xs, m, k, wa, y,
                  c->n);
   } else if (level == 1) {
@@ -252,6 +466,10 @@ static int32_t qi_matmul(const accel_kernel_dispatch_t *d,
     return 0;
   }
 #endif
+  // The portable path unpacks one row into the interleaved rows' space.
+  int8_t *wq = (int8_t *)wi;
+  float *wb = wa + groups;
+  int16_t *wm = (int16_t *)(wb + groups);
   qa_wrow_t w = {.q = wq, .a = wa, .b = wb, .mult = wm};
   for (uint64_t j = j0; j < j1; ++j) {
     const uint8_t *row = wbytes + j * row_bytes;
