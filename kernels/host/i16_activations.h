@@ -405,10 +405,8 @@ static int32_t qi_matmul(const accel_kernel_dispatch_t *d,
   const float *x = d->bindings[0].data;
   const uint8_t *wbytes = d->bindings[1].data;
   float *y = d->bindings[2].data;
-  kp_range_t units = kp_units(d, wg, accel_kp_qmatmul_units(c));
-  uint64_t j0 = units.begin * tile, j1 = units.end * tile;
-  if (j1 > c->n) j1 = c->n;
-  if (j0 >= j1 || c->m == 0 || c->k == 0) {
+  uint64_t j0, j1;
+  if (!qa_unit_rows(d, wg, c, tile, &j0, &j1)) {
     return 0;
   }
   uint64_t k = c->k, groups = k / QA_GROUP, m = c->m;

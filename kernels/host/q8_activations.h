@@ -1290,6 +1290,19 @@ static int qa_vector_level(void) {
 }
 #endif
 
+// The weight rows [j0, j1) of this work-group's units (|tile| per unit);
+// false when it has none (or m or k is 0).
+static inline int qa_unit_rows(const accel_kernel_dispatch_t *d,
+                               const accel_kernel_workgroup_t *wg,
+                               const accel_kp_qmatmul_constants_t *c,
+                               uint64_t tile, uint64_t *j0, uint64_t *j1) {
+  kp_range_t units = kp_units(d, wg, accel_kp_qmatmul_units(c));
+  *j0 = units.begin * tile;
+  *j1 = units.end * tile;
+  if (*j1 > c->n) *j1 = c->n;
+  return *j0 < *j1 && c->m != 0 && c->k != 0;
+}
+
 // Runs a checked launch of |type| with ACCEL_KP_QFLAG_Q8_ACTIVATIONS: x, w
 // and y are bindings 0, 1 and 2 and hold what |c| describes; |tile| output
 // columns per unit.
@@ -1301,10 +1314,8 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   const float *x = d->bindings[0].data;
   const uint8_t *wbytes = d->bindings[1].data;
   float *y = d->bindings[2].data;
-  kp_range_t units = kp_units(d, wg, accel_kp_qmatmul_units(c));
-  uint64_t j0 = units.begin * tile, j1 = units.end * tile;
-  if (j1 > c->n) j1 = c->n;
-  if (j0 >= j1 || c->m == 0 || c->k == 0) {
+  uint64_t j0, j1;
+  if (!qa_unit_rows(d, wg, c, tile, &j0, &j1)) {
     return 0;
   }
   uint64_t k = c->k, groups = k / QA_GROUP, m = c->m;

@@ -118,9 +118,14 @@ static void test_gguf_qmatmul_row_independent_of_m(void **state) {
   (void)state;
   test_rng_t rng;
   test_rng_init(&rng, __func__);
-  for (size_t i = 0; i < 2 * FORM_COUNT; ++i) {
-    gproblem_t p = make(&rng, &k_forms[i % FORM_COUNT], 4, 70, 512,
-                        k_flags[i / FORM_COUNT]);
+  // f32 and 8-bit activations for every form, then 16-bit for q8_0 and
+  // q4_0 (forms 6 and 7).
+  for (size_t i = 0; i < 2 * FORM_COUNT + 2; ++i) {
+    int i16 = i >= 2 * FORM_COUNT;
+    gproblem_t p = make(&rng, &k_forms[i16 ? 6 + i % 2 : i % FORM_COUNT], 4,
+                        70, 512,
+                        i16 ? ACCEL_KP_QFLAG_I16_ACTIVATIONS
+                            : k_flags[i / FORM_COUNT]);
     kt_case_t c = gcase(&p);
     void *batch[KT_MAX_BINDINGS] = {0}, *single[KT_MAX_BINDINGS] = {0};
     assert_accel_ok(kt_run(&c, 2, batch));
@@ -134,6 +139,25 @@ static void test_gguf_qmatmul_row_independent_of_m(void **state) {
     kt_free_outputs(&c1, single);
     free_problem(&p);
   }
+}
+
+// ACCEL_KP_VECTOR=0 (the portable loops) and 1 (AVX2, no VNNI) give the
+// bits of the best path for |p|.
+static void expect_vector_paths_agree(const gproblem_t *p, kt_case_t *c) {
+  void *best[KT_MAX_BINDINGS] = {0};
+  assert_accel_ok(kt_run(c, 2, best));
+  for (int cap = 0; cap < 2; ++cap) {
+    void *capped[KT_MAX_BINDINGS] = {0};
+    setenv("ACCEL_KP_VECTOR", cap ? "1" : "0", 1);
+    assert_accel_ok(kt_run(c, 2, capped));
+    unsetenv("ACCEL_KP_VECTOR");
+    if (memcmp(best[2], capped[2], 4ull * p->c.m * p->c.n) != 0) {
+      fail_msg("%s m %u flags %u: ACCEL_KP_VECTOR=%d differs from the best "
+               "path", p->f->kernel, p->c.m, p->c.flags, cap);
+    }
+    kt_free_outputs(c, capped);
+  }
+  kt_free_outputs(c, best);
 }
 
 // ACCEL_KP_VECTOR=0 (the portable loops) and 1 (AVX2; for 8-bit
@@ -152,20 +176,7 @@ static void test_gguf_qmatmul_vector_paths_agree(void **state) {
     uint32_t m = ms[i / (2 * FORM_COUNT)];
     gproblem_t p = make(&rng, f, m, 67, k, k_flags[i / FORM_COUNT % 2]);
     kt_case_t c = gcase(&p);
-    void *best[KT_MAX_BINDINGS] = {0};
-    assert_accel_ok(kt_run(&c, 2, best));
-    for (int cap = 0; cap < 2; ++cap) {
-      void *capped[KT_MAX_BINDINGS] = {0};
-      setenv("ACCEL_KP_VECTOR", cap ? "1" : "0", 1);
-      assert_accel_ok(kt_run(&c, 2, capped));
-      unsetenv("ACCEL_KP_VECTOR");
-      if (memcmp(best[2], capped[2], 4ull * m * 67) != 0) {
-        fail_msg("%s flags %u: ACCEL_KP_VECTOR=%d differs from the best path",
-                 f->kernel, p.c.flags, cap);
-      }
-      kt_free_outputs(&c, capped);
-    }
-    kt_free_outputs(&c, best);
+    expect_vector_paths_agree(&p, &c);
     free_problem(&p);
   }
 }
@@ -397,6 +408,27 @@ static void test_q8_activations_extreme_values(void **state) {
   free_problem(&p);
 }
 
+// qmatmul_int8 (no block type) refuses |flags| with |message|.
+static void expect_int8_refuses(uint32_t flags, const char *message) {
+  float x[64] = {0}, scale[2] = {1, 1}, y[4];
+  int8_t w8[128] = {0};
+  accel_kp_qmatmul_constants_t q = {.m = 1, .n = 2, .k = 64, .flags = flags};
+  kt_case_t c = {.kernel = "qmatmul_int8", .access = "rrrw",
+                 .binding_count = 4, .constants = &q,
+                 .constants_size = sizeof(q)};
+  c.data[0] = x;
+  c.data[1] = w8;
+  c.data[2] = scale;
+  c.bytes[0] = sizeof(x);
+  c.bytes[1] = sizeof(w8);
+  c.bytes[2] = sizeof(scale);
+  c.bytes[3] = sizeof(y);
+  char want[128];
+  snprintf(want, sizeof(want), "qmatmul_int8: k 64 must be a multiple of 1; %s",
+           message);
+  kt_expect_failure(&c, want);
+}
+
 // The flag on qmatmul_int8, and unknown bits beside it on qmatmul_q8_0,
 // fail with a message.
 static void test_q8_activations_flag_refused_elsewhere(void **state) {
@@ -409,27 +441,13 @@ static void test_q8_activations_flag_refused_elsewhere(void **state) {
   kt_expect_failure(&qc, "qmatmul_q8_0: k 64 must be a multiple of 32; "
                          "flags 0xa");
   free_problem(&p);
-  float x[64] = {0}, scale[2] = {1, 1}, y[4];
-  int8_t w8[128] = {0};
-  accel_kp_qmatmul_constants_t q = {.m = 1, .n = 2, .k = 64,
-                                    .flags = ACCEL_KP_QFLAG_Q8_ACTIVATIONS};
-  kt_case_t c = {.kernel = "qmatmul_int8", .access = "rrrw",
-                 .binding_count = 4, .constants = &q,
-                 .constants_size = sizeof(q)};
-  c.data[0] = x;
-  c.data[1] = w8;
-  c.data[2] = scale;
-  c.bytes[0] = sizeof(x);
-  c.bytes[1] = sizeof(w8);
-  c.bytes[2] = sizeof(scale);
-  c.bytes[3] = sizeof(y);
-  kt_expect_failure(&c, "qmatmul_int8: k 64 must be a multiple of 1; flags 0x2");
+  expect_int8_refuses(ACCEL_KP_QFLAG_Q8_ACTIVATIONS, "flags 0x2");
 }
 
 // 16-bit activations (q8_0 and q4_0; i16_activations.h): the portable and
 // AVX2 paths give the best path's bits (GEMV, up to the four-row tile and
-// past it, partial runs of eight groups), a row of x the same bits alone
-// as in a batch, and every grid the same bits.
+// past it, partial runs of eight groups), and every grid the same bits (a
+// row alone and in a batch: test_gguf_qmatmul_row_independent_of_m).
 static void test_i16_activations_paths_agree(void **state) {
   (void)state;
   test_rng_t rng;
@@ -440,32 +458,10 @@ static void test_i16_activations_paths_agree(void **state) {
     uint32_t m = ms[i / 2], n = 67, k = 32u * 27u;
     gproblem_t p = make(&rng, f, m, n, k, ACCEL_KP_QFLAG_I16_ACTIVATIONS);
     kt_case_t c = gcase(&p);
-    void *best[KT_MAX_BINDINGS] = {0};
-    assert_accel_ok(kt_run(&c, 2, best));
-    for (int cap = 0; cap < 2; ++cap) {
-      void *capped[KT_MAX_BINDINGS] = {0};
-      setenv("ACCEL_KP_VECTOR", cap ? "1" : "0", 1);
-      assert_accel_ok(kt_run(&c, 2, capped));
-      unsetenv("ACCEL_KP_VECTOR");
-      if (memcmp(best[2], capped[2], 4ull * m * n) != 0) {
-        fail_msg("%s m %u: ACCEL_KP_VECTOR=%d differs from the best path",
-                 f->kernel, m, cap);
-      }
-      kt_free_outputs(&c, capped);
-    }
-    gproblem_t one = p;
-    one.c.m = 1;
-    one.x = p.x + (uint64_t)(m - 1) * k;
-    kt_case_t c1 = gcase(&one);
-    void *single[KT_MAX_BINDINGS] = {0};
-    assert_accel_ok(kt_run(&c1, 1, single));
-    assert_memory_equal((float *)best[2] + (uint64_t)(m - 1) * n, single[2],
-                        4ull * n);
-    kt_free_outputs(&c1, single);
+    expect_vector_paths_agree(&p, &c);
     void *grids[KT_MAX_BINDINGS] = {0};
     kt_check_reproducible(&c, accel_kp_qmatmul_units(&p.c), grids);
     kt_free_outputs(&c, grids);
-    kt_free_outputs(&c, best);
     free_problem(&p);
   }
 }
@@ -533,22 +529,7 @@ static void test_i16_activations_extremes_and_misuse(void **state) {
   kt_expect_failure(&c, "qmatmul_q4_k: k 256 must be a multiple of 256; "
                         "flags 0x4");
   free_problem(&p);
-  float x[64] = {0}, scale[2] = {1, 1}, y[4];
-  int8_t w8[128] = {0};
-  accel_kp_qmatmul_constants_t q = {.m = 1, .n = 2, .k = 64,
-                                    .flags = ACCEL_KP_QFLAG_I16_ACTIVATIONS};
-  kt_case_t ic = {.kernel = "qmatmul_int8", .access = "rrrw",
-                  .binding_count = 4, .constants = &q,
-                  .constants_size = sizeof(q)};
-  ic.data[0] = x;
-  ic.data[1] = w8;
-  ic.data[2] = scale;
-  ic.bytes[0] = sizeof(x);
-  ic.bytes[1] = sizeof(w8);
-  ic.bytes[2] = sizeof(scale);
-  ic.bytes[3] = sizeof(y);
-  kt_expect_failure(&ic, "qmatmul_int8: k 64 must be a multiple of 1; "
-                         "flags 0x4");
+  expect_int8_refuses(ACCEL_KP_QFLAG_I16_ACTIVATIONS, "flags 0x4");
 }
 
 int main(void) {
