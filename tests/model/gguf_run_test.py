@@ -47,6 +47,11 @@ BLOCK_TYPES = (Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q4_K, Q.Q5_K,
 Q8_RELATIVE_TOLERANCE = 0.07
 Q8_RELATIVE_TOLERANCE_Q6_K = 0.285
 Q8_TOP1 = 0.957
+# Q8_0 and Q4_0 take 16-bit activations instead (kernels/README.md): on
+# these models within 1.6e-4 to 2.0e-4 of the spread (2026-11-29; with 8
+# bits 0.05), so 1e-3 of the spread and every top-1 position.
+I16_TYPES = (Q.Q8_0, Q.Q4_0)
+I16_RELATIVE_TOLERANCE = 1e-3
 
 # K-quant super-blocks: bytes, and the offsets of their f16 scales (d, dmin)
 # with the magnitude that gives weights of about 1 / sqrt(inputs).
@@ -298,9 +303,11 @@ def test_types():
 
 
 def check_q8(name, qtype, path, axe, tokens, want, f32):
-    """The default run (8-bit activations for block projections): .gguf and
-    .axe identical; block types within Q8_RELATIVE_TOLERANCE of the spread
-    and Q8_TOP1; float types unchanged (the flag only affects blocks)."""
+    """The default run (16-bit activations for Q8_0 and Q4_0 projections,
+    8-bit for the other block types): .gguf and .axe identical; Q8_0 and
+    Q4_0 within I16_RELATIVE_TOLERANCE of the spread with every top-1,
+    the other block types within Q8_RELATIVE_TOLERANCE and Q8_TOP1; float
+    types unchanged (the flags only affect blocks)."""
     a = logits_of(path, tokens)
     check(np.array_equal(a, logits_of(axe, tokens)),
           "%s q8: .gguf and .axe logits identical" % name)
@@ -311,12 +318,14 @@ def check_q8(name, qtype, path, axe, tokens, want, f32):
     scale = float(np.std(want))
     err = float(np.max(np.abs(a - want)))
     top1 = float(np.mean(a.argmax(1) == want.argmax(1)))
-    tolerance = (Q8_RELATIVE_TOLERANCE_Q6_K if qtype == Q.Q6_K else
+    tolerance = (I16_RELATIVE_TOLERANCE if qtype in I16_TYPES else
+                 Q8_RELATIVE_TOLERANCE_Q6_K if qtype == Q.Q6_K else
                  Q8_RELATIVE_TOLERANCE)
     check(err <= tolerance * scale,
-          "%s q8: max |logit - float64| %.3g = %.4f of the spread %.3f" % (
+          "%s q8: max |logit - float64| %.3g = %.5f of the spread %.3f" % (
               name, err, err / scale, scale))
-    check(top1 >= Q8_TOP1, "%s q8: top-1 agreement %.3f" % (name, top1))
+    check(top1 >= (1.0 if qtype in I16_TYPES else Q8_TOP1),
+          "%s q8: top-1 agreement %.3f" % (name, top1))
 
 
 def test_qwen2():
