@@ -1,8 +1,9 @@
 // Block-quantized matmul / GEMV with 8-bit activations
 // (ACCEL_KP_QFLAG_Q8_ACTIVATIONS on qmatmul_q8_0, _q4_0, _q4_1, _q5_0,
 // _q5_1, _q4_k, _q5_k and _q6_k): each row of x is quantized once per
-// work-group to groups of 32 int8 with an f32 scale, and every 32-element
-// group of a weight row meets it in an exact integer dot product, the way
+// launch and thread to groups of 32 int8 with an f32 scale, and every
+// 32-element group of a weight row meets it in an exact integer dot
+// product, the way
 // llama.cpp's vec_dot kernels do (it quantizes to Q8_0 / Q8_K blocks).
 // Integer sums are exact, so the AVX2 path (_mm256_maddubs_epi16 /
 // _mm256_madd_epi16) and the portable loops agree by construction; the few
