@@ -3,8 +3,8 @@
 // _q5_1, _q4_k, _q5_k and _q6_k): each row of x is quantized once per
 // launch and thread to groups of 32 int8 with an f32 scale, and every
 // 32-element group of a weight row meets it in an exact integer dot
-// product, the way
-// llama.cpp's vec_dot kernels do (it quantizes to Q8_0 / Q8_K blocks).
+// product, the way llama.cpp's vec_dot kernels do (it quantizes to Q8_0 /
+// Q8_K blocks).
 // Integer sums are exact, so the AVX2 path (_mm256_maddubs_epi16 /
 // _mm256_madd_epi16) and the portable loops agree by construction; the few
 // float operations per group run in one fixed order in both.
