@@ -5,9 +5,10 @@
 // an exact integer dot product. Against 8-bit activations
 // (q8_activations.h, llama.cpp's scheme for these types) the activations'
 // rounding is 258 times finer, so the result is about as close to the f32
-// one as the f32 accumulation allows; the dot products cost about what the
-// 8-bit ones do for these two types (vpdpwssd / vpmaddwd need no sign
-// tricks for a signed weight, where vpdpbusd / vpmaddubsw do).
+// one as the f32 accumulation allows. Decode runs as fast (bound by the
+// weights' bytes; vpdpwssd / vpmaddwd need no sign tricks for a signed
+// weight, where vpdpbusd / vpmaddubsw do); batches at about three quarters
+// of the 8-bit speed (16 products per instruction, not 32).
 //
 // The order (kernels/README.md, "16-bit activations"), per row r of x:
 // - group g (elements 32g .. 32g + 31): amax = max |x| (a NaN never wins),
