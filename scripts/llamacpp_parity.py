@@ -7,8 +7,9 @@ usage: llamacpp_parity.py BUILD_DIR WORK_DIR
 1. Logits: small random llama files (F32, F16, Q8_0, Q4_0 written with the
    `gguf` package, tests/model/gguf_run_test.py's writer and float64
    reference; Q4_K_M: an F32 one quantized by llama.cpp's own quantizer,
-   the reference from its dequantized tensors); accel's (accel-run --logits) and llama.cpp's logits of every
-   position against the float64 evaluation: max |error| and top-1 agreement.
+   the reference from its dequantized tensors); accel's (accel-run
+   --logits) and llama.cpp's logits of every position against the float64
+   evaluation: max |error|, top-1 agreement, median position error.
 2. Tokenizers: the three real vocabularies (ggml-vocab-*.gguf, fetched by
    tests/model/fetch-vocab.sh into BUILD_DIR/tests/model/vocab-cache, or
    ACCEL_VOCAB_DIR) over varied

@@ -422,10 +422,8 @@ static int32_t qi_matmul(const accel_kernel_dispatch_t *d,
                      m * groups * (sizeof(float) + sizeof(int32_t));
   uint64_t w_bytes = QA_ROWS * (k * sizeof(int16_t) + groups * sizeof(float));
   int fresh, owned;
-  uint8_t *scratch = kp_scratch(d, wg, x_bytes + w_bytes, &fresh, &owned);
+  uint8_t *scratch = qa_scratch(d, wg, f, x_bytes + w_bytes, &fresh, &owned);
   if (scratch == NULL) {
-    kp_fail(d, wg, "%s: cannot allocate %llu bytes of quantized activations",
-            f->name, (unsigned long long)(x_bytes + w_bytes));
     return 1;
   }
   float *xd = (float *)scratch;

@@ -1076,7 +1076,7 @@ QA_VNNI QA_INLINE __m256i qa_wdot_vnni(__m256i w, const int8_t *xq,
 // y[r] for the |xrows| rows of x against weight row |row| under TARGET,
 // groups through DOT (qa_wdot, or qa_wdot_vnni for the types without M);
 // the float steps of QA_DEFINE_DOT in its order.
-#define QA_DEFINE_DIRECT(NAME, TARGET, DOT)                                   \
+#define QA_DEFINE_DIRECT(NAME, TARGET, DOT, Q6K)                              \
   TARGET QA_INLINE void NAME##_type(enum qa_type type, const uint8_t *row,    \
                                     const qa_xrow_t *x, uint32_t xrows,       \
                                     uint64_t k, float *y) {                   \
@@ -1171,19 +1171,14 @@ QA_VNNI QA_INLINE __m256i qa_wdot_vnni(__m256i w, const int8_t *xq,
                                 y, ldy); return;                              \
       case QA_Q5_K: NAME##_rows(QA_Q5_K, w, row_bytes, nrows, x, xrows, k,    \
                                 y, ldy); return;                              \
-      case QA_Q6_K: NAME##_rows(QA_Q6_K, w, row_bytes, nrows, x, xrows, k,    \
-                                y, ldy); return;                              \
+      case QA_Q6_K: Q6K(NAME, w, row_bytes, nrows, x, xrows, k, y, ldy);      \
+        return;                                                               \
       default: return;                                                        \
     }                                                                         \
   }
 
 #define QA_AVX2_DIRECT __attribute__((target("avx2,f16c")))
 #define QA_VNNI_DIRECT __attribute__((target("avx2,f16c,avx512vl,avx512vnni")))
-QA_DEFINE_DIRECT(qa_direct_avx2, QA_AVX2_DIRECT, qa_wdot)
-// M (Q6_K) needs the madd: the VNNI form of the types without it only.
-#define QA_WDOT_VNNI(w, xq, m, u) \
-  (has_mult ? qa_wdot(w, xq, m, u) : qa_wdot_vnni(w, xq, m, u))
-QA_DEFINE_DIRECT(qa_direct_vnni, QA_VNNI_DIRECT, QA_WDOT_VNNI)
 
 // Q6_K on the direct path with VNNI. The six-bit fields stay unsigned
 // (0 .. 63) and meet x in vpdpbusd, one product vector per group; the first
@@ -1192,8 +1187,9 @@ QA_DEFINE_DIRECT(qa_direct_vnni, QA_VNNI_DIRECT, QA_WDOT_VNNI)
 // its sub-block scale in 32 bits before the last level adds the halves:
 // I = sum_h M_h (sum w q - 32 sum q) = sum_h M_h sum (w - 32) q, the integer
 // qa_wdot computes (every term fits in 32 bits: at most 16 x 63 x 127 plus
-// 32 x 16 x 127, times 128). Against qa_direct_vnni's Q6_K this drops the
-// per-group sign and madd steps and the per-group scale shuffles.
+// 32 x 16 x 127, times 128). Against the generic loop (qa_direct_avx2's
+// Q6_K) this drops the per-group sign and madd steps and the per-group scale
+// shuffles.
 QA_VNNI_DIRECT QA_INLINE void qa_q6k_vnni_row(const uint8_t *row,
                                               const qa_xrow_t *x,
                                               uint32_t xrows, uint64_t k,
@@ -1269,6 +1265,17 @@ QA_VNNI_DIRECT static void qa_direct_q6k_vnni(const uint8_t *w,
   }
 }
 
+// Q6_K rows of a direct path: the generic loop (its M through qa_wdot's
+// madd), or with VNNI the unsigned-field loop above.
+#define QA_Q6K_GENERIC(NAME, ...) NAME##_rows(QA_Q6_K, __VA_ARGS__)
+#define QA_Q6K_UNSIGNED(NAME, ...) qa_direct_q6k_vnni(__VA_ARGS__)
+QA_DEFINE_DIRECT(qa_direct_avx2, QA_AVX2_DIRECT, qa_wdot, QA_Q6K_GENERIC)
+// Q6_K, the one type with M, has its own loop: vpdpbusd serves every type
+// that reaches the generic one.
+QA_DEFINE_DIRECT(qa_direct_vnni, QA_VNNI_DIRECT, qa_wdot_vnni,
+                 QA_Q6K_UNSIGNED)
+
+
 // 0 portable, 1 AVX2 (and F16C), 2 AVX2 with AVX512-VNNI: the best the CPU
 // has, capped by ACCEL_KP_VECTOR (0: portable, 1: AVX2). Every level gives
 // the same bits.
@@ -1304,6 +1311,22 @@ static inline int qa_unit_rows(const accel_kernel_dispatch_t *d,
   return *j0 < *j1 && c->m != 0 && c->k != 0;
 }
 
+// The thread's scratch (kernel ABI 1.3; kp_scratch) of |bytes| for a launch
+// of |f| with quantized activations: it keeps x quantized across the
+// work-groups this thread runs in the launch. NULL after failing the launch
+// with a message.
+static inline uint8_t *qa_scratch(const accel_kernel_dispatch_t *d,
+                                  const accel_kernel_workgroup_t *wg,
+                                  const qa_format_t *f, uint64_t bytes,
+                                  int *fresh, int *owned) {
+  uint8_t *scratch = kp_scratch(d, wg, bytes, fresh, owned);
+  if (scratch == NULL) {
+    kp_fail(d, wg, "%s: cannot allocate %llu bytes of quantized activations",
+            f->name, (unsigned long long)bytes);
+  }
+  return scratch;
+}
+
 // Runs a checked launch of |type| with ACCEL_KP_QFLAG_Q8_ACTIVATIONS: x, w
 // and y are bindings 0, 1 and 2 and hold what |c| describes; |tile| output
 // columns per unit.
@@ -1326,14 +1349,9 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
   uint64_t x_bytes = m * k + m * groups * (sizeof(float) + 3 * sizeof(int32_t));
   uint64_t w_bytes = QA_ROWS * (k + groups * (2 * sizeof(float) +
                                               6 * sizeof(int16_t)));
-  // The thread's scratch (kernel ABI 1.3) keeps x quantized across the
-  // work-groups this thread runs in the launch: x is quantized once per
-  // thread, not once per group.
   int fresh, owned;
-  uint8_t *scratch = kp_scratch(d, wg, x_bytes + w_bytes, &fresh, &owned);
+  uint8_t *scratch = qa_scratch(d, wg, f, x_bytes + w_bytes, &fresh, &owned);
   if (scratch == NULL) {
-    kp_fail(d, wg, "%s: cannot allocate %llu bytes of quantized activations",
-            f->name, (unsigned long long)(x_bytes + w_bytes));
     return 1;
   }
   float *xd = (float *)scratch;
@@ -1357,10 +1375,7 @@ static int32_t qa_matmul(const accel_kernel_dispatch_t *d,
       xr[r] = (qa_xrow_t){xq + r * k, xd + r * groups, xs + r * groups,
                           xh + 2 * r * groups};
     }
-    if (level == 2 && type == QA_Q6_K) {
-      qa_direct_q6k_vnni(wbytes + j0 * row_bytes, row_bytes, j1 - j0, xr,
-                         (uint32_t)m, k, y + j0, c->n);
-    } else if (level == 2) {
+    if (level == 2) {
       qa_direct_vnni(type, wbytes + j0 * row_bytes, row_bytes, j1 - j0, xr,
                      (uint32_t)m, k, y + j0, c->n);
     } else {

@@ -177,11 +177,12 @@ int32_t rmsnorm(const accel_kernel_dispatch_t *d,
 // instead of calling pow, cos and sin per pair (the same values, the same
 // bits).
 #define ROPE_CACHE_PAIRS 256u
+// Zero-initialized: rd 0 holds no pairs, so it matches only a launch with
+// none to rotate.
 static __thread struct {
   float base;
   uint32_t rd;
   int32_t pos;
-  uint32_t valid;
   float cs[ROPE_CACHE_PAIRS], sn[ROPE_CACHE_PAIRS];
 } rope_cache;
 
@@ -193,7 +194,7 @@ static int rope_angles(float base, uint32_t rd, int32_t pos, const float **cs,
   if (half > ROPE_CACHE_PAIRS) {
     return 0;
   }
-  if (!(rope_cache.valid && rope_cache.pos == pos && rope_cache.rd == rd &&
+  if (!(rope_cache.pos == pos && rope_cache.rd == rd &&
         rope_cache.base == base)) {
     for (uint32_t p = 0; p < half; ++p) {
       kp_rope_angle(base, p, rd, pos, &rope_cache.cs[p], &rope_cache.sn[p]);
@@ -201,7 +202,6 @@ static int rope_angles(float base, uint32_t rd, int32_t pos, const float **cs,
     rope_cache.base = base;
     rope_cache.rd = rd;
     rope_cache.pos = pos;
-    rope_cache.valid = 1;
   }
   *cs = rope_cache.cs;
   *sn = rope_cache.sn;

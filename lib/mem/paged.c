@@ -103,25 +103,28 @@ static accel_status_t page_take_locked(paged_t *p, accel_mem_page_t **out) {
   return ACCEL_OK;
 }
 
-// Clears a page mapped at |mapped_at| before it returns to the driver: by
-// the backend when it can (phys_clear: pages never touched are not faulted
-// in to be zeroed), else through the mapping.
-static void page_clear(paged_t *p, accel_mem_page_t *pg, uint64_t mapped_at) {
+// Clears |pg| by the backend (phys_clear: pages never touched are not
+// faulted in to be zeroed); false when the backend has no phys_clear or it
+// failed.
+static bool page_clear_phys(paged_t *p, accel_mem_page_t *pg) {
+  const accel_drv_memory_ops_t *m = p->pool.base.device->driver->memory;
+  return m->phys_clear != NULL && m->phys_clear(pg->phys) == ACCEL_OK;
+}
+
+// Zeroes the page mapped at |mapped_at| through its host mapping.
+static void page_zero_mapped(paged_t *p, uint64_t mapped_at) {
   accel_device_t *dev = p->pool.base.device;
-  const accel_drv_memory_ops_t *m = dev->driver->memory;
-  if (m->phys_clear != NULL && m->phys_clear(pg->phys) == ACCEL_OK) {
-    return;
-  }
-  void *host = m->host_pointer(dev->drv, mapped_at);
+  void *host = dev->driver->memory->host_pointer(dev->drv, mapped_at);
   if (host != NULL) {
     ACCEL_MEM_UNPOISON(host, p->page_bytes);
     memset(host, 0, p->page_bytes);
   }
 }
 
-// Returns a page to the device, cleared first through its mapping at
-// |mapped_at| (page_clear); 0: the caller cleared it, or could not map it.
-// Lock held.
+// Returns a page to the device. A page mapped at |mapped_at| is cleared
+// first, by the backend when it can, else through the mapping (a whole
+// chunk by accel_mem_pages_give); 0: not mapped, the caller cleared it or
+// nothing could. Lock held.
 static void page_return_locked(paged_t *p, accel_mem_page_t *pg,
                                uint64_t mapped_at) {
   ACCEL_ASSERT_HELD(&p->lock);
@@ -130,8 +133,8 @@ static void page_return_locked(paged_t *p, accel_mem_page_t *pg,
   if (p->page_bytes == ACCEL_MEM_CHUNK_BYTES) {
     accel_mem_pages_give(a->mem, pg->phys, mapped_at);
   } else {
-    if (mapped_at != 0) {
-      page_clear(p, pg, mapped_at);
+    if (mapped_at != 0 && !page_clear_phys(p, pg)) {
+      page_zero_mapped(p, mapped_at);
     }
     dev->driver->memory->phys_release(pg->phys);
   }
@@ -143,11 +146,13 @@ static void page_return_locked(paged_t *p, accel_mem_page_t *pg,
 }
 
 // Releases free pages beyond |keep| bytes. They are unmapped: the backend
-// clears them (phys_clear), else each is mapped at a scratch address to be
-// cleared. Lock held.
+// clears them (phys_clear), else each is mapped at a scratch address and
+// cleared there (a chunk by accel_mem_pages_give), each way once. Lock held.
 static void trim_locked(paged_t *p, uint64_t keep) {
   ACCEL_ASSERT_HELD(&p->lock);
   accel_device_t *dev = p->pool.base.device;
+  const accel_drv_memory_ops_t *m = dev->driver->memory;
+  bool chunk = p->page_bytes == ACCEL_MEM_CHUNK_BYTES;
   while (p->free_pages != NULL && p->free_page_count * p->page_bytes > keep) {
     accel_mem_page_t *pg = p->free_pages;
     p->free_pages = pg->next;
@@ -155,13 +160,14 @@ static void trim_locked(paged_t *p, uint64_t keep) {
     // The last page of the range is never handed out; it is the scratch
     // mapping for clearing.
     uint64_t scratch = p->base + p->va_bytes;
-    const accel_drv_memory_ops_t *m = dev->driver->memory;
-    if (p->page_bytes != ACCEL_MEM_CHUNK_BYTES && m->phys_clear != NULL &&
-        m->phys_clear(pg->phys) == ACCEL_OK) {
+    if (!chunk && page_clear_phys(p, pg)) {
       page_return_locked(p, pg, 0);  // cleared by the backend, unmapped
     } else if (m->phys_map(dev->drv, scratch, pg->phys, 0, p->page_bytes) ==
                ACCEL_OK) {
-      page_return_locked(p, pg, scratch);
+      if (!chunk) {
+        page_zero_mapped(p, scratch);  // the backend could not clear it
+      }
+      page_return_locked(p, pg, chunk ? scratch : 0);
       m->phys_unmap(dev->drv, scratch, p->page_bytes);
     } else {
       page_return_locked(p, pg, 0);

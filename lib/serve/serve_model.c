@@ -133,14 +133,13 @@ struct serve_model {
   // place and the logits read in place, with no copy commands. Otherwise
   // |in| is host staging uploaded by stream copies.
   bool direct;
-  // Block projections quantize their activations to 16 bits where the
-  // kernel takes ACCEL_KP_QFLAG_I16_ACTIVATIONS (host Q8_0 and Q4_0), else
-  // to 8 bits (ACCEL_KP_QFLAG_Q8_ACTIVATIONS): the host kernels have those
-  // paths, the CUDA ones do not. Wanted (not f32_activations), and per
-  // kernel whether it declares ACCEL_KP_FEATURE_I16_ACTIVATIONS or
-  // ACCEL_KP_FEATURE_Q8_ACTIVATIONS (accel_kernel_info).
-  bool q8_activations;
-  bool q8_kernel[K_COUNT], i16_kernel[K_COUNT];
+  // Per kernel, the flag that quantizes a block projection's activations:
+  // ACCEL_KP_QFLAG_I16_ACTIVATIONS where the kernel declares
+  // ACCEL_KP_FEATURE_I16_ACTIVATIONS (host Q8_0 and Q4_0), else
+  // ACCEL_KP_QFLAG_Q8_ACTIVATIONS where it declares
+  // ACCEL_KP_FEATURE_Q8_ACTIVATIONS (the other host block kernels); 0 with
+  // f32_activations and for kernels that declare neither (CUDA).
+  uint32_t activation_flags[K_COUNT];
   float *logits_host;
   // Order of the step's entries: decode-shaped first, then prefill chunks.
   uint32_t *order;
@@ -220,9 +219,11 @@ static accel_status_t launch(serve_model_t *m, int kernel, uint64_t units,
                        constants_size);
 }
 
-// Work-groups of a launch with 8-bit activations: each quantizes all of x
-// again, so a few per host thread only (enough to balance 2-4 threads).
-#define Q8_ACTIVATION_GROUPS 16u
+// Work-groups of a launch with quantized activations (8 or 16 bits): each
+// thread that runs any quantizes all of x (once per launch with kernel ABI
+// 1.3's thread scratch, once per group before it), so a few per host thread
+// only (enough to balance 2-4 threads).
+#define QUANTIZED_ACTIVATION_GROUPS 16u
 
 static accel_status_t rmsnorm(serve_model_t *m, bind_t x, accel_buffer_t *g,
                               bind_t y, uint32_t rows) {
@@ -270,12 +271,10 @@ static accel_status_t project_weight(serve_model_t *m, accel_buffer_t *x,
                   sizeof(c));
   }
   bind_t b[3] = {{x, 0}, {p->w, 0}, {y, 0}};
-  if (m->q8_activations &&
-      (m->i16_kernel[p->kernel] || m->q8_kernel[p->kernel])) {
-    c.flags = m->i16_kernel[p->kernel] ? ACCEL_KP_QFLAG_I16_ACTIVATIONS
-                                       : ACCEL_KP_QFLAG_Q8_ACTIVATIONS;
+  if (m->activation_flags[p->kernel] != 0) {
+    c.flags = m->activation_flags[p->kernel];
     return launch_groups(m, p->kernel, accel_kp_qmatmul_units(&c),
-                         Q8_ACTIVATION_GROUPS, b, 3, &c, sizeof(c));
+                         QUANTIZED_ACTIVATION_GROUPS, b, 3, &c, sizeof(c));
   }
   return launch(m, p->kernel, accel_kp_qmatmul_units(&c), b, 3, &c,
                 sizeof(c));
@@ -697,11 +696,15 @@ static accel_status_t model_open(serve_model_t *m) {
       return accel_error_context(st, "kernels %s", m->d.kernels_path);
     }
     accel_kernel_info_t ki = {.struct_size = sizeof(ki)};
-    bool info = accel_kernel_info(m->k[i], &ki) == ACCEL_OK;
-    m->q8_kernel[i] =
-        info && (ki.features & ACCEL_KP_FEATURE_Q8_ACTIVATIONS) != 0;
-    m->i16_kernel[i] =
-        info && (ki.features & ACCEL_KP_FEATURE_I16_ACTIVATIONS) != 0;
+    if (!m->d.f32_activations &&
+        accel_kernel_info(m->k[i], &ki) == ACCEL_OK) {
+      m->activation_flags[i] =
+          (ki.features & ACCEL_KP_FEATURE_I16_ACTIVATIONS)
+              ? ACCEL_KP_QFLAG_I16_ACTIVATIONS
+          : (ki.features & ACCEL_KP_FEATURE_Q8_ACTIVATIONS)
+              ? ACCEL_KP_QFLAG_Q8_ACTIVATIONS
+              : 0u;
+    }
   }
   const char *kind = NULL;
   if (model_metadata(m, "model", &kind) != ACCEL_OK ||
@@ -761,7 +764,6 @@ accel_status_t serve_model_create(accel_device_t *device,
   }
   m->dev = device;
   m->d = *desc;
-  m->q8_activations = !desc->f32_activations;
   accel_stream_desc_t sd = {.struct_size = sizeof(sd), .name = "serve"};
   accel_status_t st = accel_stream_create(device, &sd, &m->s);
   if (st == ACCEL_OK) {

@@ -86,21 +86,33 @@ static void free_problem(gproblem_t *p) {
 
 static const uint32_t k_flags[2] = {0, ACCEL_KP_QFLAG_Q8_ACTIVATIONS};
 
+// 16-bit activations (q8_0 and q4_0, forms 6 and 7) over rows of x from a
+// GEMV through the four-row register path to the interleaved tile and its
+// odd last row.
+static const uint32_t k_i16_ms[5] = {1, 3, 4, 6, 9};
+#define I16_CASES (2 * 5)
+
 // Every form, f32 and 8-bit activations, GEMV and small batches, n around
 // the 64-column unit and the four-row tile, k with partial runs of eight
-// groups: the same bits for every grid and host thread count, and finite.
+// groups, then the 16-bit cases: the same bits for every grid and host
+// thread count, and finite.
 static void test_gguf_qmatmul_reproducible_across_grids(void **state) {
   (void)state;
   test_rng_t rng;
   test_rng_init(&rng, __func__);
   static const uint32_t ns[] = {1, 6, 63, 65, 130};
-  for (int round = 0; round < 32; ++round) {
-    const gform_t *f = &k_forms[round % FORM_COUNT];
-    uint32_t m = round % 16 < 8 ? 1 : (uint32_t)test_rng_range(&rng, 2, 4);
+  for (size_t round = 0; round < 32 + I16_CASES; ++round) {
+    int i16 = round >= 32;
+    const gform_t *f = &k_forms[i16 ? 6 + round % 2 : round % FORM_COUNT];
+    uint32_t m = i16              ? k_i16_ms[(round - 32) / 2]
+                 : round % 16 < 8 ? 1
+                                  : (uint32_t)test_rng_range(&rng, 2, 4);
     uint32_t n = ns[test_rng_range(&rng, 0, 4)];
     uint32_t k = f->block * (uint32_t)test_rng_range(&rng, 1, 3) *
                  (f->block == 32 ? 5u : 1u);
-    gproblem_t p = make(&rng, f, m, n, k, k_flags[round / 16]);
+    gproblem_t p = make(&rng, f, m, n, k,
+                        i16 ? ACCEL_KP_QFLAG_I16_ACTIVATIONS
+                            : k_flags[round / 16]);
     kt_case_t c = gcase(&p);
     void *out[KT_MAX_BINDINGS] = {0};
     kt_check_reproducible(&c, accel_kp_qmatmul_units(&p.c), out);
@@ -162,19 +174,24 @@ static void expect_vector_paths_agree(const gproblem_t *p, kt_case_t *c) {
 
 // ACCEL_KP_VECTOR=0 (the portable loops) and 1 (AVX2; for 8-bit
 // activations without VNNI) give the bits of the best path, with groups
-// past the last run of eight and weight rows past the last tile of four.
+// past the last run of eight and weight rows past the last tile of four;
+// then the 16-bit cases.
 static void test_gguf_qmatmul_vector_paths_agree(void **state) {
   (void)state;
   test_rng_t rng;
   test_rng_init(&rng, __func__);
-  for (size_t i = 0; i < 6 * FORM_COUNT; ++i) {
-    const gform_t *f = &k_forms[i % FORM_COUNT];
+  for (size_t i = 0; i < 6 * FORM_COUNT + I16_CASES; ++i) {
+    int i16 = i >= 6 * FORM_COUNT;
+    const gform_t *f = &k_forms[i16 ? 6 + i % 2 : i % FORM_COUNT];
     uint32_t k = f->block == 32 ? 32u * 27u : 256u * 3u;
     // GEMV and batches: 8-bit activations decode the blocks in registers
     // for up to four rows of x and unpack and interleave them for more.
     static const uint32_t ms[3] = {1, 3, 6};
-    uint32_t m = ms[i / (2 * FORM_COUNT)];
-    gproblem_t p = make(&rng, f, m, 67, k, k_flags[i / FORM_COUNT % 2]);
+    uint32_t m = i16 ? k_i16_ms[(i - 6 * FORM_COUNT) / 2]
+                     : ms[i / (2 * FORM_COUNT)];
+    gproblem_t p = make(&rng, f, m, 67, k,
+                        i16 ? ACCEL_KP_QFLAG_I16_ACTIVATIONS
+                            : k_flags[i / FORM_COUNT % 2]);
     kt_case_t c = gcase(&p);
     expect_vector_paths_agree(&p, &c);
     free_problem(&p);
@@ -362,14 +379,17 @@ static void test_q8_activations_within_bound_of_float64(void **state) {
 // minimum terms vanish with it), a row of huge values stays finite, and
 // Q8_0 weights of -128 (which ggml never writes but a file may hold) do
 // not overflow the 16-bit pair sums: the result matches the portable one
-// and the float64 bound.
+// and the float64 bound. Zeros and huge values with 16-bit activations too.
 static void test_q8_activations_extreme_values(void **state) {
   (void)state;
   test_rng_t rng;
   test_rng_init(&rng, __func__);
-  for (size_t i = 0; i < FORM_COUNT; ++i) {
-    gproblem_t p = make(&rng, &k_forms[i], 2, 9, 512,
-                        ACCEL_KP_QFLAG_Q8_ACTIVATIONS);
+  // Every form with 8-bit activations, then q8_0 and q4_0 with 16-bit.
+  for (size_t i = 0; i < FORM_COUNT + 2; ++i) {
+    int i16 = i >= FORM_COUNT;
+    gproblem_t p = make(&rng, &k_forms[i16 ? 6 + i % 2 : i], 2, 9, 512,
+                        i16 ? ACCEL_KP_QFLAG_I16_ACTIVATIONS
+                            : ACCEL_KP_QFLAG_Q8_ACTIVATIONS);
     memset(p.x, 0, 4ull * 512);
     for (uint32_t e = 0; e < 512; ++e) p.x[512 + e] = (e % 2 ? -3e30f : 3e30f);
     kt_case_t c = gcase(&p);
@@ -444,28 +464,6 @@ static void test_q8_activations_flag_refused_elsewhere(void **state) {
   expect_int8_refuses(ACCEL_KP_QFLAG_Q8_ACTIVATIONS, "flags 0x2");
 }
 
-// 16-bit activations (q8_0 and q4_0; i16_activations.h): the portable and
-// AVX2 paths give the best path's bits (GEMV, up to the four-row tile and
-// past it, partial runs of eight groups), and every grid the same bits (a
-// row alone and in a batch: test_gguf_qmatmul_row_independent_of_m).
-static void test_i16_activations_paths_agree(void **state) {
-  (void)state;
-  test_rng_t rng;
-  test_rng_init(&rng, __func__);
-  static const uint32_t ms[] = {1, 3, 4, 6, 9};
-  for (size_t i = 0; i < 2 * 5; ++i) {
-    const gform_t *f = &k_forms[6 + i % 2];
-    uint32_t m = ms[i / 2], n = 67, k = 32u * 27u;
-    gproblem_t p = make(&rng, f, m, n, k, ACCEL_KP_QFLAG_I16_ACTIVATIONS);
-    kt_case_t c = gcase(&p);
-    expect_vector_paths_agree(&p, &c);
-    void *grids[KT_MAX_BINDINGS] = {0};
-    kt_check_reproducible(&c, accel_kp_qmatmul_units(&p.c), grids);
-    kt_free_outputs(&c, grids);
-    free_problem(&p);
-  }
-}
-
 // |y - x W| <= sum over groups of (amax / 65534) sum |w| (x rounded to a
 // step of amax / 32767) plus the f32 roundings (as for 8-bit activations),
 // and on the same problems the mean error is under 1/50 of 8-bit
@@ -497,28 +495,18 @@ static void test_i16_activations_within_bound_of_float64(void **state) {
   }
 }
 
-// Zeros give exact zeros and huge values stay finite; the flag with 8-bit
-// activations, on another block type and on qmatmul_int8 fails with a
-// message.
-static void test_i16_activations_extremes_and_misuse(void **state) {
+// The 16-bit flag with the 8-bit one, on another block type and on
+// qmatmul_int8 fails with a message (its extremes:
+// test_q8_activations_extreme_values).
+static void test_i16_activations_misuse(void **state) {
   (void)state;
   test_rng_t rng;
   test_rng_init(&rng, __func__);
   for (size_t i = 0; i < 2; ++i) {
     gproblem_t p = make(&rng, &k_forms[6 + i], 2, 9, 512,
-                        ACCEL_KP_QFLAG_I16_ACTIVATIONS);
-    memset(p.x, 0, 4ull * 512);
-    for (uint32_t e = 0; e < 512; ++e) p.x[512 + e] = (e % 2 ? -3e30f : 3e30f);
+                        ACCEL_KP_QFLAG_I16_ACTIVATIONS |
+                            ACCEL_KP_QFLAG_Q8_ACTIVATIONS);
     kt_case_t c = gcase(&p);
-    void *out[KT_MAX_BINDINGS] = {0};
-    assert_accel_ok(kt_run(&c, 2, out));
-    const float *y = out[2];
-    for (uint32_t j = 0; j < 9; ++j) {
-      assert_true(y[j] == 0.0f);
-      assert_true(isfinite(y[9 + j]));
-    }
-    kt_free_outputs(&c, out);
-    p.c.flags |= ACCEL_KP_QFLAG_Q8_ACTIVATIONS;
     kt_expect_failure(&c, "flags 0x6 ask for 8-bit and 16-bit activations "
                           "at once");
     free_problem(&p);
@@ -542,9 +530,8 @@ int main(void) {
       cmocka_unit_test(test_q8_activations_within_bound_of_float64),
       cmocka_unit_test(test_q8_activations_extreme_values),
       cmocka_unit_test(test_q8_activations_flag_refused_elsewhere),
-      cmocka_unit_test(test_i16_activations_paths_agree),
       cmocka_unit_test(test_i16_activations_within_bound_of_float64),
-      cmocka_unit_test(test_i16_activations_extremes_and_misuse),
+      cmocka_unit_test(test_i16_activations_misuse),
   };
   return cmocka_run_group_tests(tests, NULL, kt_teardown);
 }
